@@ -1,0 +1,148 @@
+/**
+ * A Hugging Face style checkpoint directory: config.json (with quantization_config), one
+ * model.safetensors or sharded model-*.safetensors with model.safetensors.index.json, tokenizer.json.
+ * Opened read-only; tensors are read by byte range on demand. Nothing is ever written here.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import { SafetensorsFile, type TensorInfo } from './safetensors.js';
+
+export interface CheckpointConfig {
+  raw: Record<string, unknown>;
+  architecture: string;
+  modelType: string;
+}
+
+export class Checkpoint {
+  readonly dir: string;
+  readonly config: Record<string, unknown>;
+  readonly configFile: string;
+  /** tensor name → shard file name (relative to dir) */
+  readonly weightMap: Map<string, string>;
+  readonly shardFiles: string[];
+  private readonly shards = new Map<string, SafetensorsFile>();
+  /** bytes read from tensor data so far (for progress lines and the streaming benchmarks) */
+  bytesRead = 0;
+
+  private constructor(dir: string, config: Record<string, unknown>, weightMap: Map<string, string>) {
+    this.dir = dir;
+    this.config = config;
+    this.configFile = path.join(dir, 'config.json');
+    this.weightMap = weightMap;
+    this.shardFiles = [...new Set(weightMap.values())].sort();
+  }
+
+  static open(dir: string): Checkpoint {
+    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new InputError('not a directory', { file: dir });
+    const configFile = path.join(dir, 'config.json');
+    const config = readJsonObject(configFile);
+    const indexFile = path.join(dir, 'model.safetensors.index.json');
+    const weightMap = new Map<string, string>();
+    if (fs.existsSync(indexFile)) {
+      const index = readJsonObject(indexFile);
+      const wm = index.weight_map;
+      if (wm === null || typeof wm !== 'object' || Array.isArray(wm)) throw new InputError('weight_map is missing or not an object', { file: indexFile });
+      for (const [name, shard] of Object.entries(wm as Record<string, unknown>)) {
+        if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\') || shard.startsWith('.')) {
+          throw new InputError(`weight_map entry ${JSON.stringify(shard)} is not a shard file name in this folder`, { file: indexFile, tensor: name });
+        }
+        if (!fs.existsSync(path.join(dir, shard))) throw new InputError(`shard ${shard} named by the index does not exist`, { file: indexFile, tensor: name });
+        weightMap.set(name, shard);
+      }
+    } else if (fs.existsSync(path.join(dir, 'model.safetensors'))) {
+      const f = SafetensorsFile.open(path.join(dir, 'model.safetensors'));
+      for (const name of f.tensors.keys()) weightMap.set(name, 'model.safetensors');
+      f.close();
+    } else {
+      throw new InputError('no model.safetensors.index.json and no model.safetensors', { file: dir });
+    }
+    const ck = new Checkpoint(dir, config, weightMap);
+    ck.crossCheckIndex(indexFile);
+    return ck;
+  }
+
+  /** Every shard's header must list exactly the tensors the index assigns to it. */
+  private crossCheckIndex(indexFile: string): void {
+    for (const shard of this.shardFiles) {
+      const f = this.shard(shard);
+      for (const name of f.tensors.keys()) {
+        const owner = this.weightMap.get(name);
+        if (owner === undefined) throw new InputError(`tensor is in ${shard} but missing from the index`, { file: indexFile, tensor: name });
+        if (owner !== shard) throw new InputError(`index says ${owner} but the tensor is stored in ${shard}`, { file: indexFile, tensor: name });
+      }
+    }
+    for (const [name, shard] of this.weightMap) {
+      if (!this.shard(shard).tensors.has(name)) throw new InputError(`index names ${shard} but that shard has no such tensor`, { file: indexFile, tensor: name });
+    }
+  }
+
+  private shard(file: string): SafetensorsFile {
+    let f = this.shards.get(file);
+    if (f === undefined) {
+      f = SafetensorsFile.open(path.join(this.dir, file));
+      this.shards.set(file, f);
+    }
+    return f;
+  }
+
+  has(name: string): boolean {
+    return this.weightMap.has(name);
+  }
+
+  names(): string[] {
+    return [...this.weightMap.keys()];
+  }
+
+  info(name: string): TensorInfo {
+    const shard = this.weightMap.get(name);
+    if (shard === undefined) throw new InputError('tensor not found in the checkpoint', { file: this.dir, tensor: name });
+    const info = this.shard(shard).get(name);
+    if (info === undefined) throw new InputError('tensor not found in its shard', { file: path.join(this.dir, shard), tensor: name });
+    return info;
+  }
+
+  read(name: string): Uint8Array {
+    const info = this.info(name);
+    this.bytesRead += info.end - info.begin;
+    return this.shard(this.weightMap.get(name)!).read(info);
+  }
+
+  readRange(name: string, offset: number, length: number): Uint8Array {
+    const info = this.info(name);
+    this.bytesRead += length;
+    return this.shard(this.weightMap.get(name)!).readRange(info, offset, length);
+  }
+
+  /** Total bytes of tensor data (for progress estimates). */
+  totalBytes(): number {
+    let n = 0;
+    for (const name of this.weightMap.keys()) {
+      const i = this.info(name);
+      n += i.end - i.begin;
+    }
+    return n;
+  }
+
+  close(): void {
+    for (const f of this.shards.values()) f.close();
+    this.shards.clear();
+  }
+}
+
+export function readJsonObject(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new InputError('not valid JSON', { file });
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InputError('not a JSON object', { file });
+  return v as Record<string, unknown>;
+}

@@ -1,0 +1,208 @@
+/**
+ * Our own safetensors reader and writer (the npm `safetensors` package is a 4 KB toy that crashes on
+ * `__metadata__`). The format: u64 LE header length N, N bytes of JSON {name: {dtype, shape, data_offsets}},
+ * then the data. The reader validates the header as strictly as the Rust reference implementation
+ * (offsets in range, no overlap, no holes, byte size = shape × dtype size) and reads tensors by byte
+ * range, so a shard is never held in memory whole.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
+
+export interface TensorInfo {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  /** absolute byte offsets in the file */
+  begin: number;
+  end: number;
+  file: string;
+}
+
+/** A header larger than this is hostile, not a checkpoint (the Rust crate uses 100 MB). */
+const MAX_HEADER_BYTES = 100 * 1024 * 1024;
+
+export function numel(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export class SafetensorsFile {
+  readonly file: string;
+  readonly tensors: Map<string, TensorInfo>;
+  readonly metadata: Record<string, string>;
+  readonly fileSize: number;
+  private fd: number | undefined;
+
+  private constructor(file: string, tensors: Map<string, TensorInfo>, metadata: Record<string, string>, size: number, fd: number) {
+    this.file = file;
+    this.tensors = tensors;
+    this.metadata = metadata;
+    this.fileSize = size;
+    this.fd = fd;
+  }
+
+  static open(file: string): SafetensorsFile {
+    const shown = file;
+    let fd: number;
+    try {
+      fd = fs.openSync(file, 'r');
+    } catch (e) {
+      throw new InputError(`cannot open: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file: shown });
+    }
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size < 8) throw new InputError(`truncated: ${size} bytes, too short for the 8-byte header length`, { file: shown });
+      const lenBuf = Buffer.alloc(8);
+      fs.readSync(fd, lenBuf, 0, 8, 0);
+      const headerLen = lenBuf.readBigUInt64LE(0);
+      if (headerLen > BigInt(MAX_HEADER_BYTES)) throw new InputError(`header length ${headerLen} exceeds the ${MAX_HEADER_BYTES}-byte limit`, { file: shown });
+      const n = Number(headerLen);
+      if (8 + n > size) throw new InputError(`truncated: header length ${n} runs past the end of the ${size}-byte file`, { file: shown });
+      const hb = Buffer.alloc(n);
+      fs.readSync(fd, hb, 0, n, 8);
+      let header: unknown;
+      try {
+        header = JSON.parse(hb.toString('utf8'));
+      } catch {
+        throw new InputError('header is not valid JSON', { file: shown });
+      }
+      if (header === null || typeof header !== 'object' || Array.isArray(header)) throw new InputError('header is not a JSON object', { file: shown });
+      const dataStart = 8 + n;
+      const dataLen = size - dataStart;
+      const { tensors, metadata } = parseHeader(header as Record<string, unknown>, shown, dataStart, dataLen);
+      return new SafetensorsFile(file, tensors, metadata, size, fd);
+    } catch (e) {
+      fs.closeSync(fd);
+      throw e;
+    }
+  }
+
+  get(name: string): TensorInfo | undefined {
+    return this.tensors.get(name);
+  }
+
+  /** Read one tensor's bytes (a fresh, 8-byte-aligned copy). */
+  read(info: TensorInfo): Uint8Array {
+    return this.readRange(info, 0, info.end - info.begin);
+  }
+
+  /** Read `length` bytes starting `offset` bytes into a tensor (row slices of embeddings and heads). */
+  readRange(info: TensorInfo, offset: number, length: number): Uint8Array {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    if (offset < 0 || length < 0 || info.begin + offset + length > info.end) {
+      throw new InputError(`read of [${offset}, ${offset + length}) is outside the tensor's ${info.end - info.begin} bytes`, { file: this.file, tensor: info.name });
+    }
+    const buf = new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+    let done = 0;
+    while (done < length) {
+      const got = fs.readSync(this.fd, buf, done, length - done, info.begin + offset + done);
+      if (got === 0) throw new InputError('file shrank while reading', { file: this.file, tensor: info.name });
+      done += got;
+    }
+    return buf;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) fs.closeSync(this.fd);
+    this.fd = undefined;
+  }
+}
+
+function parseHeader(header: Record<string, unknown>, file: string, dataStart: number, dataLen: number) {
+  const tensors = new Map<string, TensorInfo>();
+  let metadata: Record<string, string> = {};
+  const spans: Array<[number, number, string]> = [];
+  for (const [name, raw] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InputError('__metadata__ is not an object', { file });
+      for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+        if (typeof v !== 'string') throw new InputError(`__metadata__.${k} is not a string`, { file });
+      }
+      metadata = raw as Record<string, string>;
+      continue;
+    }
+    const where = { file, tensor: name };
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InputError('entry is not an object', where);
+    const entry = raw as Record<string, unknown>;
+    const { dtype, shape, data_offsets: offsets } = entry;
+    if (!isDType(dtype)) throw new InputError(`unknown dtype ${JSON.stringify(dtype)}`, where);
+    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0)) {
+      throw new InputError(`shape ${JSON.stringify(shape)} is not a list of non-negative integers`, where);
+    }
+    if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every((o) => Number.isSafeInteger(o) && o >= 0)) {
+      throw new InputError(`data_offsets ${JSON.stringify(offsets)} is not a pair of non-negative integers`, where);
+    }
+    const [b, e] = offsets as [number, number];
+    if (e < b) throw new InputError(`data_offsets [${b}, ${e}] end before they begin`, where);
+    if (e > dataLen) throw new InputError(`data_offsets [${b}, ${e}] run past the ${dataLen} data bytes (file truncated?)`, where);
+    const count = numel(shape as number[]);
+    const want = count * DTYPE_BYTES[dtype];
+    if (!Number.isSafeInteger(want) || want !== e - b) {
+      throw new InputError(`${dtype}${JSON.stringify(shape)} needs ${want} bytes but data_offsets hold ${e - b}`, where);
+    }
+    spans.push([b, e, name]);
+    tensors.set(name, { name, dtype, shape: shape as number[], begin: dataStart + b, end: dataStart + e, file });
+  }
+  // Like the Rust crate: the data section must be covered exactly, with no overlap and no hole.
+  spans.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  let cursor = 0;
+  for (const [b, e, name] of spans) {
+    if (b < cursor) throw new InputError(`data_offsets [${b}, ${e}] overlap the previous tensor`, { file, tensor: name });
+    if (b > cursor) throw new InputError(`hole in the data section before offset ${b}`, { file, tensor: name });
+    cursor = e;
+  }
+  if (cursor !== dataLen) throw new InputError(`data section has ${dataLen} bytes but tensors cover ${cursor}`, { file });
+  return { tensors, metadata };
+}
+
+export interface TensorToWrite {
+  name: string;
+  dtype: DType;
+  shape: number[];
+  data: Uint8Array;
+}
+
+/** Serialize tensors into safetensors bytes (header padded with spaces to a multiple of 8, like the reference writer). */
+export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<string, string> = { format: 'pt' }): Buffer {
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let offset = 0;
+  for (const t of tensors) {
+    const want = numel(t.shape) * DTYPE_BYTES[t.dtype];
+    if (want !== t.data.byteLength) throw new Error(`${t.name}: ${t.dtype}${JSON.stringify(t.shape)} needs ${want} bytes, got ${t.data.byteLength}`);
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + want] };
+    offset += want;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (Buffer.byteLength(json) % 8)) % 8);
+  const hb = Buffer.from(json, 'utf8');
+  const out = Buffer.alloc(8 + hb.length + offset);
+  out.writeBigUInt64LE(BigInt(hb.length), 0);
+  hb.copy(out, 8);
+  let at = 8 + hb.length;
+  for (const t of tensors) {
+    out.set(t.data, at);
+    at += t.data.byteLength;
+  }
+  return out;
+}
+
+/** Write a file atomically: temp file in the same folder, then rename, so no half file is ever seen. */
+export function writeFileAtomic(file: string, data: string | Uint8Array): void {
+  const dir = path.dirname(file);
+  fs.mkdirSync(dir, { recursive: true });
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+  try {
+    fs.writeFileSync(tmp, data);
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    fs.rmSync(tmp, { force: true });
+    throw e;
+  }
+}
+
+export function writeSafetensors(file: string, tensors: TensorToWrite[], metadata?: Record<string, string>): void {
+  writeFileAtomic(file, encodeSafetensors(tensors, metadata));
+}

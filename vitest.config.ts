@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['**/*.test.ts'],
+    exclude: ['node_modules/**', 'dist/**'],
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
+    // The native addon and the fixtures are shared; two workers match the CI machine's two cores.
+    pool: 'forks',
+    maxWorkers: 2,
+  },
+});
