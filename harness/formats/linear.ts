@@ -48,6 +48,8 @@ export interface StoredTensor {
   dtype: DType;
   shape: number[];
   bytes: Uint8Array;
+  /** the shard it came from, for error messages */
+  file?: string;
 }
 
 /** A linear layer's stored bytes, validated, shared by both paths (read once). */
@@ -73,7 +75,7 @@ function scaleNameFor(ck: Checkpoint, weightName: string): string | undefined {
 
 function readStored(ck: Checkpoint, name: string): StoredTensor {
   const i = ck.info(name);
-  return { name, dtype: i.dtype, shape: i.shape, bytes: ck.read(name) };
+  return { name, dtype: i.dtype, shape: i.shape, bytes: ck.read(name), file: i.file };
 }
 
 /**

@@ -1,0 +1,32 @@
+/**
+ * FP16 weights for the device path: dequantized once per (layer weight, fault) and shared by the accumulated
+ * and isolated runs of that layer. Keyed weakly by the bound weight, so a layer's FP16 copy dies with it.
+ */
+import type { LinearWeight } from '../harness/formats/linear.js';
+import { type DeviceNative, FAULT_CODES } from './binding.js';
+import type { FaultId } from './faults.js';
+
+const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
+const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
+
+export class LinearCache {
+  private readonly cache = new WeakMap<LinearWeight, Map<string, Uint16Array>>();
+  constructor(private readonly N: DeviceNative) {}
+
+  get(lw: LinearWeight, fault: FaultId | null): Uint16Array {
+    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const key = String(code);
+    let byFault = this.cache.get(lw);
+    if (byFault === undefined) {
+      byFault = new Map();
+      this.cache.set(lw, byFault);
+    }
+    let w = byFault.get(key);
+    if (w === undefined) {
+      const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
+      w = this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
+      byFault.set(key, w);
+    }
+    return w;
+  }
+}

@@ -1,0 +1,11 @@
+/** `layerdiff fixture <kind> <out-dir>`: a seeded checkpoint in the real format, into a new or empty folder. */
+import * as fs from 'node:fs';
+import { ExitCode, InputError } from '../errors.js';
+import { writeFixture } from '../../fixtures/generate.js';
+
+export function runFixture(kind: string, out: string): ExitCode {
+  if (fs.existsSync(out) && fs.readdirSync(out).length > 0) throw new InputError('output folder exists and is not empty; fixtures are written only into a new or empty folder', { file: out });
+  writeFixture(kind, out);
+  process.stdout.write(`wrote ${kind} to ${out}\n`);
+  return ExitCode.pass;
+}

@@ -1,0 +1,43 @@
+/** The token input of a run: --tokens, or --prompt through the checkpoint's tokenizer, or the built-in prompt. */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import { loadTokenizer } from '../io/tokenizer.js';
+
+export const DEFAULT_PROMPT = 'The quick brown fox checks every layer: 3.14 × 2 = 6.28, and FP4 weights stay exact.';
+/** used when a checkpoint has no tokenizer.json: a fixed spread of ids, reduced modulo the vocabulary */
+const DEFAULT_IDS = [1, 17, 4, 123, 42, 7, 300, 99, 256, 5, 64, 211, 3, 150, 88, 31];
+
+export interface ResolvedInput {
+  tokens: number[];
+  prompt?: string;
+}
+
+export async function resolveInput(modelDir: string, vocab: number, a: { prompt?: string; tokens?: string; maxTokens?: number }): Promise<ResolvedInput> {
+  if (a.prompt !== undefined && a.tokens !== undefined) throw new InputError('give --prompt or --tokens, not both');
+  let tokens: number[];
+  let prompt: string | undefined;
+  if (a.tokens !== undefined) {
+    tokens = a.tokens.split(',').map((s) => {
+      const t = Number(s.trim());
+      if (!Number.isInteger(t) || s.trim() === '') throw new InputError(`--tokens: ${JSON.stringify(s)} is not a token id`);
+      return t;
+    });
+  } else {
+    const hasTokenizer = fs.existsSync(path.join(modelDir, 'tokenizer.json'));
+    if (a.prompt !== undefined && !hasTokenizer) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: modelDir });
+    if (hasTokenizer) {
+      prompt = a.prompt ?? DEFAULT_PROMPT;
+      tokens = (await loadTokenizer(modelDir)).encode(prompt);
+    } else {
+      tokens = DEFAULT_IDS.map((t) => t % vocab);
+    }
+  }
+  if (a.maxTokens !== undefined) {
+    if (!Number.isInteger(a.maxTokens) || a.maxTokens < 1) throw new InputError(`--max-tokens ${a.maxTokens}: expected a positive integer`);
+    tokens = tokens.slice(0, a.maxTokens);
+  }
+  if (tokens.length === 0) throw new InputError('the input has no tokens');
+  for (const t of tokens) if (t < 0 || t >= vocab) throw new InputError(`token id ${t} is outside the vocabulary [0, ${vocab})`);
+  return prompt !== undefined ? { tokens, prompt } : { tokens };
+}

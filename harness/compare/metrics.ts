@@ -1,0 +1,140 @@
+/**
+ * Error metrics of a device output d against a reference output r (same shape, flattened), in float64.
+ * Non-finite values are counted per path and left out of the sums: a NaN must not hide as a NaN metric,
+ * it fails the stage on its own (policy.ts).
+ */
+import type { Act } from '../formats/tensor.js';
+
+export interface PathCounts {
+  reference: number;
+  device: number;
+}
+
+export interface StageMetrics {
+  max_abs: number;
+  /** coordinates of max_abs in the stage's shape: [token, ...rest] */
+  max_at: number[];
+  mean_abs: number;
+  rms: number;
+  rel_l2: number;
+  cosine: number;
+  max_ref: number;
+  nan: PathCounts;
+  inf: PathCounts;
+  /** tokens whose discrete choice (expert set, indexer picks) differs from the reference's */
+  selection_flips: number;
+}
+
+export interface LogitMetrics {
+  top1_agreement: number;
+  kl_mean: number;
+  kl_max: number;
+}
+
+export function unravel(index: number, shape: number[]): number[] {
+  const at = new Array<number>(shape.length).fill(0);
+  let rest = index;
+  for (let k = shape.length - 1; k >= 0; k--) {
+    at[k] = rest % shape[k];
+    rest = Math.floor(rest / shape[k]);
+  }
+  return at;
+}
+
+export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
+  if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
+  const nan = { reference: 0, device: 0 };
+  const inf = { reference: 0, device: 0 };
+  let maxAbs = 0;
+  let maxIdx = 0;
+  let sumAbs = 0;
+  let sumSq = 0;
+  let refSq = 0;
+  let devSq = 0;
+  let dot = 0;
+  let maxRef = 0;
+  let n = 0;
+  for (let i = 0; i < r.data.length; i++) {
+    const a = d.data[i];
+    const b = r.data[i];
+    if (Number.isNaN(a)) nan.device++;
+    else if (!Number.isFinite(a)) inf.device++;
+    if (Number.isNaN(b)) nan.reference++;
+    else if (!Number.isFinite(b)) inf.reference++;
+    if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
+    const e = Math.abs(a - b);
+    if (e > maxAbs) {
+      maxAbs = e;
+      maxIdx = i;
+    }
+    sumAbs += e;
+    sumSq += e * e;
+    refSq += b * b;
+    devSq += a * a;
+    dot += a * b;
+    if (Math.abs(b) > maxRef) maxRef = Math.abs(b);
+    n++;
+  }
+  const denom = Math.sqrt(refSq) * Math.sqrt(devSq);
+  return {
+    max_abs: maxAbs,
+    max_at: unravel(maxIdx, r.shape),
+    mean_abs: n > 0 ? sumAbs / n : 0,
+    rms: n > 0 ? Math.sqrt(sumSq / n) : 0,
+    rel_l2: refSq > 0 ? Math.sqrt(sumSq) / Math.sqrt(refSq) : Math.sqrt(sumSq),
+    cosine: denom > 0 ? dot / denom : refSq === devSq ? 1 : 0,
+    max_ref: maxRef,
+    nan,
+    inf,
+    selection_flips: selectionFlips,
+  };
+}
+
+/** Per token: does argmax agree, and KL(p_ref ‖ p_dev) of the softmaxed logits. Logits are [tokens, vocab]. */
+export function compareLogits(d: Act, r: Act): LogitMetrics {
+  const [T, V] = r.shape;
+  let agree = 0;
+  let klSum = 0;
+  let klMax = 0;
+  for (let t = 0; t < T; t++) {
+    const lr = logSoftmax(r.data.subarray(t * V, (t + 1) * V));
+    const ld = logSoftmax(d.data.subarray(t * V, (t + 1) * V));
+    if (argmax(lr) === argmax(ld)) agree++;
+    let kl = 0;
+    for (let v = 0; v < V; v++) {
+      const p = Math.exp(lr[v]);
+      if (p > 0) kl += p * (lr[v] - ld[v]);
+    }
+    if (!Number.isFinite(kl)) kl = Infinity;
+    klSum += kl;
+    klMax = Math.max(klMax, kl);
+  }
+  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_max: klMax };
+}
+
+function logSoftmax(x: ArrayLike<number>): Float64Array {
+  let m = -Infinity;
+  for (let i = 0; i < x.length; i++) if (x[i] > m) m = x[i];
+  let s = 0;
+  for (let i = 0; i < x.length; i++) s += Math.exp(x[i] - m);
+  const lse = m + Math.log(s);
+  return Float64Array.from(x as ArrayLike<number>, (v) => v - lse);
+}
+
+export function argmax(x: ArrayLike<number>): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i; // ties: lowest index, as in both paths
+  return best;
+}
+
+/** Tokens whose chosen index set differs between the paths. */
+export function countFlips(a: number[][] | undefined, b: number[][] | undefined): number {
+  if (a === undefined || b === undefined) return 0;
+  let flips = 0;
+  for (let t = 0; t < a.length; t++) {
+    const x = a[t];
+    const y = b[t] ?? [];
+    if (x.length !== y.length || x.some((v, i) => v !== y[i])) flips++;
+  }
+  return flips;
+}

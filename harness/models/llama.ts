@@ -1,0 +1,161 @@
+/**
+ * Llama (LlamaForCausalLM) as stored by Hugging Face: config fields and tensor names, bound once into typed
+ * weights per layer. Both paths read the same bound bytes; nothing after binding looks tensors up by name.
+ */
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import type { Checkpoint } from '../io/checkpoint.js';
+import { ConfigReader } from '../io/config.js';
+import { expectShape, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
+
+export interface LlamaConfig {
+  hidden: number;
+  intermediate: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  vocab: number;
+  eps: number;
+  ropeTheta: number;
+  tieEmbeddings: boolean;
+  bos: number | null;
+  eos: number | null;
+}
+
+export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
+  const c = new ConfigReader(ck.config, ck.configFile);
+  const hidden = c.int('hidden_size');
+  const heads = c.int('num_attention_heads');
+  const kvHeads = c.int('num_key_value_heads', heads);
+  const headDim = c.int('head_dim', hidden / heads);
+  if (heads % kvHeads !== 0) throw new InputError(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kvHeads}`, { file: ck.configFile });
+  if (headDim % 2 !== 0) throw new InputError(`head_dim ${headDim} must be even for RoPE`, { file: ck.configFile });
+  const rs = c.obj('rope_scaling');
+  if (rs !== undefined && rs.raw.rope_type !== undefined && rs.raw.rope_type !== 'default') {
+    throw new InputError(`rope_scaling ${JSON.stringify(rs.raw)} is not supported for llama (only unscaled RoPE)`, { file: ck.configFile });
+  }
+  return {
+    hidden,
+    intermediate: c.int('intermediate_size'),
+    layers: c.int('num_hidden_layers'),
+    heads,
+    kvHeads,
+    headDim,
+    vocab: c.int('vocab_size'),
+    eps: c.num('rms_norm_eps', 1e-6),
+    ropeTheta: c.num('rope_theta', 10000),
+    tieEmbeddings: c.bool('tie_word_embeddings', false),
+    bos: typeof ck.config.bos_token_id === 'number' ? ck.config.bos_token_id : null,
+    eos: typeof ck.config.eos_token_id === 'number' ? ck.config.eos_token_id : null,
+  };
+}
+
+/** One decoder layer's weights, named as in the checkpoint (model.layers.N.*). */
+export interface LlamaLayerWeights {
+  index: number;
+  input_layernorm: StoredTensor;
+  post_attention_layernorm: StoredTensor;
+  q_proj: LinearWeight;
+  k_proj: LinearWeight;
+  v_proj: LinearWeight;
+  o_proj: LinearWeight;
+  gate_proj: LinearWeight;
+  up_proj: LinearWeight;
+  down_proj: LinearWeight;
+}
+
+export const LLAMA_LINEARS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+
+export class LlamaCheckpoint {
+  readonly cfg: LlamaConfig;
+  readonly qc: QuantConfig;
+  readonly embedName = 'model.embed_tokens.weight';
+  readonly headName: string;
+
+  constructor(readonly ck: Checkpoint) {
+    this.cfg = parseLlamaConfig(ck);
+    this.qc = parseQuantConfig(ck.config, ck.configFile);
+    this.headName = ck.has('lm_head.weight') || !this.cfg.tieEmbeddings ? 'lm_head.weight' : this.embedName;
+    const { vocab, hidden } = this.cfg;
+    for (const name of [this.embedName, this.headName]) {
+      const i = ck.info(name);
+      if (i.dtype !== 'BF16' && i.dtype !== 'F16' && i.dtype !== 'F32') {
+        throw new InputError(`dtype ${i.dtype} not supported for embeddings/head (BF16, F16, F32)`, { file: this.fileOf(name), tensor: name });
+      }
+      if (i.shape.length !== 2 || i.shape[0] !== vocab || i.shape[1] !== hidden) {
+        throw new InputError(`shape ${JSON.stringify(i.shape)} disagrees with the config's [${vocab}, ${hidden}]`, { file: this.fileOf(name), tensor: name });
+      }
+    }
+  }
+
+  fileOf(name: string): string {
+    return path.join(this.ck.dir, this.ck.weightMap.get(name) ?? '?');
+  }
+
+  linearShapes(): Record<(typeof LLAMA_LINEARS)[number], [number, number]> {
+    const { hidden: D, heads, kvHeads, headDim, intermediate: I } = this.cfg;
+    return {
+      q_proj: [heads * headDim, D],
+      k_proj: [kvHeads * headDim, D],
+      v_proj: [kvHeads * headDim, D],
+      o_proj: [D, heads * headDim],
+      gate_proj: [I, D],
+      up_proj: [I, D],
+      down_proj: [D, I],
+    };
+  }
+
+  /** Read and validate layer L's tensors (once; both paths share them). `read=false` only checks. */
+  loadLayer(L: number, read = true): LlamaLayerWeights {
+    const p = `model.layers.${L}`;
+    const shapes = this.linearShapes();
+    const lin = (sub: string, key: (typeof LLAMA_LINEARS)[number]) => loadLinear(this.ck, `${p}.${sub}.${key}.weight`, shapes[key], this.qc, read);
+    const norm = (n: string) => (read ? expectShape(this.ck, `${p}.${n}.weight`, [this.cfg.hidden], ['BF16', 'F16', 'F32']) : this.normInfo(`${p}.${n}.weight`));
+    return {
+      index: L,
+      input_layernorm: norm('input_layernorm'),
+      post_attention_layernorm: norm('post_attention_layernorm'),
+      q_proj: lin('self_attn', 'q_proj'),
+      k_proj: lin('self_attn', 'k_proj'),
+      v_proj: lin('self_attn', 'v_proj'),
+      o_proj: lin('self_attn', 'o_proj'),
+      gate_proj: lin('mlp', 'gate_proj'),
+      up_proj: lin('mlp', 'up_proj'),
+      down_proj: lin('mlp', 'down_proj'),
+    };
+  }
+
+  private normInfo(name: string): StoredTensor {
+    const i = this.ck.info(name);
+    return { name, dtype: i.dtype, shape: i.shape, bytes: new Uint8Array(0) };
+  }
+
+  finalNorm(): StoredTensor {
+    return expectShape(this.ck, 'model.norm.weight', [this.cfg.hidden], ['BF16', 'F16', 'F32']);
+  }
+
+  /** Embedding rows for the given tokens only (a real vocab × hidden table is never read whole). */
+  embedRows(tokens: number[]): StoredTensor {
+    const i = this.ck.info(this.embedName);
+    const rowBytes = (i.end - i.begin) / this.cfg.vocab;
+    const bytes = new Uint8Array(tokens.length * rowBytes);
+    tokens.forEach((t, r) => {
+      if (!Number.isInteger(t) || t < 0 || t >= this.cfg.vocab) throw new InputError(`token id ${t} is outside the vocabulary [0, ${this.cfg.vocab})`);
+      bytes.set(this.ck.readRange(this.embedName, t * rowBytes, rowBytes), r * rowBytes);
+    });
+    return { name: this.embedName, dtype: i.dtype, shape: [tokens.length, this.cfg.hidden], bytes, file: i.file };
+  }
+
+  /** Visit the head in row chunks so the vocab × hidden matrix is never held whole. */
+  forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void {
+    const i = this.ck.info(this.headName);
+    const { vocab, hidden } = this.cfg;
+    const rowBytes = (i.end - i.begin) / vocab;
+    for (let r = 0; r < vocab; r += rowsPerChunk) {
+      const n = Math.min(rowsPerChunk, vocab - r);
+      const bytes = this.ck.readRange(this.headName, r * rowBytes, n * rowBytes);
+      fn(r, { name: this.headName, dtype: i.dtype, shape: [n, hidden], bytes, file: i.file });
+    }
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * The contract between the runner and the two paths. A path computes one stage at a time; the runner owns
+ * the order, the weights (read once per layer, shared by both paths) and the comparison.
+ */
+import type { Act } from '../formats/tensor.js';
+
+export interface LayerContext {
+  tokens: number[];
+  positions: number[];
+  /**
+   * Discrete choices (MoE expert ids, indexer picks) the reference made at this layer. In isolated mode the
+   * device takes them so its error is numeric only (DESIGN §5); null lets the path choose.
+   */
+  forcedSelections: Selections | null;
+}
+
+/** Per selection kind (e.g. 'experts'), one chosen index set per token, sorted ascending. */
+export type Selections = Record<string, number[][]>;
+
+export interface LayerResult {
+  out: Act;
+  selections: Selections | null;
+  /** named intermediate outputs for drill-down (layer.L.attn, layer.L.moe, …), when the path records them */
+  substages?: Record<string, Act>;
+}
+
+export interface StagePath<LW> {
+  embed(tokens: number[]): Act;
+  layer(L: number, x: Act, w: LW, ctx: LayerContext): LayerResult;
+  finalNorm(x: Act): Act;
+  logits(x: Act): Act;
+}
+
+/** What the runner needs to know of an architecture. */
+export interface ModelDef<LW> {
+  architecture: string;
+  numLayers: number;
+  vocab: number;
+  /** read and validate layer L (bytes read once, shared by both paths) */
+  loadLayer(L: number): LW;
+  /** layers holding FP4/FP8 weights, ascending (global faults show first in the first of them) */
+  quantizedLayers(): number[];
+  /** check every tensor's name, dtype and shape against the config without reading data (throws InputError) */
+  conformance(): void;
+  reference: StagePath<LW>;
+  device: StagePath<LW>;
+}

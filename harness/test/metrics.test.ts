@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest';
+import { create, all } from 'mathjs';
+import { compareActs, compareLogits, countFlips, unravel } from '../compare/metrics.js';
+import { DEFAULT_POLICY, makePolicy, verdict } from '../compare/policy.js';
+import { act } from '../formats/tensor.js';
+
+const math = create(all, { number: 'BigNumber', precision: 64 });
+
+/** Independent computation of the metrics with mathjs BigNumbers (64 digits). */
+function bigMetrics(d: number[], r: number[]) {
+  const B = (x: number) => math.bignumber(x);
+  let maxAbs = B(0), sumAbs = B(0), sumSq = B(0), refSq = B(0), devSq = B(0), dot = B(0);
+  for (let i = 0; i < d.length; i++) {
+    const e = math.abs(math.subtract(B(d[i]), B(r[i])));
+    if (math.larger(e, maxAbs)) maxAbs = e;
+    sumAbs = math.add(sumAbs, e);
+    sumSq = math.add(sumSq, math.multiply(e, e));
+    refSq = math.add(refSq, math.multiply(B(r[i]), B(r[i])));
+    devSq = math.add(devSq, math.multiply(B(d[i]), B(d[i])));
+    dot = math.add(dot, math.multiply(B(d[i]), B(r[i])));
+  }
+  const n = B(d.length);
+  return {
+    max_abs: math.number(maxAbs),
+    mean_abs: math.number(math.divide(sumAbs, n)),
+    rms: math.number(math.sqrt(math.divide(sumSq, n))),
+    rel_l2: math.number(math.divide(math.sqrt(sumSq), math.sqrt(refSq))),
+    cosine: math.number(math.divide(dot, math.multiply(math.sqrt(refSq), math.sqrt(devSq)))),
+  };
+}
+
+function seeded(n: number, seed: number): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32 - 0.5) * 4;
+  });
+}
+
+describe('stage metrics', () => {
+  for (const [T, D] of [[3, 8], [16, 192], [5, 1000]]) {
+    it(`compareActs(tokens=${T},dim=${D}) matches a 64-digit computation`, () => {
+      const r = seeded(T * D, T * 7 + D);
+      const d = Float32Array.from(r, (x, i) => x + (i % 13 === 0 ? 1e-3 * (i % 5) : 0) - (i % 29 === 0 ? 0.02 : 0));
+      const m = compareActs(act([T, D], d), act([T, D], r));
+      const want = bigMetrics([...d], [...r]);
+      for (const k of ['max_abs', 'mean_abs', 'rms', 'rel_l2', 'cosine'] as const) expect(m[k]).toBeCloseTo(want[k], 12);
+      expect(m.max_ref).toBe(Math.max(...[...r].map(Math.abs)));
+      const [t, c] = m.max_at;
+      expect(Math.abs(d[t * D + c] - r[t * D + c])).toBe(m.max_abs);
+    });
+  }
+
+  it('counts NaN/Inf per path and keeps them out of the sums', () => {
+    const r = act([1, 4], Float32Array.from([1, 2, 3, 4]));
+    const d = act([1, 4], Float32Array.from([1, NaN, Infinity, 4.5]));
+    const m = compareActs(d, r);
+    expect(m.nan).toEqual({ reference: 0, device: 1 });
+    expect(m.inf).toEqual({ reference: 0, device: 1 });
+    expect(m.max_abs).toBe(0.5);
+    expect(verdict(m, DEFAULT_POLICY)).toBe('fail');
+  });
+
+  it('unravel gives row-major coordinates', () => {
+    expect(unravel(0, [2, 3, 4])).toEqual([0, 0, 0]);
+    expect(unravel(23, [2, 3, 4])).toEqual([1, 2, 3]);
+    expect(unravel(13, [2, 3, 4])).toEqual([1, 0, 1]);
+  });
+
+  it('logit metrics: top-1 agreement and KL against a direct computation', () => {
+    const r = act([2, 3], Float32Array.from([1, 2, 3, 0, 0, 5]));
+    const d = act([2, 3], Float32Array.from([1, 2, 2.5, 0, 6, 5]));
+    const lm = compareLogits(d, r);
+    expect(lm.top1_agreement).toBe(0.5);
+    const kl = (p: number[], q: number[]) => {
+      const sp = p.map(Math.exp), sq = q.map(Math.exp);
+      const zp = sp.reduce((a, b) => a + b), zq = sq.reduce((a, b) => a + b);
+      return sp.reduce((a, v, i) => a + (v / zp) * Math.log((v / zp) / (sq[i] / zq)), 0);
+    };
+    const k0 = kl([1, 2, 3], [1, 2, 2.5]);
+    const k1 = kl([0, 0, 5], [0, 6, 5]);
+    expect(lm.kl_mean).toBeCloseTo((k0 + k1) / 2, 12);
+    expect(lm.kl_max).toBeCloseTo(Math.max(k0, k1), 12);
+  });
+
+  it('selection flips count tokens whose chosen set differs', () => {
+    expect(countFlips([[0, 3], [1, 2], [4, 5]], [[0, 3], [1, 4], [4, 5]])).toBe(1);
+  });
+});
+
+describe('policy', () => {
+  const base = compareActs(act([1, 2], Float32Array.from([0, 0])), act([1, 2], Float32Array.from([0, 0])));
+  const withMax = (x: number) => ({ ...base, max_abs: x });
+  it.each([
+    [0, 'pass'], [0.01, 'pass'], [0.010001, 'warn'], [0.1, 'warn'], [0.100001, 'fail'], [5, 'fail'],
+  ])('max_abs %f → %s with the default thresholds', (x, want) => {
+    expect(verdict(withMax(x as number), DEFAULT_POLICY)).toBe(want);
+  });
+  it('a custom metric and thresholds', () => {
+    const p = makePolicy('rel_l2', 0.05, 0.001);
+    expect(verdict({ ...base, rel_l2: 0.01, max_abs: 9 }, p)).toBe('warn');
+  });
+  it('rejects bad policies', () => {
+    expect(() => makePolicy('bogus', 0.1, 0.01)).toThrow(/--metric/);
+    expect(() => makePolicy('max_abs', 0.01, 0.1)).toThrow(/warn-above/);
+  });
+});

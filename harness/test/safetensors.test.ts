@@ -1,0 +1,75 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { InputError } from '../errors.js';
+import { encodeSafetensors, SafetensorsFile } from '../io/safetensors.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-st-'));
+
+function fileWith(name: string, bytes: Uint8Array): string {
+  const p = path.join(tmp, name);
+  fs.writeFileSync(p, bytes);
+  return p;
+}
+
+/** Build a file by hand: header JSON + data, the way a hostile writer would. */
+function raw(header: unknown, data: Uint8Array, lenOverride?: bigint): Buffer {
+  const hb = Buffer.from(JSON.stringify(header));
+  const out = Buffer.alloc(8 + hb.length + data.length);
+  out.writeBigUInt64LE(lenOverride ?? BigInt(hb.length), 0);
+  hb.copy(out, 8);
+  out.set(data, 8 + hb.length);
+  return out;
+}
+
+describe('safetensors reader', () => {
+  it('round-trips tensors written by the writer, by byte range', () => {
+    const a = new Float32Array([1, 2, 3, 4, 5, 6]);
+    const b = new Uint8Array([7, 8, 9]);
+    const buf = encodeSafetensors([
+      { name: 'a', dtype: 'F32', shape: [2, 3], data: new Uint8Array(a.buffer) },
+      { name: 'b', dtype: 'U8', shape: [3], data: b },
+    ]);
+    expect((buf.readUInt32LE(0) + 8) % 8).toBe(0); // header padded to 8
+    const f = SafetensorsFile.open(fileWith('ok.safetensors', buf));
+    expect(f.metadata).toEqual({ format: 'pt' });
+    const ia = f.get('a')!;
+    expect(ia.shape).toEqual([2, 3]);
+    expect(new Float32Array(f.read(ia).buffer, 0, 6)).toEqual(a);
+    expect([...f.readRange(ia, 12, 8)]).toEqual([...new Uint8Array(a.buffer, 12, 8)]);
+    expect([...f.read(f.get('b')!)]).toEqual([7, 8, 9]);
+    f.close();
+  });
+
+  const hostile: Array<[string, Buffer, RegExp]> = [
+    ['too short', Buffer.from([1, 2, 3]), /truncated/],
+    ['header length past the end', raw({}, new Uint8Array(0), 1000n), /header length 1000 runs past/],
+    ['huge header length', raw({}, new Uint8Array(0), 2n ** 60n), /exceeds/],
+    ['not JSON', (() => { const b = raw({}, new Uint8Array(0)); b.write('{{', 8); return b; })(), /not valid JSON/],
+    ['array header', raw([], new Uint8Array(0)), /not a JSON object/],
+    ['unknown dtype', raw({ t: { dtype: 'F4', shape: [2], data_offsets: [0, 1] } }, new Uint8Array(1)), /tensor 't'.*unknown dtype/],
+    ['negative shape', raw({ t: { dtype: 'U8', shape: [-1], data_offsets: [0, 1] } }, new Uint8Array(1)), /shape/],
+    ['offsets past the data', raw({ t: { dtype: 'U8', shape: [4], data_offsets: [0, 4] } }, new Uint8Array(2)), /run past/],
+    ['size disagrees with shape', raw({ t: { dtype: 'F32', shape: [2], data_offsets: [0, 4] } }, new Uint8Array(4)), /needs 8 bytes/],
+    ['overlap', raw({ a: { dtype: 'U8', shape: [4], data_offsets: [0, 4] }, b: { dtype: 'U8', shape: [2], data_offsets: [2, 4] } }, new Uint8Array(4)), /overlap/],
+    ['hole', raw({ a: { dtype: 'U8', shape: [2], data_offsets: [2, 4] } }, new Uint8Array(4)), /hole/],
+    ['trailing bytes', raw({ a: { dtype: 'U8', shape: [2], data_offsets: [0, 2] } }, new Uint8Array(4)), /cover 2/],
+    ['end before begin', raw({ a: { dtype: 'U8', shape: [0], data_offsets: [2, 1] } }, new Uint8Array(2)), /end before/],
+    ['metadata not strings', raw({ __metadata__: { x: 1 } }, new Uint8Array(0)), /__metadata__/],
+  ];
+  for (const [name, bytes, msg] of hostile) {
+    it(`rejects: ${name}, naming the file`, () => {
+      const p = fileWith(`${name.replace(/\W/g, '_')}.safetensors`, bytes);
+      let err: unknown;
+      try {
+        SafetensorsFile.open(p);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(InputError);
+      expect((err as Error).message).toContain(p);
+      expect((err as Error).message).toMatch(msg);
+    });
+  }
+});

@@ -1,0 +1,68 @@
+/**
+ * Llama forward pass, FP32 reference, following Hugging Face transformers' LlamaForCausalLM:
+ *   h = embed(tokens)
+ *   per layer: h += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))), n = RMSNorm_in(h)
+ *              h += down_proj(silu(gate_proj(n)) · up_proj(n)),                n = RMSNorm_post(h)
+ *   final_norm = RMSNorm(h); logits = lm_head(final_norm)
+ * RoPE is rotate_half with base rope_theta; attention is causal GQA scaled by head_dim^−½.
+ */
+import { decodeToF32 } from '../harness/formats/dtypes.js';
+import type { StoredTensor } from '../harness/formats/linear.js';
+import { type Act, act } from '../harness/formats/tensor.js';
+import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
+import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
+import { assertFinite, dequantLinear } from './dequant.js';
+import { add, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, swiglu } from './ops.js';
+
+export function decodeStored(t: StoredTensor): Float32Array {
+  const w = decodeToF32(t.dtype, t.bytes, t.shape.reduce((a, b) => a * b, 1));
+  assertFinite(w, t);
+  return w;
+}
+
+export class LlamaReference implements StagePath<LlamaLayerWeights> {
+  constructor(private readonly m: LlamaCheckpoint) {}
+
+  embed(tokens: number[]): Act {
+    return act([tokens.length, this.m.cfg.hidden], decodeStored(this.m.embedRows(tokens)));
+  }
+
+  layer(_L: number, x: Act, w: LlamaLayerWeights, ctx: LayerContext): LayerResult {
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, intermediate: I, eps, ropeTheta } = this.m.cfg;
+    const S = x.shape[0];
+    const linear = (inp: Float32Array, lw: (typeof w)['q_proj']) => matmul(inp, S, lw.in, dequantLinear(lw), lw.out);
+
+    const n1 = rmsnorm(x.data, S, D, decodeStored(w.input_layernorm), eps);
+    const invFreq = ropeInvFreq(ropeTheta, hd);
+    const q = rope(linear(n1, w.q_proj), S, H, hd, ctx.positions, invFreq, 'half');
+    const k = rope(linear(n1, w.k_proj), S, KV, hd, ctx.positions, invFreq, 'half');
+    const v = linear(n1, w.v_proj);
+    const attn = linear(causalAttention(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd)), w.o_proj);
+    const h = add(x.data, attn);
+
+    const n2 = rmsnorm(h, S, D, decodeStored(w.post_attention_layernorm), eps);
+    const mlp = matmul(swiglu(linear(n2, w.gate_proj), linear(n2, w.up_proj)), S, I, dequantLinear(w.down_proj), D);
+    return {
+      out: act([S, D], add(h, mlp)),
+      selections: null,
+      substages: { attn: act([S, D], attn), mlp: act([S, D], mlp) },
+    };
+  }
+
+  finalNorm(x: Act): Act {
+    const { hidden: D, eps } = this.m.cfg;
+    return act(x.shape, rmsnorm(x.data, x.shape[0], D, decodeStored(this.m.finalNorm()), eps));
+  }
+
+  logits(x: Act): Act {
+    const { hidden: D, vocab: V } = this.m.cfg;
+    const S = x.shape[0];
+    const out = new Float32Array(S * V);
+    this.m.forEachHeadChunk(4096, (r0, chunk) => {
+      const n = chunk.shape[0];
+      const part = matmul(x.data, S, D, decodeStored(chunk), n);
+      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
+    });
+    return act([S, V], out);
+  }
+}
