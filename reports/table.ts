@@ -11,7 +11,7 @@ const RESET = '\x1b[0m';
 export function renderTable(r: Report, colour: boolean): string {
   const t = new Table({
     head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'nan/inf', 'status'],
-    style: { head: [], border: [] },
+    style: { head: [], border: [], compact: true },
     colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'left'],
   });
   for (const s of r.stages) {

@@ -6,26 +6,26 @@ import { act } from '../formats/tensor.js';
 
 const math = create(all, { number: 'BigNumber', precision: 64 });
 
-/** Independent computation of the metrics with mathjs BigNumbers (64 digits). */
+/** Independent computation of the metrics with mathjs BigNumbers (64 significant digits). */
 function bigMetrics(d: number[], r: number[]) {
   const B = (x: number) => math.bignumber(x);
   let maxAbs = B(0), sumAbs = B(0), sumSq = B(0), refSq = B(0), devSq = B(0), dot = B(0);
   for (let i = 0; i < d.length; i++) {
-    const e = math.abs(math.subtract(B(d[i]), B(r[i])));
-    if (math.larger(e, maxAbs)) maxAbs = e;
-    sumAbs = math.add(sumAbs, e);
-    sumSq = math.add(sumSq, math.multiply(e, e));
-    refSq = math.add(refSq, math.multiply(B(r[i]), B(r[i])));
-    devSq = math.add(devSq, math.multiply(B(d[i]), B(d[i])));
-    dot = math.add(dot, math.multiply(B(d[i]), B(r[i])));
+    const e = B(d[i]).minus(B(r[i])).abs();
+    if (e.gt(maxAbs)) maxAbs = e;
+    sumAbs = sumAbs.plus(e);
+    sumSq = sumSq.plus(e.times(e));
+    refSq = refSq.plus(B(r[i]).times(B(r[i])));
+    devSq = devSq.plus(B(d[i]).times(B(d[i])));
+    dot = dot.plus(B(d[i]).times(B(r[i])));
   }
   const n = B(d.length);
   return {
-    max_abs: math.number(maxAbs),
-    mean_abs: math.number(math.divide(sumAbs, n)),
-    rms: math.number(math.sqrt(math.divide(sumSq, n))),
-    rel_l2: math.number(math.divide(math.sqrt(sumSq), math.sqrt(refSq))),
-    cosine: math.number(math.divide(dot, math.multiply(math.sqrt(refSq), math.sqrt(devSq)))),
+    max_abs: maxAbs.toNumber(),
+    mean_abs: sumAbs.div(n).toNumber(),
+    rms: sumSq.div(n).sqrt().toNumber(),
+    rel_l2: sumSq.sqrt().div(refSq.sqrt()).toNumber(),
+    cosine: dot.div(refSq.sqrt().times(devSq.sqrt())).toNumber(),
   };
 }
 

@@ -1,0 +1,153 @@
+/**
+ * End to end on the bundled llama-tiny fixture: a clean run passes with every stage listed, each injected
+ * device-path bug is caught at the right layer, a real FP16 overflow fails where it happens, and reports
+ * and dumps hold what DESIGN §7 says.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { runDiffCommand, type DiffArgs } from '../cli/diff.js';
+import { SafetensorsFile } from '../io/safetensors.js';
+import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
+import { cli, hashTree, LLAMA_TINY } from './cli.js';
+
+const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
+  model: LLAMA_TINY(), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
+  freeSelection: false, ...over,
+});
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-e2e-'));
+const quiet = async (a: DiffArgs) => {
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  try {
+    return await runDiffCommand(a);
+  } finally {
+    process.stdout.write = write;
+  }
+};
+
+describe('layerdiff diff on llama-tiny', () => {
+  it('a clean run passes and lists embed, every layer, final_norm, logits', async () => {
+    const before = hashTree(LLAMA_TINY());
+    const { code, report } = await quiet(base());
+    expect(report.stages.map((s) => s.name)).toEqual(['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits']);
+    expect(report.verdict).toBe('pass');
+    expect(code).toBe(0);
+    expect(report.first_failure).toBeNull();
+    expect(report.backends.device.name).toBe('emulated');
+    expect(report.backends.device.description).toMatch(/emulation.*not GPU hardware/);
+    for (const s of report.stages) {
+      expect(s.accumulated!.max_abs).toBeLessThan(0.1);
+      expect(s.isolated!.max_abs).toBeLessThan(0.1);
+      // FP16 storage must leave a visible, bounded footprint: the device path is not the reference.
+      if (s.name !== 'embed') expect(s.accumulated!.max_abs).toBeGreaterThan(0);
+    }
+    expect(report.stages.at(-1)!.logits!.accumulated!.top1_agreement).toBe(1);
+    expect(hashTree(LLAMA_TINY())).toBe(before);
+  });
+
+  // Global decode bugs show first in the first quantized layer (layer 0 is BF16 in this fixture).
+  const cases: Array<[string, string]> = [
+    ['e3m0-table', 'layer.1'],
+    ['nibble-swap', 'layer.1'],
+    ['scale-missing', 'layer.1'],
+    ['scale-stride', 'layer.1'],
+    ['e8m0-as-int', 'layer.1'],
+    ['scale-axis@2', 'layer.2'],
+    ['scale-missing@3', 'layer.3'],
+    ['fp16-overflow@2', 'layer.2'],
+    ['nibble-swap@3', 'layer.3'],
+  ];
+  for (const [inject, first] of cases) {
+    it(`--inject ${inject} fails first at ${first}`, async () => {
+      const { code, report } = await quiet(base({ inject }));
+      expect(code).toBe(1);
+      expect(report.verdict).toBe('fail');
+      expect(report.first_failure).toBe(first);
+      expect(report.injected?.fault).toBe(inject.split('@')[0]);
+      const st = report.stages.find((s) => s.name === first)!;
+      expect(st.status).toBe('fail');
+      expect(st.isolated!.max_abs > 0.1 || st.isolated!.nan.device + st.isolated!.inf.device > 0).toBe(true);
+      if (inject.includes('@')) {
+        // a layer-local bug: the isolated error of every other layer stays small
+        for (const s of report.stages) if (s.name.startsWith('layer.') && s.name !== first) expect(s.isolated!.max_abs).toBeLessThan(0.1);
+      }
+    });
+  }
+
+  it('a checkpoint whose activations really exceed FP16 fails where it happens, with Inf/NaN counts', async () => {
+    const dir = path.join(tmp, 'overflow');
+    writeLlamaTiny(dir, { variant: 'overflow' });
+    const { code, report } = await quiet(base({ model: dir }));
+    expect(code).toBe(1);
+    expect(report.first_failure).toBe('layer.2');
+    const st = report.stages.find((s) => s.name === 'layer.2')!;
+    expect(st.accumulated!.inf.device + st.accumulated!.nan.device).toBeGreaterThan(0);
+    expect(st.accumulated!.inf.reference + st.accumulated!.nan.reference).toBe(0);
+    expect(report.diagnosis[0].cause).toBe('fp16-overflow');
+    expect(report.injected).toBeNull();
+  });
+
+  it('--layers 1-2 runs only those layers, from the reference input', async () => {
+    const { report } = await quiet(base({ layers: '1-2' }));
+    expect(report.stages.map((s) => s.name)).toEqual(['layer.1', 'layer.2']);
+  });
+
+  it('--json writes the report atomically and --dump writes one safetensors per stage', async () => {
+    const json = path.join(tmp, 'r', 'report.json');
+    const dump = path.join(tmp, 'dump');
+    const { report } = await quiet(base({ json, dump, layers: '2-3' }));
+    const onDisk = JSON.parse(fs.readFileSync(json, 'utf8'));
+    expect(onDisk.schema).toBe('layerdiff.report/1');
+    expect(onDisk.stages.length).toBe(report.stages.length);
+    expect(fs.readdirSync(path.dirname(json))).toEqual(['report.json']);
+    expect(fs.readdirSync(dump).sort()).toEqual(['final_norm.safetensors', 'layer.2.safetensors', 'layer.3.safetensors', 'logits.safetensors']);
+    const f = SafetensorsFile.open(path.join(dump, 'layer.2.safetensors'));
+    for (const t of ['reference', 'device', 'device_isolated']) expect(f.get(t)!.dtype).toBe('F32');
+    expect(f.get('reference')!.shape).toEqual([report.input.tokens.length, 192]);
+    f.close();
+  });
+});
+
+describe('the CLI as a user runs it', () => {
+  beforeAll(() => {
+    expect(fs.existsSync(LLAMA_TINY())).toBe(true);
+  });
+  it('diff with no arguments runs the bundled fixture and exits 0', () => {
+    const r = cli(['diff']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/layer\.3/);
+    expect(r.stdout).toMatch(/PASS/);
+    expect(r.stdout).not.toMatch(/\x1b\[/); // no colour when not a TTY
+  });
+  it('an injected fault exits 1 and the table names the first failure', () => {
+    const r = cli(['diff', '--inject', 'scale-axis@2']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/FAIL — first failure: layer\.2/);
+    expect(r.stdout).toMatch(/INJECTED FAULT scale-axis@2/);
+  });
+  it('usage errors exit 2 with one line', () => {
+    for (const args of [['diff', '--layers', '9-12'], ['diff', '--inject', 'bogus'], ['diff', '--metric', 'nope'], ['diff', '/nonexistent'], ['frobnicate']]) {
+      const r = cli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^layerdiff: error: /);
+    }
+  });
+  it('refuses to write a report inside the model directory', () => {
+    const r = cli(['diff', '--json', path.join(LLAMA_TINY(), 'r.json')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/never modifies/);
+  });
+  it('inspect lists formats and exits 0; --device hip without a GPU exits 2', () => {
+    const r = cli(['inspect', LLAMA_TINY()]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/mxfp4/);
+    expect(r.stdout).toMatch(/fp8-block/);
+    const h = cli(['diff', '--device', 'hip']);
+    expect(h.code).toBe(2);
+    expect(h.stderr).toMatch(/no HIP runtime/);
+  });
+});
