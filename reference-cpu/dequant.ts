@@ -13,24 +13,34 @@ export function dequantLinear(lw: LinearWeight): Float32Array {
   if (lw.format === 'plain') {
     w.set(decodeToF32(lw.weight.dtype, lw.weight.bytes, out * inn));
   } else if (lw.format === 'mxfp4') {
+    // W[o,i] = E2M1(nibble) · 2^(S[o,⌊i/32⌋]−127); byte j of a row holds inputs 2j (low nibble) and 2j+1 (high).
     const packed = lw.weight.bytes;
     const scales = lw.scale!.bytes;
     const nb = inn / 32;
     for (let o = 0; o < out; o++) {
-      for (let i = 0; i < inn; i++) {
-        const byte = packed[o * (inn / 2) + (i >> 1)];
-        const nibble = i % 2 === 0 ? byte & 0x0f : byte >> 4; // low nibble = even input index
-        w[o * inn + i] = E2M1_VALUES[nibble] * E8M0_TABLE[scales[o * nb + Math.floor(i / 32)]];
+      for (let b = 0; b < nb; b++) {
+        const s = E8M0_TABLE[scales[o * nb + b]];
+        const src = o * (inn / 2) + b * 16;
+        const dst = o * inn + b * 32;
+        for (let j = 0; j < 16; j++) {
+          const byte = packed[src + j];
+          w[dst + 2 * j] = E2M1_VALUES[byte & 0x0f] * s;
+          w[dst + 2 * j + 1] = E2M1_VALUES[byte >> 4] * s;
+        }
       }
     }
   } else {
+    // W[o,i] = E4M3(w[o,i]) · scale[⌊o/bo⌋, ⌊i/bi⌋], one scale per bo×bi tile (edge tiles partial).
     const [bo, bi] = lw.block;
     const nbi = Math.ceil(inn / bi);
     const scale = blockScales(lw.scale!);
     const codes = lw.weight.bytes;
     for (let o = 0; o < out; o++) {
-      for (let i = 0; i < inn; i++) {
-        w[o * inn + i] = E4M3_TABLE[codes[o * inn + i]] * scale[Math.floor(o / bo) * nbi + Math.floor(i / bi)];
+      const srow = Math.floor(o / bo) * nbi;
+      for (let b = 0; b < nbi; b++) {
+        const s = scale[srow + b];
+        const end = Math.min(inn, (b + 1) * bi);
+        for (let i = b * bi; i < end; i++) w[o * inn + i] = E4M3_TABLE[codes[o * inn + i]] * s;
       }
     }
   }

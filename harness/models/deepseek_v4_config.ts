@@ -245,6 +245,8 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
     };
   } else if (orig !== null) {
     used.yarnOriginal = orig.from;
+  } else if (present(rs)) {
+    fail('rope_scaling (yarn) has no original_max_position_embeddings, and inference/config.json no original_seq_len');
   }
 
   const kvHeads = main.raw.num_key_value_heads;

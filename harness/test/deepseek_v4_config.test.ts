@@ -138,6 +138,7 @@ describe('deepseek_v4 config', () => {
     expect(thrown(() => parse({ ...releaseConfig(), scoring_func: 'softmax' }, null)).message).toContain(MAIN);
     expect(() => parse({ ...releaseConfig(), norm_topk_prob: false }, null)).toThrow(/always normalizes/);
     expect(() => parse({ ...releaseConfig(), rope_scaling: { type: 'linear', factor: 2 } }, null)).toThrow(/rope_scaling type "linear"/);
+    expect(() => parse({ ...releaseConfig(), rope_scaling: { type: 'yarn', factor: 16 } }, null)).toThrow(/no original_max_position_embeddings/);
     expect(() => parse({ ...releaseConfig(), num_key_value_heads: 8 }, null)).toThrow(InputError);
     expect(() => parse({ ...releaseConfig(), n_shared_experts: 2 }, null)).toThrow(InputError);
     expect(() => parse({ ...releaseConfig(), o_groups: 7 }, null)).toThrow(/o_groups/);

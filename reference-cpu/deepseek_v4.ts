@@ -1,0 +1,118 @@
+/**
+ * DeepSeek-V4 forward pass, FP32 reference, following DeepSeek's own inference/model.py (spec §4):
+ *   embed:      h_t = embed.weight[token_t]                                   → [S, hidden] (one copy)
+ *   layer L:    X ← hc_post(Attn(RMSN_attn_norm(u)), X), (u, post, C) = hc_pre(X, hc_attn_*)
+ *               X ← hc_post(MoE(RMSN_ffn_norm(u)), X),   (u, post, C) = hc_pre(X, hc_ffn_*)   → [S, hc, hidden]
+ *   final_norm: RMSN_norm(hc_head(X))                                          → [S, hidden]
+ *   logits:     head.weight · final_norm, for every position                   → [S, vocab]
+ * The pieces live in reference-cpu/deepseek_v4/ in forward order: hc, rope, attention (compressor, indexer),
+ * moe; linear.ts dequantizes weights in row tiles. Every weight is dequantized exactly (§3), activations stay
+ * FP32, loops accumulate in float64, matrix products use the native FP32 GEMM. DeepSeek's activation
+ * quantization simulations and the indexer's Hadamard rotation are skipped (§4.9, indexer.ts).
+ *
+ * The `embed` stage is one copy [S, hidden] (as transformers' embedding output, §10.5); a layer given a
+ * rank-2 input expands it to hc_mult identical streams (`unsqueeze(2).repeat`, §4.2), so layer 0 receives
+ * exactly DeepSeek's block input.
+ */
+import type { StoredTensor } from '../harness/formats/linear.js';
+import { type Act, act } from '../harness/formats/tensor.js';
+import type { DeepseekV4Checkpoint, DeepseekV4Head, DeepseekV4LayerWeights } from '../harness/models/deepseek_v4.js';
+import type { LayerContext, LayerResult, ModelDef, Selections, StagePath } from '../harness/models/path.js';
+import { attention } from './deepseek_v4/attention.js';
+import { expandStreams, hcHead, hcPost, hcPre } from './deepseek_v4/hc.js';
+import { moe } from './deepseek_v4/moe.js';
+import { decodeStored } from './llama.js';
+import { matmul, rmsnorm } from './ops.js';
+
+export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
+  /** hc_head_* and norm.weight, read on first use (a few hundred KiB at real width) */
+  private headW: DeepseekV4Head | null = null;
+
+  constructor(private readonly m: DeepseekV4Checkpoint) {}
+
+  embed(tokens: number[]): Act {
+    return act([tokens.length, this.m.cfg.hidden], decodeStored(this.m.embedRows(tokens)));
+  }
+
+  /**
+   * x: [S, hidden] (the embedding, expanded here) or [S, hc, hidden]. Selections: `experts` always,
+   * `indexer` on CSA layers; ctx.forcedSelections replaces the choices (routing weights still come from
+   * this path's scores). Substages: attn [S, hidden], moe [S, hidden], moe.router [S, top_k] — ω in the
+   * order of selections.experts (ascending expert id), so forced and free runs line up element by element.
+   */
+  layer(L: number, x: Act, w: DeepseekV4LayerWeights, ctx: LayerContext): LayerResult {
+    const c = this.m.cfg;
+    const { hidden: D, hcMult: hc } = c;
+    const S = x.shape[0];
+    if (ctx.tokens.length !== S) throw new Error(`layer ${L}: ${ctx.tokens.length} tokens but the input has ${S} rows`);
+    let X: Float32Array;
+    if (x.shape.length === 2 && x.shape[1] === D) X = expandStreams(x.data, S, hc, D);
+    else if (x.shape.length === 3 && x.shape[1] === hc && x.shape[2] === D) X = x.data;
+    else throw new Error(`layer ${L}: input shape ${JSON.stringify(x.shape)} is neither [S, ${D}] nor [S, ${hc}, ${D}]`);
+    const dims = { hc, D, normEps: c.normEps, hcEps: c.hcEps, iters: c.hcSinkhornIters };
+    const hcParams = (fn: StoredTensor, base: StoredTensor, scale: StoredTensor) => ({ fn: decodeStored(fn), base: decodeStored(base), scale: decodeStored(scale) });
+    const forced = ctx.forcedSelections;
+
+    // Attention sublayer (§4.4 line 1)
+    const pa = hcPre(X, S, hcParams(w.hc_attn_fn, w.hc_attn_base, w.hc_attn_scale), dims);
+    const a = rmsnorm(pa.u, S, D, decodeStored(w.attn_norm), c.normEps);
+    const att = attention(a, S, w.attn, w.ratio, c, ctx.positions, w.attn.indexer !== null ? (forced?.indexer ?? null) : null);
+    X = hcPost(att.out, X, S, hc, D, pa.post, pa.comb);
+
+    // MoE sublayer (§4.4 line 2)
+    const pf = hcPre(X, S, hcParams(w.hc_ffn_fn, w.hc_ffn_base, w.hc_ffn_scale), dims);
+    const f = rmsnorm(pf.u, S, D, decodeStored(w.ffn_norm), c.normEps);
+    const hashIds = w.hash ? ctx.tokens.map((t) => this.m.hashExperts(w, t)) : null;
+    const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: c.swigluLimit };
+    const mo = moe(f, S, w, dm, hashIds, forced?.experts ?? null);
+    X = hcPost(mo.out, X, S, hc, D, pf.post, pf.comb);
+
+    const selections: Selections = { experts: mo.routing.ids };
+    if (att.indexer !== null) selections.indexer = att.indexer;
+    const k = mo.routing.weights[0]?.length ?? c.topk;
+    const router = new Float32Array(S * k);
+    mo.routing.weights.forEach((ws, t) => router.set(ws, t * k));
+    return {
+      out: act([S, hc, D], X),
+      selections,
+      substages: { attn: act([S, D], att.out), moe: act([S, D], mo.out), 'moe.router': act([S, k], router) },
+    };
+  }
+
+  /** RMSN_norm(hc_head(X)) (§4.7): [S, hc, hidden] → [S, hidden]. */
+  finalNorm(x: Act): Act {
+    const c = this.m.cfg;
+    const { hidden: D, hcMult: hc } = c;
+    if (x.shape.length !== 3 || x.shape[1] !== hc || x.shape[2] !== D) throw new Error(`final_norm: input shape ${JSON.stringify(x.shape)} is not [S, ${hc}, ${D}]`);
+    const S = x.shape[0];
+    const h = (this.headW ??= this.m.head());
+    const v = hcHead(x.data, S, { fn: decodeStored(h.hc_head_fn), base: decodeStored(h.hc_head_base), scale: decodeStored(h.hc_head_scale) }, { hc, D, normEps: c.normEps, hcEps: c.hcEps });
+    return act([S, D], rmsnorm(v, S, D, decodeStored(h.norm), c.normEps));
+  }
+
+  /** head.weight · x for every position (DeepSeek computes the last only), head read in 4096-row chunks. */
+  logits(x: Act): Act {
+    const { hidden: D, vocab: V } = this.m.cfg;
+    const S = x.shape[0];
+    const out = new Float32Array(S * V);
+    this.m.forEachHeadChunk(4096, (r0, chunk) => {
+      const n = chunk.shape[0];
+      const part = matmul(x.data, S, D, decodeStored(chunk), n);
+      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
+    });
+    return act([S, V], out);
+  }
+}
+
+/** Everything of the ModelDef but the device path, for harness/runner/model.ts to complete. */
+export function deepseekV4Reference(m: DeepseekV4Checkpoint): Omit<ModelDef<DeepseekV4LayerWeights>, 'device'> {
+  return {
+    architecture: 'deepseek_v4',
+    numLayers: m.cfg.layers,
+    vocab: m.cfg.vocab,
+    loadLayer: (L) => m.loadLayer(L),
+    quantizedLayers: () => m.quantizedLayers(),
+    conformance: () => m.conformance(),
+    reference: new DeepseekV4Reference(m),
+  };
+}

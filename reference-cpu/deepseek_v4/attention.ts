@@ -1,0 +1,116 @@
+/**
+ * DeepSeek-V4 attention for a prefill of S tokens at positions 0..S−1, spec §4.5 (DeepSeek's Attention):
+ *   qr = RMSN_q_norm(W_qa·a); q = W_qb·qr → [H, d]; each head ← q_h / rms(q_h) (no weight); RoPE(q_h, t)
+ *   kv = RMSN_kv_norm(W_kv·a) → [d], RoPE(kv, t): one head, key = value (MQA)
+ *   candidates of t: raw kv_s, max(0, t − window + 1) ≤ s ≤ t, plus compressed entries b < ⌊(t+1)/r⌋
+ *                    (all of them for HCA, the indexer's picks for CSA)
+ *   o_h = Σ_c P_c·k_c with P_c = e^{z_c} / (Σ e^{z_c'} + e^{sink_h}), z_c = q_h·k_c / √d
+ *   o_h ← RoPE⁻¹(o_h, t); y_g = W_oa[g]·concat(o_h of group g); out = W_ob·concat(y_g)
+ * The sink is a logit without a value and without the 1/√d scale (sparse_attn adds exp(sink − max) to the
+ * denominator only).
+ */
+import type { DeepseekV4Attention } from '../../harness/models/deepseek_v4.js';
+import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
+import { decodeStored } from '../llama.js';
+import { rmsnorm, rope, softmaxInPlace } from '../ops.js';
+import { compress } from './compressor.js';
+import { indexerPicks } from './indexer.js';
+import { linear, linearRows } from './linear.js';
+import { layerInvFreq } from './rope.js';
+
+export interface AttentionResult {
+  /** [S, hidden] */
+  out: Float32Array;
+  /** CSA layers: the compressed blocks each token attended to (sorted); null otherwise */
+  indexer: number[][] | null;
+}
+
+/**
+ * The attention core over explicit candidates: q [S, H, d]; raw rows kv [S, d]; compressed rows comp [B, d];
+ * for token t the raw rows window[t] = [first, last] (inclusive) and the compressed rows picks[t].
+ * → o [S, H, d]. Float64 scores, softmax and sums.
+ */
+export function attendWithSink(
+  q: Float32Array, kv: Float32Array, comp: Float32Array, S: number, H: number, d: number,
+  window: (t: number) => [number, number], picks: (t: number) => readonly number[], sink: Float32Array,
+): Float32Array {
+  const o = new Float32Array(S * H * d);
+  const scale = 1 / Math.sqrt(d);
+  for (let t = 0; t < S; t++) {
+    const [first, last] = window(t);
+    const rows: Float32Array[] = [];
+    for (let s = first; s <= last; s++) rows.push(kv.subarray(s * d, (s + 1) * d));
+    for (const b of picks(t)) rows.push(comp.subarray(b * d, (b + 1) * d));
+    const p = new Float64Array(rows.length);
+    for (let h = 0; h < H; h++) {
+      const qh = q.subarray((t * H + h) * d, (t * H + h + 1) * d);
+      rows.forEach((k, c) => {
+        let dot = 0;
+        for (let i = 0; i < d; i++) dot += qh[i] * k[i];
+        p[c] = dot * scale;
+      });
+      softmaxInPlace(p, sink[h]);
+      for (let i = 0; i < d; i++) {
+        let acc = 0;
+        for (let c = 0; c < rows.length; c++) acc += p[c] * rows[c][i];
+        o[(t * H + h) * d + i] = acc;
+      }
+    }
+  }
+  return o;
+}
+
+export function attention(
+  a: Float32Array, S: number, w: DeepseekV4Attention, ratio: number, cfg: DeepseekV4Config,
+  positions: readonly number[], forcedIndexer: number[][] | null,
+): AttentionResult {
+  const { heads: H, headDim: d, ropeDim: R, normEps: eps, qLoraRank, oGroups: G, oLoraRank } = cfg;
+  // Window and block visibility are defined on absolute positions of a prefill from 0 (§4.5 step 4).
+  positions.forEach((p, t) => {
+    if (p !== t) throw new Error(`DeepSeek-V4 reference runs a prefill at positions 0..S−1; got position ${p} for token ${t}`);
+  });
+  const invFreq = layerInvFreq(cfg, ratio);
+
+  const qr = rmsnorm(linear(a, S, w.wq_a), S, qLoraRank, decodeStored(w.q_norm), eps);
+  const q = rope(rmsnorm(linear(qr, S, w.wq_b), S * H, d, null, eps), S, H, d, positions, invFreq, 'interleaved', d - R);
+  const kv = rope(rmsnorm(linear(a, S, w.wkv), S, d, decodeStored(w.kv_norm), eps), S, 1, d, positions, invFreq, 'interleaved', d - R);
+
+  const comp = w.compressor !== null ? compress(a, S, w.compressor, R, invFreq, eps) : new Float32Array(0);
+  const visible = (t: number) => (ratio > 0 ? Math.floor((t + 1) / ratio) : 0);
+  let picks: number[][] | null = null;
+  if (w.indexer !== null) {
+    if (forcedIndexer !== null) {
+      checkForced(forcedIndexer, S, visible);
+      picks = forcedIndexer;
+    } else {
+      const dims = { heads: cfg.indexHeads, headDim: cfg.indexHeadDim, topk: cfg.indexTopk, ratio, ropeDim: R, eps };
+      picks = indexerPicks(a, qr, S, w.indexer, dims, positions, invFreq);
+    }
+  }
+  const all = (t: number) => Array.from({ length: visible(t) }, (_, b) => b);
+  const o = attendWithSink(
+    q, kv, comp, S, H, d,
+    (t) => [Math.max(0, t - cfg.window + 1), t],
+    picks !== null ? (t) => picks![t] : all,
+    decodeStored(w.attn_sink),
+  );
+  const oRot = rope(o, S, H, d, positions, invFreq, 'interleaved', d - R, -1);
+
+  // Grouped low-rank output: group g's heads (H/G consecutive heads) times rows g·o_lora_rank.. of wo_a.
+  const gw = (H / G) * d;
+  const y = new Float32Array(S * G * oLoraRank);
+  for (let g = 0; g < G; g++) {
+    const og = new Float32Array(S * gw);
+    for (let t = 0; t < S; t++) og.set(oRot.subarray(t * H * d + g * gw, t * H * d + (g + 1) * gw), t * gw);
+    const yg = linearRows(og, S, w.wo_a, g * oLoraRank, oLoraRank);
+    for (let t = 0; t < S; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
+  }
+  return { out: linear(y, S, w.wo_b), indexer: picks };
+}
+
+function checkForced(f: number[][], S: number, visible: (t: number) => number): void {
+  if (f.length !== S) throw new Error(`forced indexer selections hold ${f.length} tokens, the layer has ${S}`);
+  f.forEach((ids, t) => {
+    for (const b of ids) if (!Number.isInteger(b) || b < 0 || b >= visible(t)) throw new Error(`forced indexer pick ${b} for token ${t} is not a visible block (< ${visible(t)})`);
+  });
+}
