@@ -13,22 +13,37 @@
  * The `embed` stage is one copy [S, hidden] (as transformers' embedding output, §10.5); a layer given a
  * rank-2 input expands it to hc_mult identical streams (`unsqueeze(2).repeat`, §4.2), so layer 0 receives
  * exactly DeepSeek's block input.
+ *
+ * Test-only: `{ ablations }` removes single mechanisms (window, compression, indexer, sink, hash routing, clamp),
+ * mirroring the numpy golden's ablations; see deepseek_v4/ablations.ts. All off by default.
  */
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
 import type { DeepseekV4Checkpoint, DeepseekV4Head, DeepseekV4LayerWeights } from '../harness/models/deepseek_v4.js';
 import type { LayerContext, LayerResult, ModelDef, Selections, StagePath } from '../harness/models/path.js';
+import { type DeepseekV4Ablations, NO_ABLATIONS } from './deepseek_v4/ablations.js';
 import { attention } from './deepseek_v4/attention.js';
 import { expandStreams, hcHead, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { moe } from './deepseek_v4/moe.js';
 import { decodeStored } from './llama.js';
 import { matmul, rmsnorm } from './ops.js';
 
+export type { DeepseekV4Ablations } from './deepseek_v4/ablations.js';
+
+export interface DeepseekV4ReferenceOptions {
+  /** test-only mechanism ablations (deepseek_v4/ablations.ts); default: none */
+  ablations?: DeepseekV4Ablations;
+}
+
 export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
   /** hc_head_* and norm.weight, read on first use (a few hundred KiB at real width) */
   private headW: DeepseekV4Head | null = null;
 
-  constructor(private readonly m: DeepseekV4Checkpoint) {}
+  private readonly ab: DeepseekV4Ablations;
+
+  constructor(private readonly m: DeepseekV4Checkpoint, opts: DeepseekV4ReferenceOptions = {}) {
+    this.ab = { ...(opts.ablations ?? NO_ABLATIONS) };
+  }
 
   embed(tokens: number[]): Act {
     return act([tokens.length, this.m.cfg.hidden], decodeStored(this.m.embedRows(tokens)));
@@ -56,14 +71,14 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
     // Attention sublayer (§4.4 line 1)
     const pa = hcPre(X, S, hcParams(w.hc_attn_fn, w.hc_attn_base, w.hc_attn_scale), dims);
     const a = rmsnorm(pa.u, S, D, decodeStored(w.attn_norm), c.normEps);
-    const att = attention(a, S, w.attn, w.ratio, c, ctx.positions, w.attn.indexer !== null ? (forced?.indexer ?? null) : null);
+    const att = attention(a, S, w.attn, w.ratio, c, ctx.positions, w.attn.indexer !== null ? (forced?.indexer ?? null) : null, this.ab);
     X = hcPost(att.out, X, S, hc, D, pa.post, pa.comb);
 
     // MoE sublayer (§4.4 line 2)
     const pf = hcPre(X, S, hcParams(w.hc_ffn_fn, w.hc_ffn_base, w.hc_ffn_scale), dims);
     const f = rmsnorm(pf.u, S, D, decodeStored(w.ffn_norm), c.normEps);
-    const hashIds = w.hash ? ctx.tokens.map((t) => this.m.hashExperts(w, t)) : null;
-    const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: c.swigluLimit };
+    const hashIds = w.hash && !this.ab.scoreRouting ? ctx.tokens.map((t) => this.m.hashExperts(w, t)) : null;
+    const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: this.ab.noClamp ? 0 : c.swigluLimit };
     const mo = moe(f, S, w, dm, hashIds, forced?.experts ?? null);
     X = hcPost(mo.out, X, S, hc, D, pf.post, pf.comb);
 
@@ -105,7 +120,7 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
 }
 
 /** Everything of the ModelDef but the device path, for harness/runner/model.ts to complete. */
-export function deepseekV4Reference(m: DeepseekV4Checkpoint): Omit<ModelDef<DeepseekV4LayerWeights>, 'device'> {
+export function deepseekV4Reference(m: DeepseekV4Checkpoint, opts: DeepseekV4ReferenceOptions = {}): Omit<ModelDef<DeepseekV4LayerWeights>, 'device'> {
   return {
     architecture: 'deepseek_v4',
     numLayers: m.cfg.layers,
@@ -113,6 +128,6 @@ export function deepseekV4Reference(m: DeepseekV4Checkpoint): Omit<ModelDef<Deep
     loadLayer: (L) => m.loadLayer(L),
     quantizedLayers: () => m.quantizedLayers(),
     conformance: () => m.conformance(),
-    reference: new DeepseekV4Reference(m),
+    reference: new DeepseekV4Reference(m, opts),
   };
 }

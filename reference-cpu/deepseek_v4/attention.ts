@@ -13,6 +13,7 @@ import type { DeepseekV4Attention } from '../../harness/models/deepseek_v4.js';
 import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
 import { decodeStored } from '../llama.js';
 import { rmsnorm, rope, softmaxInPlace } from '../ops.js';
+import { type DeepseekV4Ablations, NO_ABLATIONS } from './ablations.js';
 import { compress } from './compressor.js';
 import { indexerPicks } from './indexer.js';
 import { linear, linearRows } from './linear.js';
@@ -60,9 +61,10 @@ export function attendWithSink(
   return o;
 }
 
+/** The attention sublayer on a [S, hidden] (the normed u). `ab`: test-only mechanism ablations (ablations.ts). */
 export function attention(
   a: Float32Array, S: number, w: DeepseekV4Attention, ratio: number, cfg: DeepseekV4Config,
-  positions: readonly number[], forcedIndexer: number[][] | null,
+  positions: readonly number[], forcedIndexer: number[][] | null, ab: DeepseekV4Ablations = NO_ABLATIONS,
 ): AttentionResult {
   const { heads: H, headDim: d, ropeDim: R, normEps: eps, qLoraRank, oGroups: G, oLoraRank } = cfg;
   // Window and block visibility are defined on absolute positions of a prefill from 0 (§4.5 step 4).
@@ -77,22 +79,25 @@ export function attention(
 
   const comp = w.compressor !== null ? compress(a, S, w.compressor, R, invFreq, eps) : new Float32Array(0);
   const visible = (t: number) => (ratio > 0 ? Math.floor((t + 1) / ratio) : 0);
+  const all = (t: number) => Array.from({ length: visible(t) }, (_, b) => b);
   let picks: number[][] | null = null;
   if (w.indexer !== null) {
     if (forcedIndexer !== null) {
       checkForced(forcedIndexer, S, visible);
       picks = forcedIndexer;
+    } else if (ab.indexerAll) {
+      picks = positions.map((_, t) => all(t));
     } else {
       const dims = { heads: cfg.indexHeads, headDim: cfg.indexHeadDim, topk: cfg.indexTopk, ratio, ropeDim: R, eps };
       picks = indexerPicks(a, qr, S, w.indexer, dims, positions, invFreq);
     }
   }
-  const all = (t: number) => Array.from({ length: visible(t) }, (_, b) => b);
+  const dropCompressed = ab.noCompression || (ab.noHca && w.indexer === null);
   const o = attendWithSink(
     q, kv, comp, S, H, d,
-    (t) => [Math.max(0, t - cfg.window + 1), t],
-    picks !== null ? (t) => picks![t] : all,
-    decodeStored(w.attn_sink),
+    (t) => [ab.windowInf ? 0 : Math.max(0, t - cfg.window + 1), t],
+    dropCompressed ? () => [] : picks !== null ? (t) => picks![t] : all,
+    ab.noSink ? new Float32Array(H).fill(-Infinity) : decodeStored(w.attn_sink),
   );
   const oRot = rope(o, S, H, d, positions, invFreq, 'interleaved', d - R, -1);
 

@@ -34,7 +34,7 @@ export interface RouteInput {
   experts: number;
   topk: number;
   routeScale: number;
-  /** gate.bias for selection (non-hash layers) */
+  /** gate.bias for selection (non-hash layers); null: select on the scores alone */
   bias: Float32Array | null;
   /** expert ids per token for hash layers */
   hashIds: number[][] | null;
@@ -53,7 +53,7 @@ export function route(r: RouteInput): Routing {
     let chosen: number[];
     if (r.forced !== null) chosen = r.forced[t];
     else if (r.hashIds !== null) chosen = r.hashIds[t];
-    else chosen = topkLowestIndex(Float64Array.from(s, (v, e) => v + r.bias![e]), topk);
+    else chosen = topkLowestIndex(r.bias === null ? s : Float64Array.from(s, (v, e) => v + r.bias![e]), topk);
     const sorted = [...chosen].sort((a, b) => a - b);
     let sum = 0;
     for (const e of sorted) sum += s[e];
