@@ -1,0 +1,30 @@
+# Two addons, built by `npm run build:native` (npm's bundled node-gyp):
+#   ld_device    the `emulated` device backend (device-hip/src, numerics in include/ld_numerics.h)
+#   ld_reference the reference path's FP32 GEMM (reference-cpu/native)
+# Flags: no -march=native (it would emit AVX-512 and the build would not run on another x86-64);
+# AVX2/FMA/F16C kernels are per-function target attributes chosen at run time.
+# -ffp-contract=off: the scalar fallback and the emulated numerics must not get fused multiply-adds the
+# spec does not write (bit-identity with the AVX2 kernels and the HIP build depends on it).
+{
+  'target_defaults': {
+    'dependencies': ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except_all"],
+    'cflags!': ['-fno-exceptions'],
+    'cflags_cc!': ['-fno-exceptions', '-std=gnu++17'],
+    'cflags': ['-O3', '-fopenmp', '-ffp-contract=off', '-fno-fast-math', '-Wall', '-Wextra'],
+    'cflags_cc': ['-std=c++17', '-fexceptions'],
+    'ldflags': ['-fopenmp'],
+    'defines': ['NAPI_VERSION=8', 'NAPI_CPP_EXCEPTIONS'],
+  },
+  'targets': [
+    {
+      'target_name': 'ld_device',
+      'include_dirs': ['include'],
+      'sources': ['src/addon.cc', 'src/dequant.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
+                  'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc'],
+    },
+    {
+      'target_name': 'ld_reference',
+      'sources': ['../reference-cpu/native/gemm_f32.cc'],
+    },
+  ],
+}

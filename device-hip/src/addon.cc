@@ -1,0 +1,78 @@
+// Module `ld_device`: the `emulated` backend, i.e. the MI250 kernels' numerics on the CPU.
+#include <omp.h>
+
+#include "addon.h"
+#include "deepseek.h"
+
+namespace ld {
+
+Simd best_simd() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (avx2 && __builtin_cpu_supports("avx512f")) return Simd::Avx512;
+  return avx2 ? Simd::Avx2 : Simd::Scalar;
+}
+
+Simd g_simd = best_simd();
+bool g_avx2 = g_simd != Simd::Scalar;
+
+void set_simd_level(Simd s) {
+  g_simd = s;
+  g_avx2 = s != Simd::Scalar;
+}
+
+namespace {
+
+const char* simd_name(Simd s) { return s == Simd::Avx512 ? "avx512" : s == Simd::Avx2 ? "avx2" : "scalar"; }
+
+std::string compiler() {
+#if defined(__clang__)
+  return std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  return std::string("gcc ") + __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+Napi::Value info_fn(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("backend", "emulated");
+  o.Set("simd", simd_name(g_simd));
+  o.Set("openmpThreads", omp_get_max_threads());
+  o.Set("compiler", compiler());
+  return o;
+}
+
+// setSimd('auto' | 'avx2' | 'scalar') → the level now in use. Tests run every level the CPU has and check
+// they give the same bits; a level the CPU lacks falls back to the best it has.
+Napi::Value set_simd(const Napi::CallbackInfo& info) {
+  need_args(info, 1, "setSimd");
+  const std::string mode = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  const Simd best = best_simd();
+  if (mode == "auto") set_simd_level(best);
+  else if (mode == "avx2") set_simd_level(best == Simd::Scalar ? Simd::Scalar : Simd::Avx2);
+  else if (mode == "scalar") set_simd_level(Simd::Scalar);
+  else throw_range(info.Env(), "setSimd: mode must be 'auto', 'avx2' or 'scalar', got '" + mode + "'");
+  return Napi::String::New(info.Env(), simd_name(g_simd));
+}
+
+}  // namespace
+
+Napi::Object init(Napi::Env env, Napi::Object exports) {
+  exports.Set("info", Napi::Function::New(env, info_fn));
+  exports.Set("setSimd", Napi::Function::New(env, set_simd));
+  init_dequant(env, exports);
+  init_gemm(env, exports);
+  init_ops(env, exports);
+  init_attention(env, exports);
+  init_deepseek(env, exports);
+  void init_decode(Napi::Env, Napi::Object); init_decode(env, exports);  // decode.cc (KV-cache attention); declared here, addon.h is the kernels'
+  return exports;
+}
+
+}  // namespace ld
+
+static Napi::Object InitModule(Napi::Env env, Napi::Object exports) { return ld::init(env, exports); }
+
+NODE_API_MODULE(ld_device, InitModule)

@@ -1,0 +1,249 @@
+// Emulated MI250 matrix products: y[i, j] = f16(alpha · dot_f32(x[i, :], W[j, :])).
+//   x [m, k] f16 activations, W [n, k] f16 weights (PyTorch Linear layout, row-major), y [m, n].
+// Every output follows the LD_LANES accumulation order of ld_numerics.h, so the AVX-512 and AVX2 kernels,
+// the scalar fallback and a GPU thread give the same bits.
+//
+// Kernel layout: x is widened to f32 once (repacked by k slice); for each block of NR rows of W (the unit OpenMP splits over)
+// and each KB-long k slice, the W slice is widened into a panel laid out [KB/8][NR][8] (8 consecutive k
+// of each row side by side) that stays in L1 while all rows of x pass over it. Tiles of accumulators
+// live in a per-thread buffer across slices, so blocking over k does not change the order: lane l of
+// every accumulator still sums k ≡ l (mod 8) in increasing k.
+//   AVX2:    a 3×4 tile of ymm accumulators (12 + 3 x + 1 w = 16 registers).
+//   AVX-512: a 6×8 tile held as 6×4 zmm, each zmm = two W rows' 8-lane accumulators side by side (the
+//            x chunk broadcast to both halves): per output the same 8 lanes, the same bits, twice the width.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "addon.h"
+#include "ld_numerics.h"
+
+namespace ld {
+namespace {
+
+constexpr int KB = 256;  // k slice: x rows [m, KB] and the panel [NR, KB] stay in L1 (multiple of 8)
+
+// Lanes of output (i, j) with the K tail folded in by the same rule, then the ld combine.
+inline float finish_dot(float lanes[LD_LANES], const uint16_t* x, const uint16_t* w, int k8, int k) {
+  for (int t = k8; t < k; t++) lanes[t & 7] = fmaf(ld_f16_to_f32(x[t]), ld_f16_to_f32(w[t]), lanes[t & 7]);
+  return ld_lanes_combine(lanes);
+}
+
+// acc layout: [x row i][W row j][8 lanes]; the tile for x rows [i, i+R) starts at acc + i·NR·8.
+template <int R>
+__attribute__((target("avx2,fma,f16c"))) void tile_avx2(const float* x, int ldx, const float* panel, int len, float* acc) {
+  constexpr int NR = 4;
+  __m256 c[R][NR];
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < NR; j++) c[r][j] = _mm256_loadu_ps(acc + (r * NR + j) * 8);
+  for (int kk = 0; kk < len; kk += 8) {
+    __m256 xv[R];
+    for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + (size_t)r * ldx + kk);
+    const float* pw = panel + kk * NR;
+    for (int j = 0; j < NR; j++) {
+      const __m256 wv = _mm256_load_ps(pw + j * 8);
+      for (int r = 0; r < R; r++) c[r][j] = _mm256_fmadd_ps(xv[r], wv, c[r][j]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < NR; j++) _mm256_storeu_ps(acc + (r * NR + j) * 8, c[r][j]);
+}
+
+template <int R>
+__attribute__((target("avx512f,avx2,fma,f16c"))) void tile_avx512(const float* x, int ldx, const float* panel, int len,
+                                                                   float* acc) {
+  constexpr int NR = 8, NP = NR / 2;
+  __m512 c[R][NP];
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < NP; p++) c[r][p] = _mm512_loadu_ps(acc + (r * NR + 2 * p) * 8);
+  for (int kk = 0; kk < len; kk += 8) {
+    const float* pw = panel + kk * NR;
+    __m512 wv[NP];
+    for (int p = 0; p < NP; p++) wv[p] = _mm512_load_ps(pw + p * 16);
+    for (int r = 0; r < R; r++) {
+      // x[kk..kk+8) in both halves: vbroadcastf64x4 (AVX-512F); the all-ones maskz form is the same
+      // instruction without GCC 12's uninitialized-value warning.
+      const __m512 xv = _mm512_castpd_ps(
+          _mm512_maskz_broadcast_f64x4((__mmask8)0xFF, _mm256_castps_pd(_mm256_loadu_ps(x + (size_t)r * ldx + kk))));
+      for (int p = 0; p < NP; p++) c[r][p] = _mm512_fmadd_ps(xv, wv[p], c[r][p]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < NP; p++) _mm512_storeu_ps(acc + (r * NR + 2 * p) * 8, c[r][p]);
+}
+
+struct Avx2 {
+  static constexpr int NR = 4, MR = 3;
+  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
+    switch (R) {
+      case 3: tile_avx2<3>(x, ldx, panel, len, acc); break;
+      case 2: tile_avx2<2>(x, ldx, panel, len, acc); break;
+      default: tile_avx2<1>(x, ldx, panel, len, acc); break;
+    }
+  }
+};
+
+struct Avx512 {
+  static constexpr int NR = 8, MR = 6;
+  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
+    switch (R) {
+      case 6: tile_avx512<6>(x, ldx, panel, len, acc); break;
+      case 5: tile_avx512<5>(x, ldx, panel, len, acc); break;
+      case 4: tile_avx512<4>(x, ldx, panel, len, acc); break;
+      case 3: tile_avx512<3>(x, ldx, panel, len, acc); break;
+      case 2: tile_avx512<2>(x, ldx, panel, len, acc); break;
+      default: tile_avx512<1>(x, ldx, panel, len, acc); break;
+    }
+  }
+};
+
+__attribute__((target("avx2,fma,f16c"))) void widen_f16(const uint16_t* h, float* f, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; i++) f[i] = ld_f16_to_f32(h[i]);
+}
+
+// Panel [len/8][NR][8] of W rows [j0, j0+nr) over k [k0, k0+len), widened; rows past nr are zeros (their
+// tiles are computed and never stored, so one tile shape serves every block).
+__attribute__((target("avx2,fma,f16c"))) void fill_panel(const uint16_t* w, int k, int j0, int nr, int NR, int k0,
+                                                         int len, float* panel) {
+  for (int kk = 0; kk < len; kk += 8) {
+    for (int j = 0; j < NR; j++) {
+      __m256 v = _mm256_setzero_ps();
+      if (j < nr) v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)(j0 + j) * k + k0 + kk)));
+      _mm256_store_ps(panel + kk * NR + j * 8, v);
+    }
+  }
+}
+
+// out_f16 != nullptr: f16(alpha·dot) into it; else the f32 dot into out_f32.
+template <class Isa>
+void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
+               float* out_f32) {
+  constexpr int NR = Isa::NR;
+  const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
+  // x widened once into [k slice][m][KB]: rows of a slice KB floats apart instead of k. With k a power of
+  // two, rows k apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
+  const int nslices = (k8 + KB - 1) / KB;
+  std::vector<float> xp((size_t)nslices * m * KB);
+  for (int sl = 0; sl < nslices; sl++) {
+    const int k0 = sl * KB, len = std::min(KB, k8 - k0);
+    for (int i = 0; i < m; i++) widen_f16(xh + (size_t)i * k + k0, &xp[((size_t)sl * m + i) * KB], (size_t)len);
+  }
+  const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8;
+  std::vector<float> scratch((size_t)nthreads * (panel_n + accn));
+
+#pragma omp parallel num_threads(nthreads)
+  {
+    float* base = scratch.data() + (size_t)omp_get_thread_num() * (panel_n + accn);
+    float* panel = base;
+    while ((reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
+    float* acc = base + panel_n;
+#pragma omp for schedule(static)
+    for (int nb = 0; nb < nblocks; nb++) {
+      const int j0 = nb * NR, nr = std::min(NR, n - j0);
+      std::fill(acc, acc + accn, 0.0f);
+      for (int k0 = 0; k0 < k8; k0 += KB) {
+        const int len = std::min(KB, k8 - k0);
+        fill_panel(w, k, j0, nr, NR, k0, len, panel);
+        const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
+        for (int i = 0; i < m; i += Isa::MR)
+          Isa::tile(std::min(Isa::MR, m - i), xs + (size_t)i * KB, KB, panel, len, acc + (size_t)i * NR * 8);
+      }
+      for (int i = 0; i < m; i++) {
+        for (int j = 0; j < nr; j++) {
+          float* lanes = acc + ((size_t)i * NR + j) * 8;
+          const float d = finish_dot(lanes, xh + (size_t)i * k, w + (size_t)(j0 + j) * k, k8, k);
+          if (out_f16 != nullptr) out_f16[(size_t)i * n + j0 + j] = ld_f32_to_f16(alpha * d);
+          else out_f32[(size_t)i * n + j0 + j] = d;
+        }
+      }
+    }
+  }
+}
+
+void gemm_scalar(const uint16_t* x, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
+                 float* out_f32) {
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < n; j++) {
+    for (int i = 0; i < m; i++) {
+      const float d = ld_dot_f16(x + (size_t)i * k, w + (size_t)j * k, k);
+      if (out_f16 != nullptr) out_f16[(size_t)i * n + j] = ld_f32_to_f16(alpha * d);
+      else out_f32[(size_t)i * n + j] = d;
+    }
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) float dot_f16_avx2(const uint16_t* x, const uint16_t* w, int k) {
+  __m256 acc = _mm256_setzero_ps();
+  const int k8 = k & ~7;
+  for (int i = 0; i < k8; i += 8) {
+    const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i)));
+    acc = _mm256_fmadd_ps(xv, wv, acc);
+  }
+  float lanes[LD_LANES];
+  _mm256_storeu_ps(lanes, acc);
+  for (int i = k8; i < k; i++) lanes[i & 7] = fmaf(ld_f16_to_f32(x[i]), ld_f16_to_f32(w[i]), lanes[i & 7]);
+  return ld_lanes_combine(lanes);
+}
+
+__attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint16_t* v, float* acc, int n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  int d = 0;
+  for (; d + 8 <= n; d += 8) {
+    const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + d)));
+    _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pv, vv, _mm256_loadu_ps(acc + d)));
+  }
+  for (; d < n; d++) acc[d] = fmaf(p, ld_f16_to_f32(v[d]), acc[d]);
+}
+
+void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
+                   float* out_f32) {
+  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, w, m, k, n, alpha, out_f16, out_f32);
+  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, w, m, k, n, alpha, out_f16, out_f32);
+  else gemm_scalar(x, w, m, k, n, alpha, out_f16, out_f32);
+}
+
+Napi::Value gemm_entry(const Napi::CallbackInfo& info, bool f32_out) {
+  const char* fn = f32_out ? "gemmF16F32" : "gemmF16";
+  need_args(info, f32_out ? 5 : 6, fn);
+  const int m = arg_int(info, 2, fn, "m", 1), k = arg_int(info, 3, fn, "k", 1), n = arg_int(info, 4, fn, "n", 1);
+  auto x = arg_array_len<uint16_t>(info, 0, fn, "x", (size_t)m * k, "m×k " + dims({m, k}));
+  auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)n * k, "n×k " + dims({n, k}));
+  const float alpha = f32_out ? 1.0f : static_cast<float>(arg_num(info, 5, fn, "alpha"));
+  const Napi::Env env = info.Env();
+  if (f32_out) {
+    auto y = new_array<float>(env, (size_t)m * n);
+    gemm_dispatch(x.data, w.data, m, k, n, 1.0f, nullptr, y.Data());
+    return y;
+  }
+  auto y = new_array<uint16_t>(env, (size_t)m * n);
+  gemm_dispatch(x.data, w.data, m, k, n, alpha, y.Data(), nullptr);
+  return y;
+}
+
+}  // namespace
+
+float dot_f16(const uint16_t* x, const uint16_t* w, int k) {
+  return g_avx2 ? dot_f16_avx2(x, w, k) : ld_dot_f16(x, w, k);
+}
+
+void axpy_f16(float p, const uint16_t* v, float* acc, int n) {
+  if (g_avx2) {
+    axpy_f16_avx2(p, v, acc, n);
+    return;
+  }
+  for (int d = 0; d < n; d++) acc[d] = fmaf(p, ld_f16_to_f32(v[d]), acc[d]);
+}
+
+void init_gemm(Napi::Env env, Napi::Object exports) {
+  exports.Set("gemmF16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return gemm_entry(info, false); }));
+  exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return gemm_entry(info, true); }));
+}
+
+}  // namespace ld

@@ -1,0 +1,240 @@
+// Module `ld_reference`: the reference path's one native op, y = x·Wᵀ in FP32.
+//   x [m, k] f32, W [n, k] f32 (PyTorch Linear layout, row-major), y [m, n] f32.
+// Deliberately independent of device-hip (no shared header): the reference must not inherit a device bug.
+//
+// Accumulation order (fixed, so the AVX-512, AVX2 and scalar kernels give the same bits): 8 partial
+// sums, partial l sums x[k]·w[k] for k ≡ l (mod 8) in increasing k with fmaf, from +0; then
+// ((p0+p4) + (p2+p6)) + ((p1+p5) + (p3+p7)). Its error bound is that of an 8-way split sum, ≤ ~(k/8+3)·u·Σ|x·w|.
+//
+// Speed: W is streamed from memory once; x is repacked once by k slice. For each block of NR W rows and
+// each KB-long k slice, the slice is copied into a panel laid out [KB/8][NR][8] (8 consecutive k of
+// each row side by side) that stays in L1 while all rows of x pass over it; tiles of accumulators live
+// in a per-thread buffer between slices, which keeps the order above. OpenMP splits the row blocks
+// statically, so each thread streams a contiguous part of W.
+//   AVX2:    a 3×4 tile of ymm accumulators (12 + 3 x + 1 w = 16 registers).
+//   AVX-512: a 6×8 tile held as 6×4 zmm, each zmm = two W rows' 8-lane accumulators side by side (the
+//            x chunk is broadcast to both halves). Per output that is still 8 lanes over k ≡ l (mod 8):
+//            the same order and the same bits as AVX2 and the scalar loop, at twice the width.
+#include <immintrin.h>
+#include <napi.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int KB = 256;  // k slice: x [m, KB] and the panel [NR, KB] stay in L1 (multiple of 8)
+
+enum class Simd { Scalar, Avx2, Avx512 };
+Simd g_simd = Simd::Scalar;
+
+Simd best_simd() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2 && __builtin_cpu_supports("avx512f")) return Simd::Avx512;
+  return avx2 ? Simd::Avx2 : Simd::Scalar;
+}
+
+const char* simd_name(Simd s) { return s == Simd::Avx512 ? "avx512" : s == Simd::Avx2 ? "avx2" : "scalar"; }
+
+inline float combine(const float* p) { return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); }
+
+inline float dot_scalar(const float* x, const float* w, int k) {
+  float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < k; i++) p[i & 7] = fmaf(x[i], w[i], p[i & 7]);
+  return combine(p);
+}
+
+// acc layout: [row i][W row j][8 lanes]; the tile for x rows [i, i+R) starts at acc + i·NR·8.
+template <int R>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int ldx, const float* panel, int len, float* acc) {
+  constexpr int NR = 4;
+  __m256 c[R][NR];
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < NR; j++) c[r][j] = _mm256_loadu_ps(acc + (r * NR + j) * 8);
+  for (int kk = 0; kk < len; kk += 8) {
+    __m256 xv[R];
+    for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + (size_t)r * ldx + kk);
+    const float* pw = panel + kk * NR;
+    for (int j = 0; j < NR; j++) {
+      const __m256 wv = _mm256_load_ps(pw + j * 8);
+      for (int r = 0; r < R; r++) c[r][j] = _mm256_fmadd_ps(xv[r], wv, c[r][j]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < NR; j++) _mm256_storeu_ps(acc + (r * NR + j) * 8, c[r][j]);
+}
+
+template <int R>
+__attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* x, int ldx, const float* panel, int len,
+                                                              float* acc) {
+  constexpr int NR = 8, NP = NR / 2;
+  __m512 c[R][NP];
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < NP; p++) c[r][p] = _mm512_loadu_ps(acc + (r * NR + 2 * p) * 8);
+  for (int kk = 0; kk < len; kk += 8) {
+    const float* pw = panel + kk * NR;
+    __m512 wv[NP];
+    for (int p = 0; p < NP; p++) wv[p] = _mm512_load_ps(pw + p * 16);
+    for (int r = 0; r < R; r++) {
+      // x[kk..kk+8) in both 256-bit halves: vbroadcastf64x4 is AVX-512F (the f32x8 form needs DQ); the
+      // all-ones maskz form is the same instruction without GCC 12's uninitialized-value warning.
+      const __m512 xv = _mm512_castpd_ps(
+          _mm512_maskz_broadcast_f64x4((__mmask8)0xFF, _mm256_castps_pd(_mm256_loadu_ps(x + (size_t)r * ldx + kk))));
+      for (int p = 0; p < NP; p++) c[r][p] = _mm512_fmadd_ps(xv, wv[p], c[r][p]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int p = 0; p < NP; p++) _mm512_storeu_ps(acc + (r * NR + 2 * p) * 8, c[r][p]);
+}
+
+struct Avx2 {
+  static constexpr int NR = 4, MR = 3;
+  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
+    switch (R) {
+      case 3: tile_avx2<3>(x, ldx, panel, len, acc); break;
+      case 2: tile_avx2<2>(x, ldx, panel, len, acc); break;
+      default: tile_avx2<1>(x, ldx, panel, len, acc); break;
+    }
+  }
+};
+
+struct Avx512 {
+  static constexpr int NR = 8, MR = 6;
+  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
+    switch (R) {
+      case 6: tile_avx512<6>(x, ldx, panel, len, acc); break;
+      case 5: tile_avx512<5>(x, ldx, panel, len, acc); break;
+      case 4: tile_avx512<4>(x, ldx, panel, len, acc); break;
+      case 3: tile_avx512<3>(x, ldx, panel, len, acc); break;
+      case 2: tile_avx512<2>(x, ldx, panel, len, acc); break;
+      default: tile_avx512<1>(x, ldx, panel, len, acc); break;
+    }
+  }
+};
+
+template <class Isa>
+void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
+  constexpr int NR = Isa::NR;
+  const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
+  const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8;
+  std::vector<float> scratch((size_t)nthreads * (panel_n + accn));
+  // x repacked as [k slice][m][KB]: rows of a slice KB floats apart instead of k. With k a power of two,
+  // rows k apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
+  const int nslices = (k8 + KB - 1) / KB;
+  std::vector<float> xp((size_t)nslices * m * KB);
+  for (int sl = 0; sl < nslices; sl++) {
+    const int k0 = sl * KB, len = std::min(KB, k8 - k0);
+    for (int i = 0; i < m; i++) std::memcpy(&xp[((size_t)sl * m + i) * KB], x + (size_t)i * k + k0, (size_t)len * sizeof(float));
+  }
+#pragma omp parallel num_threads(nthreads)
+  {
+    float* base = scratch.data() + (size_t)omp_get_thread_num() * (panel_n + accn);
+    float* panel = base;
+    while ((reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
+    float* acc = base + panel_n;
+#pragma omp for schedule(static)
+    for (int nb = 0; nb < nblocks; nb++) {
+      const int j0 = nb * NR, nr = std::min(NR, n - j0);
+      std::fill(acc, acc + accn, 0.0f);
+      for (int k0 = 0; k0 < k8; k0 += KB) {
+        const int len = std::min(KB, k8 - k0);
+        // Rows past n are zeros: their tiles are computed and never stored, so one tile shape serves all.
+        for (int kk = 0; kk < len; kk += 8)
+          for (int j = 0; j < NR; j++) {
+            float* dst = panel + kk * NR + j * 8;
+            if (j < nr) std::memcpy(dst, w + (size_t)(j0 + j) * k + k0 + kk, 8 * sizeof(float));
+            else std::fill(dst, dst + 8, 0.0f);
+          }
+        const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
+        for (int i = 0; i < m; i += Isa::MR)
+          Isa::tile(std::min(Isa::MR, m - i), xs + (size_t)i * KB, KB, panel, len, acc + (size_t)i * NR * 8);
+      }
+      for (int i = 0; i < m; i++) {
+        for (int j = 0; j < nr; j++) {
+          float* p = acc + ((size_t)i * NR + j) * 8;
+          const float* xr = x + (size_t)i * k;
+          const float* wrow = w + (size_t)(j0 + j) * k;
+          for (int t = k8; t < k; t++) p[t & 7] = fmaf(xr[t], wrow[t], p[t & 7]);
+          y[(size_t)i * n + j0 + j] = combine(p);
+        }
+      }
+    }
+  }
+}
+
+void gemm_scalar(const float* x, const float* w, int m, int k, int n, float* y) {
+#pragma omp parallel for schedule(static)
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) y[(size_t)i * n + j] = dot_scalar(x + (size_t)i * k, w + (size_t)j * k, k);
+}
+
+[[noreturn]] void fail(const Napi::Env& env, bool range, const std::string& msg) {
+  if (range) throw Napi::RangeError::New(env, "gemmF32: " + msg);
+  throw Napi::TypeError::New(env, "gemmF32: " + msg);
+}
+
+int arg_dim(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (!info[i].IsNumber()) fail(info.Env(), false, std::string(name) + " must be a number");
+  const double d = info[i].As<Napi::Number>().DoubleValue();
+  if (!(d >= 1 && d <= 2147483647.0 && d == std::floor(d))) fail(info.Env(), true, std::string(name) + " must be a positive integer, got " + std::to_string(d));
+  return static_cast<int>(d);
+}
+
+const float* arg_f32(const Napi::CallbackInfo& info, size_t i, const char* name, size_t want, const std::string& shape) {
+  const Napi::Value v = info[i];
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) fail(info.Env(), false, std::string(name) + " must be a Float32Array");
+  auto a = v.As<Napi::Float32Array>();
+  if (a.ElementLength() != want) {
+    fail(info.Env(), true, std::string(name) + " has " + std::to_string(a.ElementLength()) + " elements, expected " + shape + " = " + std::to_string(want));
+  }
+  return a.Data();
+}
+
+Napi::Value gemm_f32(const Napi::CallbackInfo& info) {
+  if (info.Length() < 5) fail(info.Env(), false, "expected (x, w, m, k, n)");
+  const int m = arg_dim(info, 2, "m"), k = arg_dim(info, 3, "k"), n = arg_dim(info, 4, "n");
+  const float* x = arg_f32(info, 0, "x", (size_t)m * k, "m×k [" + std::to_string(m) + "×" + std::to_string(k) + "]");
+  const float* w = arg_f32(info, 1, "w", (size_t)n * k, "n×k [" + std::to_string(n) + "×" + std::to_string(k) + "]");
+  auto y = Napi::Float32Array::New(info.Env(), (size_t)m * n);
+  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, w, m, k, n, y.Data());
+  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, w, m, k, n, y.Data());
+  else gemm_scalar(x, w, m, k, n, y.Data());
+  return y;
+}
+
+Napi::Value info_fn(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("simd", simd_name(g_simd));
+  o.Set("openmpThreads", omp_get_max_threads());
+  return o;
+}
+
+// setSimd('auto' | 'avx2' | 'scalar') → the kernel now in use. Tests run every path the CPU has and
+// check they give the same bits. A request the CPU cannot honour falls back to the best it can.
+Napi::Value set_simd(const Napi::CallbackInfo& info) {
+  const std::string mode = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  const Simd best = best_simd();
+  if (mode == "auto") g_simd = best;
+  else if (mode == "avx2") g_simd = best == Simd::Scalar ? Simd::Scalar : Simd::Avx2;
+  else if (mode == "scalar") g_simd = Simd::Scalar;
+  else throw Napi::RangeError::New(info.Env(), "setSimd: mode must be 'auto', 'avx2' or 'scalar'");
+  return Napi::String::New(info.Env(), simd_name(g_simd));
+}
+
+Napi::Object init(Napi::Env env, Napi::Object exports) {
+  g_simd = best_simd();
+  exports.Set("gemmF32", Napi::Function::New(env, gemm_f32));
+  exports.Set("info", Napi::Function::New(env, info_fn));
+  exports.Set("setSimd", Napi::Function::New(env, set_simd));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(ld_reference, init)

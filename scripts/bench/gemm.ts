@@ -1,0 +1,122 @@
+/**
+ * Matrix-product and dequant throughput, measured side by side in one process:
+ *   - reference gemmF32 vs onnxruntime-node's MatMul (CPU EP, 2 intra-op threads, weight as an
+ *     initializer) on [16×4096]×[4096×4096]; the target is reference ≥ 0.7× ORT;
+ *   - MXFP4 dequant to f16 on a [2048×4096] weight, in packed bytes read per second;
+ *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time).
+ * Each figure is the median of several timed runs after warm-up, the two sides of a comparison timed in
+ * alternating blocks (see timeBlocks).
+ *
+ *   npm run build:ts && node dist/scripts/bench/gemm.js
+ */
+import { pathToFileURL } from 'node:url';
+import { loadDeviceNative } from '../../device-hip/binding.js';
+import { Rng } from '../../fixtures/rng.js';
+import { gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
+import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
+
+const WARMUP = 3;
+const RUNS = 11;
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function nowMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
+/**
+ * Median milliseconds of each function. Each is timed in its own block (warm-up, then RUNS runs), and the
+ * blocks are repeated in two rounds, A B A B: alternating call by call would make each side run while
+ * the other's idle worker threads still spin (ORT's pool and OpenMP both spin-wait), slowing both.
+ */
+async function timeBlocks(fns: Array<() => unknown>, runs = RUNS): Promise<number[]> {
+  const times = fns.map(() => [] as number[]);
+  for (let round = 0; round < 2; round++) {
+    for (let j = 0; j < fns.length; j++) {
+      await new Promise((resolve) => setTimeout(resolve, 100)); // let the previous block's spinning workers sleep
+      for (let i = 0; i < WARMUP; i++) await fns[j]();
+      for (let r = 0; r < runs; r++) {
+        const t0 = nowMs();
+        await fns[j]();
+        times[j].push(nowMs() - t0);
+      }
+    }
+  }
+  return times.map(median);
+}
+
+function randomF32(seed: number, n: number): Float32Array {
+  const r = new Rng(seed);
+  return Float32Array.from({ length: n }, () => r.uniform() * 2 - 1);
+}
+
+const gflops = (m: number, k: number, n: number, ms: number) => (2 * m * k * n) / (ms * 1e6);
+
+export async function benchGemm(): Promise<Record<string, number>> {
+  const dev = loadDeviceNative();
+  const out: Record<string, number> = {};
+  const info = referenceNativeInfo();
+  console.log(`gemm bench: reference kernel ${info.simd}, ${info.openmpThreads} OpenMP threads; device ${dev.info().simd}`);
+
+  // 1. reference gemmF32 vs ORT MatMul, y = x·Wᵀ with W [n, k]; ORT gets B = Wᵀ [k, n] as an initializer.
+  {
+    const m = 16, k = 4096, n = 4096;
+    const x = randomF32(1, m * k), w = randomF32(2, n * k);
+    const b = new Float32Array(k * n);
+    for (let j = 0; j < n; j++) for (let t = 0; t < k; t++) b[t * n + j] = w[j * k + t];
+    const session = await createSession(
+      buildModel({
+        inputs: [{ name: 'x', shape: [m, k] }],
+        outputs: [{ name: 'y', shape: [m, n] }],
+        initializers: [f32('b', [k, n], b)],
+        nodes: [{ op: 'MatMul', inputs: ['x', 'b'], outputs: ['y'] }],
+      }),
+      { intraOpNumThreads: 2 },
+    );
+    try {
+      const feeds = { x: { data: x, dims: [m, k] } };
+      const [refMs, ortMs] = await timeBlocks([() => gemmF32(x, w, m, k, n), () => runSession(session, feeds)]);
+      out['gemm_f32(m=16,k=4096,n=4096).gflops'] = gflops(m, k, n, refMs);
+      out['ort_matmul(m=16,k=4096,n=4096).gflops'] = gflops(m, k, n, ortMs);
+      out['gemm_f32_vs_ort.ratio'] = ortMs / refMs;
+    } finally {
+      await session.release();
+    }
+  }
+
+  // 2. MXFP4 dequant of a [2048×4096] weight: 4 MiB packed + 256 KiB scales in, 16 MiB f16 out.
+  {
+    const o = 2048, i = 4096;
+    const r = new Rng(3);
+    const packed = Uint8Array.from({ length: (o * i) / 2 }, () => r.int(256));
+    const scales = Uint8Array.from({ length: (o * i) / 32 }, () => 118 + r.int(16));
+    const [ms] = await timeBlocks([() => dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0)]);
+    out['mxfp4_dequant(out=2048,in=4096).ms'] = ms;
+    out['mxfp4_dequant(out=2048,in=4096).packed_gbps'] = packed.length / (ms * 1e6);
+  }
+
+  // 3. emulated gemmF16 vs reference gemmF32 at real widths: attention/shared (4096→4096), an expert
+  //    projection (4096→2048), an expert down projection shape (1024→4096).
+  for (const [m, k, n] of [[16, 4096, 4096], [16, 4096, 2048], [16, 1024, 4096]]) {
+    const x = randomF32(10 + k, m * k), w = randomF32(20 + n, n * k);
+    const xh = dev.f32ToF16(x), wh = dev.f32ToF16(w);
+    const [f16Ms, f32Ms] = await timeBlocks([() => dev.gemmF16(xh, wh, m, k, n, 1), () => gemmF32(x, w, m, k, n)]);
+    const id = `(m=${m},k=${k},n=${n})`;
+    out[`gemm_f16${id}.ms`] = f16Ms;
+    out[`gemm_f32${id}.ms`] = f32Ms;
+    out[`gemm_f16_vs_f32${id}.time_ratio`] = f16Ms / f32Ms;
+  }
+
+  for (const [key, v] of Object.entries(out)) console.log(`  ${key.padEnd(48)} ${v.toFixed(3)}`);
+  return out;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchGemm().catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
