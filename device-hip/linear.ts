@@ -23,10 +23,19 @@ export class LinearCache {
     }
     let w = byFault.get(key);
     if (w === undefined) {
-      const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
-      w = this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
+      w = this.dequant(lw, fault);
       byFault.set(key, w);
     }
     return w;
+  }
+
+  /**
+   * The same FP16 weights without keeping them: for weights too many to hold at once, such as a layer's
+   * routed experts (DESIGN §10: 256 experts × 3 × 2048×4096 would be 12 GiB of FP16 per layer).
+   */
+  dequant(lw: LinearWeight, fault: FaultId | null): Uint16Array {
+    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
+    return this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }
 }

@@ -4,14 +4,17 @@
 import { InputError } from '../errors.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { ConfigReader } from '../io/config.js';
+import { DeepseekV4Checkpoint, type DeepseekV4LayerWeights } from '../models/deepseek_v4.js';
 import { LLAMA_LINEARS, LlamaCheckpoint, type LlamaLayerWeights } from '../models/llama.js';
 import type { ModelDef } from '../models/path.js';
+import { deepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
+import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
 import { LlamaDevice } from '../../device-hip/llama.js';
 import type { FaultPlan } from '../../device-hip/faults.js';
 import type { DeviceBackend } from './backend.js';
 
-export const ARCHITECTURES = ['LlamaForCausalLM'] as const;
+export const ARCHITECTURES = ['LlamaForCausalLM', 'DeepseekV4ForCausalLM'] as const;
 
 export function architectureOf(ck: Checkpoint): string {
   return new ConfigReader(ck.config, ck.configFile).architecture();
@@ -20,6 +23,7 @@ export function architectureOf(ck: Checkpoint): string {
 export function openModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<unknown> {
   const arch = architectureOf(ck);
   if (arch === 'LlamaForCausalLM' || arch === 'llama') return llamaModel(ck, backend, faults) as ModelDef<unknown>;
+  if (arch === 'DeepseekV4ForCausalLM' || arch === 'deepseek_v4') return deepseekV4Model(ck, backend, faults) as ModelDef<unknown>;
   throw new InputError(`architecture ${JSON.stringify(arch)} is not supported (supported: ${ARCHITECTURES.join(', ')})`, { file: ck.configFile });
 }
 
@@ -45,4 +49,9 @@ function llamaModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | 
     reference: new LlamaReference(m),
     device: new LlamaDevice(m, backend.native, faults),
   };
+}
+
+function deepseekV4Model(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<DeepseekV4LayerWeights> {
+  const m = new DeepseekV4Checkpoint(ck);
+  return { ...deepseekV4Reference(m), device: new DeepseekV4Device(m, backend.native, faults) };
 }

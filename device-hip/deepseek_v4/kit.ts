@@ -1,0 +1,50 @@
+/**
+ * What every piece of the DeepSeek-V4 device layer needs: the native surfaces, the FP16 weight cache with
+ * this layer's injected dequant fault, and the conversions of small stored tensors. One Kit per layer call.
+ */
+import { decodeToF32 } from '../../harness/formats/dtypes.js';
+import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js';
+import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
+import type { DeepseekNative, DeviceNative } from '../binding.js';
+import type { FaultId } from '../faults.js';
+import type { LinearCache } from '../linear.js';
+
+export class Kit {
+  constructor(
+    readonly N: DeviceNative,
+    readonly K: DeepseekNative,
+    readonly cfg: DeepseekV4Config,
+    private readonly linears: LinearCache,
+    /** the fault injected at this layer, or null */
+    readonly fault: FaultId | null,
+  ) {}
+
+  /** FP16 weights [out, in] (dequantized once per weight and fault, shared by the accumulated and isolated runs). */
+  w16(lw: LinearWeight): Uint16Array {
+    return this.linears.get(lw, this.fault);
+  }
+
+  /**
+   * x f16 [rows, in] · Wᵀ → f16 [rows, out], FP32 accumulation (the default for every FP8/FP4/BF16 linear).
+   * `transient`: dequantize for this call only (routed experts: one expert's FP16 copy alive at a time).
+   */
+  lin(x: Uint16Array, rows: number, lw: LinearWeight, alpha = 1, transient = false): Uint16Array {
+    const w = transient ? this.linears.dequant(lw, this.fault) : this.w16(lw);
+    return this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha);
+  }
+
+  /** The same product with FP32 output: the router, the compressor projections (fp32 in DeepSeek's code). */
+  lin32(x: Uint16Array, rows: number, lw: LinearWeight): Float32Array {
+    return this.N.gemmF16F32(x, this.w16(lw), rows, lw.in, lw.out);
+  }
+
+  /** A small stored vector (norm weight) as f16: BF16 norm weights are exact in FP16 at their magnitudes. */
+  vec16(t: StoredTensor): Uint16Array {
+    return this.N.f32ToF16(this.f32(t));
+  }
+
+  /** A stored tensor as f32 (hyper-connection parameters, sinks, ape, router bias: kept in FP32). */
+  f32(t: StoredTensor): Float32Array {
+    return decodeToF32(t.dtype, t.bytes, t.shape.reduce((a, b) => a * b, 1));
+  }
+}
