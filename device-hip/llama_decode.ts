@@ -1,0 +1,223 @@
+/**
+ * The optimized Llama generation path on the device backend: every weight dequantized to FP16 once at
+ * start (or loaded from an FP16 cache, harness/generate/fp16cache.ts), a per-layer FP16 K/V cache, and
+ * incremental decoding — each step runs only the new tokens through the layers and attends over the cache
+ * with attentionDecodeF16 (device-hip/src/decode.cc).
+ *
+ * It computes exactly what device-hip/llama.ts computes, the path the acceptance gate validated: the same
+ * kernels in the same order with the same arguments (dequantToF16 through the same LinearCache, norms and
+ * embeddings via f32ToF16 of their decoded values, RoPE tables by the same formula). The GEMMs and row ops
+ * are row-independent and the decode attention keeps attentionF16's accumulation order, so a cached step's
+ * logits equal a full LlamaDevice recompute bit for bit (harness/test/generate.test.ts checks it).
+ *
+ * Batching: sequences are independent and decoded in lockstep with no padding tokens. Rows of all
+ * sequences are stacked for the matrix products; each sequence has its own cache region (slot) whose
+ * entry s is position s, and its own length, so prompts of different lengths need neither left nor right
+ * padding (a ragged batch, as paged-attention servers run it).
+ */
+import { decodeToF32 } from '../harness/formats/dtypes.js';
+import type { StoredTensor } from '../harness/formats/linear.js';
+import type { Decoder } from '../harness/generate/decoder.js';
+import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
+import type { DecodeNative, DeviceNative } from './binding.js';
+import { LinearCache } from './linear.js';
+
+export type LlamaLinearKey = (typeof LLAMA_LINEARS)[number];
+export const LLAMA_NORM_KEYS = ['input_layernorm', 'post_attention_layernorm'] as const;
+export type LlamaNormKey = (typeof LLAMA_NORM_KEYS)[number];
+
+/** One layer's FP16 weights (f16 bits): norms [hidden], linears [out, in] as stored in the checkpoint. */
+export type LlamaF16Layer = Record<LlamaNormKey | LlamaLinearKey, Uint16Array>;
+
+export interface LlamaF16Weights {
+  /** [vocab, hidden] */
+  embed: Uint16Array;
+  layers: LlamaF16Layer[];
+  /** final norm [hidden] */
+  norm: Uint16Array;
+  /** [vocab, hidden]; the same array as `embed` when the checkpoint ties them */
+  head: Uint16Array;
+}
+
+/** Checkpoint name of a layer tensor (the FP16 cache stores each under its checkpoint name). */
+export function llamaLayerTensorName(L: number, key: LlamaNormKey | LlamaLinearKey): string {
+  if ((LLAMA_NORM_KEYS as readonly string[]).includes(key)) return `model.layers.${L}.${key}.weight`;
+  const sub = ['q_proj', 'k_proj', 'v_proj', 'o_proj'].includes(key) ? 'self_attn' : 'mlp';
+  return `model.layers.${L}.${sub}.${key}.weight`;
+}
+
+/** Shape of a layer tensor: norms [hidden], linears their logical [out, in]. */
+export function llamaLayerTensorShape(m: LlamaCheckpoint, key: LlamaNormKey | LlamaLinearKey): number[] {
+  if ((LLAMA_NORM_KEYS as readonly string[]).includes(key)) return [m.cfg.hidden];
+  return [...m.linearShapes()[key as LlamaLinearKey]];
+}
+
+const count = (t: StoredTensor) => t.shape.reduce((a, b) => a * b, 1);
+/** A plain tensor to f16 exactly as LlamaDevice.vecF16 does (decode to f32, round once). */
+const plainF16 = (N: DeviceNative, t: StoredTensor) => N.f32ToF16(decodeToF32(t.dtype, t.bytes, count(t)));
+
+/** The whole embedding table as f16 (LlamaDevice converts the rows it reads the same way). */
+export function buildLlamaF16Embed(m: LlamaCheckpoint, N: DeviceNative): Uint16Array {
+  const i = m.ck.info(m.embedName);
+  return plainF16(N, { name: m.embedName, dtype: i.dtype, shape: i.shape, bytes: m.ck.read(m.embedName) });
+}
+
+/** Layer L's FP16 weights. Linears go through LinearCache, the very code the diff runs (fault: none). */
+export function buildLlamaF16Layer(m: LlamaCheckpoint, N: DeviceNative, L: number): LlamaF16Layer {
+  const w = m.loadLayer(L);
+  const linears = new LinearCache(N);
+  const out = {} as LlamaF16Layer;
+  for (const k of LLAMA_NORM_KEYS) out[k] = plainF16(N, w[k]);
+  for (const k of LLAMA_LINEARS) out[k] = linears.get(w[k], null);
+  return out;
+}
+
+/** Final norm and head (the head is the embedding array itself when tied). */
+export function buildLlamaF16Head(m: LlamaCheckpoint, N: DeviceNative, embed: Uint16Array | null): { norm: Uint16Array; head: Uint16Array } {
+  const norm = plainF16(N, m.finalNorm());
+  if (m.headName === m.embedName) return { norm, head: embed ?? buildLlamaF16Embed(m, N) };
+  const i = m.ck.info(m.headName);
+  return { norm, head: plainF16(N, { name: m.headName, dtype: i.dtype, shape: i.shape, bytes: m.ck.read(m.headName) }) };
+}
+
+/** Dequantize every weight of the model to FP16 once ("dequant at load"). */
+export function buildLlamaF16(m: LlamaCheckpoint, N: DeviceNative): LlamaF16Weights {
+  const embed = buildLlamaF16Embed(m, N);
+  const layers: LlamaF16Layer[] = [];
+  for (let L = 0; L < m.cfg.layers; L++) layers.push(buildLlamaF16Layer(m, N, L));
+  return { embed, layers, ...buildLlamaF16Head(m, N, embed) };
+}
+
+/** RoPE cos/sin rows for the given positions, by LlamaDevice.ropeTables' formula (same doubles, same f32). */
+export function llamaRopeTables(headDim: number, theta: number, positions: readonly number[]): { cos: Float32Array; sin: Float32Array } {
+  const half = headDim / 2;
+  const cos = new Float32Array(positions.length * half);
+  const sin = new Float32Array(positions.length * half);
+  positions.forEach((p, t) => {
+    for (let i = 0; i < half; i++) {
+      const phi = p * theta ** (-(2 * i) / headDim);
+      cos[t * half + i] = Math.cos(phi);
+      sin[t * half + i] = Math.sin(phi);
+    }
+  });
+  return { cos, sin };
+}
+
+export class LlamaDeviceDecoder implements Decoder {
+  readonly vocab: number;
+  /** per layer: K [Bc, cap, kvHeads, headDim] and V, f16 */
+  private k: Uint16Array[] = [];
+  private v: Uint16Array[] = [];
+  private cap = 0;
+  private lens = new Int32Array(0);
+
+  constructor(
+    private readonly m: LlamaCheckpoint,
+    private readonly N: DeviceNative,
+    private readonly K: DecodeNative,
+    private readonly w: LlamaF16Weights,
+  ) {
+    this.vocab = m.cfg.vocab;
+    if (w.layers.length !== m.cfg.layers) throw new Error(`FP16 weights hold ${w.layers.length} layers, the model has ${m.cfg.layers}`);
+  }
+
+  prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
+    const { layers, kvHeads, headDim } = this.m.cfg;
+    const longest = Math.max(...prompts.map((p) => p.length));
+    if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
+    if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
+    this.cap = capacity;
+    this.lens = new Int32Array(prompts.length);
+    const size = prompts.length * capacity * kvHeads * headDim;
+    this.k = Array.from({ length: layers }, () => new Uint16Array(size));
+    this.v = Array.from({ length: layers }, () => new Uint16Array(size));
+    return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
+  }
+
+  step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
+    if (seqs.length !== tokens.length) throw new Error(`step: ${seqs.length} sequences but ${tokens.length} tokens`);
+    return this.advance(seqs.map((seq, i) => ({ seq, tokens: [tokens[i]] })));
+  }
+
+  /** Run each entry's new tokens through the model, appending to its cache; logits of each entry's last token. */
+  private advance(entries: Array<{ seq: number; tokens: readonly number[] }>): Float32Array[] {
+    const { N, K, w } = this;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V, ropeTheta } = this.m.cfg;
+    const rowSeq: number[] = [];
+    const rowPos: number[] = [];
+    const tokens: number[] = [];
+    for (const e of entries) {
+      if (e.seq < 0 || e.seq >= this.lens.length) throw new Error(`sequence ${e.seq} is not in the batch`);
+      if (this.lens[e.seq] + e.tokens.length > this.cap) throw new Error(`sequence ${e.seq} would exceed the cache capacity ${this.cap}`);
+      e.tokens.forEach((t, i) => {
+        if (!Number.isInteger(t) || t < 0 || t >= V) throw new Error(`token id ${t} is outside the vocabulary [0, ${V})`);
+        tokens.push(t);
+        rowSeq.push(e.seq);
+        rowPos.push(this.lens[e.seq] + i);
+      });
+    }
+    const R = tokens.length;
+    let x: Uint16Array = new Uint16Array(R * D);
+    tokens.forEach((t, r) => x.set(w.embed.subarray(t * D, (t + 1) * D), r * D));
+    const { cos, sin } = llamaRopeTables(hd, ropeTheta, rowPos);
+    const sameLength = entries.every((e) => e.tokens.length === entries[0].tokens.length);
+    const scale = 1 / Math.sqrt(hd);
+    const kvRow = KV * hd;
+    const shapes = this.m.linearShapes();
+
+    for (let L = 0; L < w.layers.length; L++) {
+      const lw = w.layers[L];
+      const lin = (inp: Uint16Array, wt: Uint16Array, key: LlamaLinearKey) => N.gemmF16(inp, wt, R, shapes[key][1], shapes[key][0], 1);
+      const n1 = N.rmsnormF16(x, lw.input_layernorm, R, D, eps);
+      const q = N.ropeF16(lin(n1, lw.q_proj, 'q_proj'), cos, sin, R, H, hd, 0, hd, false);
+      const k = N.ropeF16(lin(n1, lw.k_proj, 'k_proj'), cos, sin, R, KV, hd, 0, hd, false);
+      const v = lin(n1, lw.v_proj, 'v_proj');
+      // Append the new K/V rows at their positions, then attend over the cache (new rows included).
+      for (let r = 0; r < R; r++) {
+        const at = (rowSeq[r] * this.cap + rowPos[r]) * kvRow;
+        this.k[L].set(k.subarray(r * kvRow, (r + 1) * kvRow), at);
+        this.v[L].set(v.subarray(r * kvRow, (r + 1) * kvRow), at);
+      }
+      let att: Uint16Array;
+      const Bc = this.lens.length;
+      if (sameLength) {
+        // One call for the whole batch: rows are entry-major, so q is already [B, Tq, H, hd].
+        const slot = Int32Array.from(entries, (e) => e.seq);
+        const start = Int32Array.from(entries, (e) => this.lens[e.seq]);
+        att = K.attentionDecodeF16(q, this.k[L], this.v[L], entries.length, entries[0].tokens.length, Bc, this.cap, slot, start, H, KV, hd, hd, scale, 0, null);
+      } else {
+        att = new Uint16Array(R * H * hd);
+        let r0 = 0;
+        for (const e of entries) {
+          const T = e.tokens.length;
+          const qe = q.subarray(r0 * H * hd, (r0 + T) * H * hd);
+          const part = K.attentionDecodeF16(qe, this.k[L], this.v[L], 1, T, Bc, this.cap, Int32Array.of(e.seq), Int32Array.of(this.lens[e.seq]), H, KV, hd, hd, scale, 0, null);
+          att.set(part, r0 * H * hd);
+          r0 += T;
+        }
+      }
+      const h = N.addF16(x, lin(att, lw.o_proj, 'o_proj'));
+      const n2 = N.rmsnormF16(h, lw.post_attention_layernorm, R, D, eps);
+      const gated = N.swigluF16(lin(n2, lw.gate_proj, 'gate_proj'), lin(n2, lw.up_proj, 'up_proj'), 0);
+      x = N.addF16(h, lin(gated, lw.down_proj, 'down_proj'));
+    }
+    for (const e of entries) this.lens[e.seq] += e.tokens.length;
+
+    // Only each entry's last row feeds the head (the sampler reads nothing else).
+    const E = entries.length;
+    const last = new Uint16Array(E * D);
+    let r = 0;
+    entries.forEach((e, i) => {
+      r += e.tokens.length;
+      last.set(x.subarray((r - 1) * D, r * D), i * D);
+    });
+    const normed = N.rmsnormF16(last, w.norm, E, D, eps);
+    const logits = N.gemmF16F32(normed, w.head, E, D, V);
+    return entries.map((_, i) => logits.slice(i * V, (i + 1) * V));
+  }
+
+  /** Tokens held per sequence (tests and benchmarks). */
+  lengths(): number[] {
+    return [...this.lens];
+  }
+}

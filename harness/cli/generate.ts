@@ -1,0 +1,207 @@
+/**
+ * `layerdiff generate <model> --prompt TEXT … --record FILE`: text generation.
+ *   --path device (default): the optimized path — FP16 weights built once (or read from --fp16-cache),
+ *     K/V cache, incremental decoding, prompts batched — on the device backend. It runs only under a
+ *     passing acceptance record that matches this checkpoint, device, policy and tool (harness/gate/record.ts);
+ *     otherwise exit 3 with what differs and the gate command that fixes it.
+ *   --path reference: the FP32 reference, always allowed (slow; DeepSeek-V4 by full recompute).
+ * Output: with one prompt the continuation is streamed to stdout as it is produced; with several, one
+ * line per token `[i] "<text>"` while decoding, then each completion in full. Statistics go to stderr.
+ */
+import { randomInt } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { makePolicy } from '../compare/policy.js';
+import { ExitCode, InputError } from '../errors.js';
+import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.js';
+import type { Decoder } from '../generate/decoder.js';
+import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
+import { loadFp16Cache } from '../generate/fp16cache.js';
+import { RecomputeDecoder } from '../generate/recompute.js';
+import { checkSampling } from '../generate/sampler.js';
+import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
+import { writeFileAtomic } from '../io/safetensors.js';
+import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
+import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
+import { LlamaCheckpoint } from '../models/llama.js';
+import { selectBackend } from '../runner/backend.js';
+import { architectureOf } from '../runner/model.js';
+import { loadDecodeNative } from '../../device-hip/binding.js';
+import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
+import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
+import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
+import { assertOutsideModel, gateCommand } from './gate.js';
+
+export interface GenerateArgs {
+  model: string;
+  prompt: string[];
+  tokens: string[];
+  record?: string;
+  maxNewTokens: number;
+  temperature: number;
+  topP: number;
+  repetitionPenalty: number;
+  seed?: number;
+  path: string;
+  fp16Cache?: string;
+  device: string;
+  metric: string;
+  failAbove: number;
+  warnAbove: number;
+  /** write prompts, tokens, texts, finish reasons and timings as JSON */
+  json?: string;
+}
+
+export interface GenerateOutcome {
+  code: ExitCode;
+  prompts: number[][];
+  result: GenerateResult;
+  texts: string[] | null;
+  seed: number;
+  weights: 'fp16-cache' | 'dequant-at-load' | 'fp32-reference';
+  record: AcceptanceRecord | null;
+}
+
+type Arch = 'llama' | 'deepseek_v4';
+
+function archOf(ck: Checkpoint): Arch {
+  const a = architectureOf(ck);
+  if (a === 'LlamaForCausalLM' || a === 'llama') return 'llama';
+  if (a === 'DeepseekV4ForCausalLM' || a === 'deepseek_v4') return 'deepseek_v4';
+  throw new InputError(`architecture ${JSON.stringify(a)} is not supported by generate (LlamaForCausalLM, DeepseekV4ForCausalLM)`, { file: ck.configFile });
+}
+
+/** End-of-sequence ids: config.json's, generation_config.json's (a number or a list) and the tokenizer's. */
+function eosIds(ck: Checkpoint, tk: TextTokenizer | null): Set<number> {
+  const ids = new Set<number>();
+  const addFrom = (v: unknown) => {
+    for (const x of Array.isArray(v) ? v : [v]) if (Number.isSafeInteger(x)) ids.add(x as number);
+  };
+  addFrom(ck.config.eos_token_id);
+  const gc = path.join(ck.dir, 'generation_config.json');
+  if (fs.existsSync(gc)) addFrom(readJsonObject(gc).eos_token_id);
+  if (tk?.eosTokenId !== undefined) ids.add(tk.eosTokenId);
+  return ids;
+}
+
+function parseTokens(spec: string, vocab: number): number[] {
+  const ids = spec.split(',').map((s) => {
+    const t = Number(s.trim());
+    if (s.trim() === '' || !Number.isSafeInteger(t) || t < 0 || t >= vocab) throw new InputError(`--tokens ${spec}: ${JSON.stringify(s)} is not a token id in [0, ${vocab})`);
+    return t;
+  });
+  return ids;
+}
+
+export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream } = process): Promise<GenerateOutcome> {
+  if (a.path !== 'device' && a.path !== 'reference') throw new InputError(`--path ${a.path}: expected device or reference`);
+  if (!Number.isSafeInteger(a.maxNewTokens) || a.maxNewTokens < 1) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: expected a positive integer`);
+  const sampling = checkSampling({ temperature: a.temperature, topP: a.topP, repetitionPenalty: a.repetitionPenalty });
+  if (a.seed !== undefined && (!Number.isSafeInteger(a.seed) || a.seed < 0 || a.seed > 0xffffffff)) throw new InputError(`--seed ${a.seed}: expected an integer in [0, 2^32)`);
+  const seed = a.seed ?? randomInt(0, 2 ** 32 - 1);
+  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  if (a.prompt.length + a.tokens.length === 0) throw new InputError('give at least one --prompt TEXT (or --tokens 1,2,3)');
+  if (a.json !== undefined) assertOutsideModel(a.json, a.model);
+  if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
+
+  const ck = Checkpoint.open(a.model);
+  try {
+    const arch = archOf(ck);
+    if (a.path === 'device' && arch !== 'llama') {
+      throw new InputError(`--path device: the optimized generation path supports Llama only so far (${arch} has no KV-cache decoder yet); use --path reference`);
+    }
+    // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
+    let record: AcceptanceRecord | null = null;
+    let fingerprint: string | null = null;
+    const backend = a.path === 'device' ? selectBackend(a.device) : null;
+    if (backend !== null) {
+      const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+      fingerprint = fp.value;
+      record = verifyRecord({
+        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(),
+        fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
+      });
+      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name})\n`);
+    }
+
+    const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir) : null;
+    if (a.prompt.length > 0 && tk === null) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: ck.dir });
+    const vocab = typeof ck.config.vocab_size === 'number' ? ck.config.vocab_size : Infinity;
+    const prompts = [...a.prompt.map((p) => tk!.encode(p)), ...a.tokens.map((t) => parseTokens(t, vocab))];
+    prompts.forEach((p, i) => {
+      if (p.length === 0) throw new InputError(`prompt ${i + 1} has no tokens`);
+      for (const t of p) if (t >= vocab) throw new InputError(`prompt ${i + 1}: token id ${t} is outside the vocabulary [0, ${vocab})`);
+    });
+
+    const maxPos = ck.config.max_position_embeddings;
+    const longest = Math.max(...prompts.map((p) => p.length)) + a.maxNewTokens;
+    if (typeof maxPos === 'number' && longest > maxPos) {
+      io.stderr.write(`layerdiff: warning: up to ${longest} tokens exceed max_position_embeddings ${maxPos}; positions past it were never validated by the gate\n`);
+    }
+
+    const t0 = performance.now();
+    let decoder: Decoder;
+    let weights: GenerateOutcome['weights'] = 'fp32-reference';
+    if (arch === 'llama') {
+      const m = new LlamaCheckpoint(ck);
+      if (backend !== null) {
+        let w = null;
+        if (a.fp16Cache !== undefined) {
+          const c = await loadFp16Cache(a.fp16Cache, m, fingerprint!);
+          if (c.ok) w = c.weights;
+          else io.stderr.write(`layerdiff: note: not using the FP16 cache ${a.fp16Cache}: ${c.why}; dequantizing at load (rerun layerdiff convert ${a.model} --fp16-cache ${a.fp16Cache})\n`);
+        }
+        weights = w !== null ? 'fp16-cache' : 'dequant-at-load';
+        decoder = new LlamaDeviceDecoder(m, backend.native, loadDecodeNative(), w ?? buildLlamaF16(m, backend.native));
+      } else {
+        decoder = new LlamaReferenceDecoder(m);
+      }
+    } else {
+      const m = new DeepseekV4Checkpoint(ck);
+      // Layers are kept between steps unless the checkpoint is large (then re-read each step: slow, bounded).
+      decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), ck.totalBytes() < 2 ** 31);
+    }
+    const loadMs = performance.now() - t0;
+
+    const B = prompts.length;
+    const decode = (ids: number[]) => (tk !== null ? tk.decode(ids, { skipSpecialTokens: true }) : ids.join(' ') + ' ');
+    const streams = prompts.map(() => new TextStream(decode));
+    const result = generate(decoder, prompts, {
+      maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk),
+      onToken: (seq, tok) => {
+        const delta = streams[seq].push(tok);
+        if (B === 1) {
+          if (delta !== '') io.stdout.write(delta);
+        } else if (delta !== '') {
+          io.stdout.write(`[${seq + 1}] ${JSON.stringify(delta)}\n`);
+        }
+      },
+    });
+    const texts = tk !== null ? result.tokens.map((ids) => decode(ids)) : null;
+    if (B === 1) io.stdout.write(streams[0].flush() + '\n');
+    else {
+      result.tokens.forEach((ids, i) => {
+        const shown = a.prompt[i] ?? a.tokens[i - a.prompt.length];
+        io.stdout.write(`=== [${i + 1}] ${JSON.stringify(shown.length > 60 ? shown.slice(0, 57) + '...' : shown)} (${result.finish[i]})\n${texts?.[i] ?? ids.join(' ')}\n`);
+      });
+    }
+    const n = result.tokens.reduce((s, t) => s + t.length, 0);
+    const decodeRate = result.decodeMs > 0 ? (n - B) / (result.decodeMs / 1000) : 0;
+    const how = backend !== null ? `device ${backend.identity.name}, FP16 weights ${weights === 'fp16-cache' ? 'from the cache' : 'dequantized at load'}, KV cache` : `reference FP32${arch === 'llama' ? ', KV cache' : ', full recompute'}`;
+    io.stderr.write(
+      `layerdiff: ${n} tokens for ${B} prompt${B > 1 ? 's' : ''} · load ${loadMs.toFixed(0)} ms · prefill ${result.prefillMs.toFixed(0)} ms · decode ${decodeRate.toFixed(1)} tok/s · seed ${seed} · ${how}\n`,
+    );
+    if (a.json !== undefined) {
+      writeFileAtomic(a.json, JSON.stringify({
+        schema: 'layerdiff.generation/1', path: a.path, weights, seed, sampling, max_new_tokens: a.maxNewTokens,
+        record: a.path === 'device' ? path.resolve(a.record!) : null,
+        outputs: prompts.map((p, i) => ({ prompt_tokens: p, tokens: result.tokens[i], text: texts?.[i] ?? null, finish: result.finish[i] })),
+        timing_ms: { load: loadMs, prefill: result.prefillMs, decode: result.decodeMs },
+      }, null, 2) + '\n');
+    }
+    return { code: ExitCode.pass, prompts, result, texts, seed, weights, record };
+  } finally {
+    ck.close();
+  }
+}

@@ -1,0 +1,243 @@
+/**
+ * The full checkpoint fingerprint of acceptance records (DESIGN §8): a streamed SHA-256 of every file the
+ * forward pass or the tokenizer reads — each shard, config.json, the shard index, DeepSeek's
+ * inference/config.json, the tokenizer files — combined into one digest over (name, size, sha256) lines
+ * sorted by name. A real checkpoint is ~160 GB, so per-file digests are cached by (path, size, mtime,
+ * ctime, inode, device) in a JSON file outside the model directory ($LAYERDIFF_CACHE_DIR or
+ * ~/.cache/layerdiff/fingerprints.json). ctime is in the key on top of DESIGN's (path, size, mtime, inode)
+ * because mtime can be set back (touch -r, rsync -t) after an edit, and ctime cannot.
+ * A progress bar goes to stderr on a TTY once hashing has taken more than a second.
+ */
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import { writeFileAtomic } from '../io/safetensors.js';
+
+export interface FileDigest {
+  /** relative to the hashed folder, '/'-separated */
+  name: string;
+  size: number;
+  sha256: string;
+}
+
+export interface Fingerprint {
+  /** 'sha256:<hex>' over the sorted (name, size, sha256) lines */
+  value: string;
+  files: FileDigest[];
+}
+
+/** Files besides the shards that decide what the model computes or how text becomes tokens. */
+const EXTRA_FILES = [
+  'config.json',
+  'model.safetensors.index.json',
+  'inference/config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'tokenizer.model',
+  'special_tokens_map.json',
+  'added_tokens.json',
+  'vocab.json',
+  'merges.txt',
+];
+
+/** The files a checkpoint's fingerprint covers: its shards and whichever of EXTRA_FILES exist. */
+export function checkpointFiles(dir: string, shardFiles: readonly string[]): string[] {
+  const extra = EXTRA_FILES.filter((f) => fs.existsSync(path.join(dir, f)) && fs.statSync(path.join(dir, f)).isFile());
+  return [...new Set([...shardFiles, ...extra])].sort();
+}
+
+export function combineDigests(files: readonly FileDigest[]): string {
+  const h = createHash('sha256');
+  for (const f of [...files].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) h.update(`${f.name}\t${f.size}\t${f.sha256}\n`);
+  return `sha256:${h.digest('hex')}`;
+}
+
+// ---- the cache ---------------------------------------------------------------------------------------
+
+interface CacheEntry {
+  size: number;
+  mtime_ns: string;
+  ctime_ns: string;
+  ino: string;
+  dev: string;
+  sha256: string;
+}
+
+interface CacheFile {
+  schema: 'layerdiff.fingerprints/1';
+  entries: Record<string, CacheEntry>;
+}
+
+export function fingerprintCacheFile(): string {
+  const dir = process.env.LAYERDIFF_CACHE_DIR;
+  return dir !== undefined && dir !== '' ? path.join(dir, 'fingerprints.json') : path.join(os.homedir(), '.cache', 'layerdiff', 'fingerprints.json');
+}
+
+function isInside(target: string, dir: string): boolean {
+  const rel = path.relative(dir, target);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** Resolve symlinks of the longest existing prefix, so an alias of a folder is seen as that folder. */
+export function realish(p: string): string {
+  const abs = path.resolve(p);
+  let head = abs;
+  const tail: string[] = [];
+  while (!fs.existsSync(head)) {
+    const up = path.dirname(head);
+    if (up === head) return abs;
+    tail.unshift(path.basename(head));
+    head = up;
+  }
+  return path.join(fs.realpathSync(head), ...tail);
+}
+
+function readCache(file: string): CacheFile {
+  try {
+    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as CacheFile;
+    if (v?.schema === 'layerdiff.fingerprints/1' && v.entries !== null && typeof v.entries === 'object') return v;
+  } catch {
+    // missing or unreadable: a cache is only ever an optimisation, start empty
+  }
+  return { schema: 'layerdiff.fingerprints/1', entries: {} };
+}
+
+/**
+ * A file changed within the last few seconds is not cached ("racily clean", as git calls it): timestamps
+ * come from a coarse clock (a jiffy; seconds on some filesystems), so an edit made in the same tick as the
+ * hashed version would leave every key field equal. Such a file is simply hashed again next time.
+ */
+const RACY_MS = 3000;
+const racy = (k: { mtime_ns: string; ctime_ns: string }, racyMs: number) => {
+  const now = BigInt(Date.now()) * 1_000_000n;
+  const window = BigInt(racyMs) * 1_000_000n;
+  return now - BigInt(k.mtime_ns) < window || now - BigInt(k.ctime_ns) < window;
+};
+
+const keyOf = (st: fs.BigIntStats) => ({ size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev) });
+const sameKey = (e: CacheEntry, k: ReturnType<typeof keyOf>) => e.size === k.size && e.mtime_ns === k.mtime_ns && e.ctime_ns === k.ctime_ns && e.ino === k.ino && e.dev === k.dev;
+
+// ---- hashing -----------------------------------------------------------------------------------------
+
+export interface FingerprintOptions {
+  /** the folder the cache file must stay out of (the model directory); defaults to `dir` */
+  protect?: string;
+  /** force the progress bar on (tests) or off; default: stderr is a TTY */
+  progress?: boolean;
+  /** false: neither read nor write the cache */
+  useCache?: boolean;
+  /** where progress goes (tests) */
+  stderr?: NodeJS.WritableStream & { isTTY?: boolean };
+  /** show the bar once hashing has taken this long (default 1000 ms) */
+  progressAfterMs?: number;
+  /** files changed less than this long ago are not cached (default 3000 ms; tests use 0) */
+  racyMs?: number;
+}
+
+/** SHA-256 of `names` (relative to `dir`), streamed, with the stat-keyed cache. */
+export async function fingerprintFiles(dir: string, names: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
+  const stderr = o.stderr ?? process.stderr;
+  const cacheFile = fingerprintCacheFile();
+  let useCache = o.useCache ?? true;
+  if (useCache && isInside(realish(cacheFile), realish(o.protect ?? dir))) {
+    // No command writes inside the model directory, the cache included: hash without it.
+    stderr.write(`layerdiff: note: the fingerprint cache ${cacheFile} would be inside ${o.protect ?? dir}; hashing without it\n`);
+    useCache = false;
+  }
+  const cache = useCache ? readCache(cacheFile) : null;
+  const stats = names.map((n) => {
+    const p = path.join(dir, n);
+    let st: fs.BigIntStats;
+    try {
+      st = fs.statSync(p, { bigint: true });
+    } catch (e) {
+      throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file: p });
+    }
+    if (!st.isFile()) throw new InputError('is not a regular file', { file: p });
+    return { name: n, abs: realish(p), key: keyOf(st) };
+  });
+  const todo = stats.filter((s) => {
+    const e = cache?.entries[s.abs];
+    return e === undefined || !sameKey(e, s.key);
+  });
+  const total = todo.reduce((n, s) => n + s.key.size, 0);
+  const bar = new HashProgress(o.progress ?? stderr.isTTY === true, total, stderr, o.progressAfterMs ?? 1000);
+  const fresh = new Map<string, string>();
+  try {
+    for (const s of todo) fresh.set(s.abs, await hashFile(path.join(dir, s.name), s.key, (n) => bar.add(n, s.name)));
+  } finally {
+    bar.done();
+  }
+  const files = stats.map((s) => ({ name: s.name.split(path.sep).join('/'), size: s.key.size, sha256: fresh.get(s.abs) ?? cache!.entries[s.abs].sha256 }));
+  if (cache !== null && fresh.size > 0) {
+    // Re-read just before writing, so a concurrent run's new entries are kept.
+    const latest = readCache(cacheFile);
+    // Forget files that are gone (deleted checkpoints, temporary copies), so the cache does not grow forever.
+    for (const p of Object.keys(latest.entries)) if (!fs.existsSync(p)) delete latest.entries[p];
+    for (const s of todo) if (!racy(s.key, o.racyMs ?? RACY_MS)) latest.entries[s.abs] = { ...s.key, sha256: fresh.get(s.abs)! };
+    try {
+      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
+    } catch (e) {
+      stderr.write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(e as Error).message}\n`);
+    }
+  }
+  return { value: combineDigests(files), files };
+}
+
+async function hashFile(file: string, key: ReturnType<typeof keyOf>, onBytes: (n: number) => void): Promise<string> {
+  const h = createHash('sha256');
+  const stream = fs.createReadStream(file, { highWaterMark: 4 << 20 });
+  let n = 0;
+  for await (const chunk of stream as AsyncIterable<Buffer>) {
+    h.update(chunk);
+    n += chunk.length;
+    onBytes(chunk.length);
+  }
+  const after = keyOf(fs.statSync(file, { bigint: true }));
+  if (n !== key.size || after.size !== key.size || after.mtime_ns !== key.mtime_ns || after.ino !== key.ino) {
+    throw new InputError('changed while it was being hashed; run again once nothing writes to the checkpoint', { file });
+  }
+  return h.digest('hex');
+}
+
+/** The fingerprint of a checkpoint folder: its shards (from the index or model.safetensors) and metadata. */
+export async function checkpointFingerprint(dir: string, shardFiles: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
+  return fingerprintFiles(dir, checkpointFiles(dir, shardFiles), { protect: dir, ...o });
+}
+
+/** A one-line bar on stderr, shown only after a second of hashing (afterMs), redrawn at most 10 times a second. */
+class HashProgress {
+  private readonly t0 = Date.now();
+  private done_ = 0;
+  private last = 0;
+  private shown = false;
+
+  constructor(
+    private readonly enabled: boolean,
+    private readonly total: number,
+    private readonly out: NodeJS.WritableStream,
+    private readonly afterMs: number,
+  ) {}
+
+  add(n: number, file: string): void {
+    this.done_ += n;
+    if (!this.enabled) return;
+    const now = Date.now();
+    if (now - this.t0 < this.afterMs || now - this.last < 100) return;
+    this.last = now;
+    this.shown = true;
+    const frac = this.total > 0 ? this.done_ / this.total : 1;
+    const width = 24;
+    const fill = Math.round(frac * width);
+    const gib = (b: number) => (b / 2 ** 30).toFixed(2);
+    const rate = this.done_ / 2 ** 20 / ((now - this.t0) / 1000);
+    const eta = rate > 0 ? (this.total - this.done_) / 2 ** 20 / rate : 0;
+    this.out.write(`\r\x1b[Kfingerprint [${'#'.repeat(fill)}${'.'.repeat(width - fill)}] ${(frac * 100).toFixed(0)}% ${gib(this.done_)}/${gib(this.total)} GiB · ${rate.toFixed(0)} MiB/s · ~${eta.toFixed(0)} s left · ${file}`);
+  }
+
+  done(): void {
+    if (this.shown) this.out.write('\r\x1b[K');
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * The acceptance record (DESIGN §8), schema layerdiff.record/1: written by `layerdiff gate` when every stage
+ * passed in both modes over the acceptance prompts, read by `layerdiff generate` before it runs the
+ * optimized path. It binds the checkpoint (full fingerprint, per-file digests), the tool version, the device
+ * backend and identity, and the policy; it carries the digest of the per-prompt JSON reports and the time.
+ * With LAYERDIFF_SIGNING_KEY set it carries an HMAC-SHA256 over the canonical JSON of everything else.
+ *
+ * Verification reports every difference it finds, each as one reason (no-record, invalid, signature,
+ * weights, device, policy, tool), and ends with the command that makes a matching record.
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import * as fs from 'node:fs';
+import { LockedError } from '../errors.js';
+import type { Policy } from '../compare/policy.js';
+import { writeFileAtomic } from '../io/safetensors.js';
+import type { DeviceIdentity } from '../runner/backend.js';
+import { toolVersion } from '../version.js';
+import type { FileDigest, Fingerprint } from './fingerprint.js';
+
+export const RECORD_SCHEMA = 'layerdiff.record/1';
+export const SIGNING_KEY_ENV = 'LAYERDIFF_SIGNING_KEY';
+
+export interface PromptSummary {
+  name: string;
+  tokens: number;
+  verdict: 'pass' | 'fail';
+  /** stages whose status is warn */
+  warnings: number;
+  /** the stage with the largest policy metric over both modes, and that value (null: NaN/Inf on the device) */
+  worst: { stage: string; value: number | null };
+  /** SHA-256 of this prompt's JSON report (layerdiff.report/1, as reports/json.ts serializes it) */
+  report_sha256: string;
+}
+
+export interface AcceptanceRecord {
+  schema: typeof RECORD_SCHEMA;
+  verdict: 'pass';
+  tool: { name: 'layerdiff'; version: string };
+  model: { path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[] };
+  device: DeviceIdentity;
+  policy: Policy;
+  acceptance: {
+    mode: 'both';
+    layers: 'all';
+    prompt_source: string;
+    prompts: PromptSummary[];
+    /** the weights-first check (harness/weights/check.ts): quantized tensors whose FP16 device copy is bit-exact */
+    weights: { checked: number; exact: number; mismatched: number; overflow_blocks: number; underflow_blocks: number };
+  };
+  /** SHA-256 over the per-prompt report digests, in prompt order */
+  report_digest: string;
+  created: string;
+  hmac?: { alg: 'HMAC-SHA256'; value: string };
+}
+
+/** JSON with object keys sorted at every level and no whitespace: the bytes the HMAC covers. */
+export function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') {
+    if (typeof v === 'number' && !Number.isFinite(v)) throw new Error(`canonicalJson: ${v} has no JSON form`);
+    return JSON.stringify(v);
+  }
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o).filter((k) => o[k] !== undefined).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+}
+
+export function recordHmac(rec: AcceptanceRecord, key: string): string {
+  const { hmac: _drop, ...body } = rec;
+  return createHmac('sha256', key).update(canonicalJson(body)).digest('hex');
+}
+
+export function signingKey(): string | null {
+  const k = process.env[SIGNING_KEY_ENV];
+  return k !== undefined && k !== '' ? k : null;
+}
+
+export function sign(rec: AcceptanceRecord, key: string | null): AcceptanceRecord {
+  const { hmac: _drop, ...body } = rec;
+  return key === null ? body : { ...body, hmac: { alg: 'HMAC-SHA256', value: recordHmac(body, key) } };
+}
+
+export function writeRecord(file: string, rec: AcceptanceRecord): void {
+  writeFileAtomic(file, JSON.stringify(rec, null, 2) + '\n');
+}
+
+/**
+ * What of a device identity a record binds: the backend and what the numbers are computed on and with.
+ * Not the host's CPU model, SIMD level or thread count: the emulated kernels give the same bits on any
+ * x86-64 at any of them (device-hip tests check it), so a record moves with the checkpoint between hosts.
+ */
+export function deviceKey(d: DeviceIdentity): Record<string, unknown> {
+  return { name: d.name, device_name: d.device_name ?? null, arch: d.arch ?? null, emulates: d.emulates ?? null, versions: d.versions ?? {} };
+}
+
+export type LockReason = 'no-record' | 'invalid' | 'signature' | 'weights' | 'device' | 'policy' | 'tool';
+
+/** exit 3 with the list of reasons (tests read `reasons`; the user reads the message) */
+export class RecordMismatch extends LockedError {
+  constructor(
+    message: string,
+    readonly reasons: LockReason[],
+  ) {
+    super(message);
+    this.name = 'RecordMismatch';
+  }
+}
+
+export interface VerifyInput {
+  recordFile: string | undefined;
+  modelDir: string;
+  fingerprint: Fingerprint;
+  device: DeviceIdentity;
+  policy: Policy;
+  key: string | null;
+  /** the `layerdiff gate …` command that writes a matching record */
+  fixCommand: string;
+}
+
+const shortHash = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
+
+export function verifyRecord(v: VerifyInput): AcceptanceRecord {
+  const locked = (reasons: LockReason[], what: string[]): never => {
+    throw new RecordMismatch(`the optimized path is locked: ${what.join('; ')}. To unlock it, run: ${v.fixCommand}`, reasons);
+  };
+  if (v.recordFile === undefined) locked(['no-record'], ['no acceptance record given (--record FILE)']);
+  const file = v.recordFile!;
+  if (!fs.existsSync(file)) locked(['no-record'], [`no acceptance record at ${file}`]);
+  let rec: AcceptanceRecord;
+  try {
+    rec = JSON.parse(fs.readFileSync(file, 'utf8')) as AcceptanceRecord;
+  } catch (e) {
+    return locked(['invalid'], [`${file} is not a readable JSON acceptance record (${(e as Error).message})`]);
+  }
+  const shapeOk =
+    rec !== null && typeof rec === 'object' && rec.schema === RECORD_SCHEMA && rec.verdict === 'pass' &&
+    typeof rec.model?.fingerprint === 'string' && Array.isArray(rec.model.files) && typeof rec.device?.name === 'string' &&
+    typeof rec.policy?.metric === 'string' && typeof rec.tool?.version === 'string';
+  if (!shapeOk) locked(['invalid'], [`${file} is not a passing ${RECORD_SCHEMA} acceptance record`]);
+
+  const reasons: LockReason[] = [];
+  const what: string[] = [];
+  const add = (r: LockReason, s: string) => {
+    reasons.push(r);
+    what.push(s);
+  };
+
+  // Signature first: when it fails, nothing else in the record can be trusted, but the rest is still listed.
+  if (v.key !== null || rec.hmac !== undefined) {
+    if (rec.hmac === undefined) add('signature', `the record is not signed but ${SIGNING_KEY_ENV} is set`);
+    else if (v.key === null) add('signature', `the record is signed and ${SIGNING_KEY_ENV} is not set, so its signature cannot be checked`);
+    else {
+      const want = Buffer.from(recordHmac(rec, v.key), 'hex');
+      const got = Buffer.from(String(rec.hmac.value), 'hex');
+      if (rec.hmac.alg !== 'HMAC-SHA256' || got.length !== want.length || !timingSafeEqual(got, want)) {
+        add('signature', 'the record\'s HMAC does not match its contents under this signing key (tampered, or signed with another key)');
+      }
+    }
+  }
+
+  if (rec.model.fingerprint !== v.fingerprint.value) {
+    const recorded = new Map(rec.model.files.map((f) => [f.name, f]));
+    const now = new Map(v.fingerprint.files.map((f) => [f.name, f]));
+    const changed = v.fingerprint.files.filter((f) => recorded.has(f.name) && recorded.get(f.name)!.sha256 !== f.sha256).map((f) => f.name);
+    const added = v.fingerprint.files.filter((f) => !recorded.has(f.name)).map((f) => f.name);
+    const removed = rec.model.files.filter((f) => !now.has(f.name)).map((f) => f.name);
+    const parts = [
+      changed.length > 0 ? `changed: ${changed.join(', ')}` : '',
+      added.length > 0 ? `not in the record: ${added.join(', ')}` : '',
+      removed.length > 0 ? `missing now: ${removed.join(', ')}` : '',
+    ].filter((s) => s !== '');
+    add('weights', `the checkpoint's weights differ from the accepted ones (fingerprint ${shortHash(v.fingerprint.value)}… ≠ recorded ${shortHash(rec.model.fingerprint)}…${parts.length > 0 ? `; ${parts.join('; ')}` : ''})`);
+  }
+
+  const want = deviceKey(rec.device);
+  const have = deviceKey(v.device);
+  const devDiff = Object.keys(have).filter((k) => canonicalJson(have[k]) !== canonicalJson(want[k]));
+  if (devDiff.length > 0) {
+    add('device', `the device differs from the accepted one (${devDiff.map((k) => `${k}: ${canonicalJson(have[k])} ≠ recorded ${canonicalJson(want[k])}`).join(', ')})`);
+  }
+
+  const polDiff = (['metric', 'fail_above', 'warn_above'] as const).filter((k) => rec.policy[k] !== v.policy[k]);
+  if (polDiff.length > 0) {
+    add('policy', `the policy differs from the accepted one (${polDiff.map((k) => `${k} ${v.policy[k]} ≠ recorded ${rec.policy[k]}`).join(', ')})`);
+  }
+
+  // The record vouches for the device path of the tool that ran the gate; another version is other code.
+  if (rec.tool.version !== toolVersion()) add('tool', `the record was made by layerdiff ${rec.tool.version}, this is ${toolVersion()}`);
+
+  if (reasons.length > 0) locked(reasons, what);
+  return rec;
+}

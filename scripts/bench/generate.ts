@@ -1,0 +1,148 @@
+/**
+ * Generation benchmarks, side by side in one process:
+ *   - decode speed with the K/V cache against full recompute at 64 tokens of context (llama-tiny, device
+ *     path: the same FP16 weights and kernels, the cache being the only difference; the FP32 reference too);
+ *     a step appends one token to a 64-token sequence, recompute runs all 65 through the model again;
+ *   - start-up of the device path: weights from the FP16 cache (digests already verified, i.e. stat-only,
+ *     and on first load, hashing the cache files) against dequantizing the checkpoint at load;
+ *   - deepseek-v4-tiny: reference full-recompute speed only (it has no cached decoder yet).
+ * Each figure is the median of several runs after a warm-up. The emulated backend is a CPU, and OpenMP's
+ * thread count (OMP_NUM_THREADS) matters for these tiny shapes: the result records it.
+ *
+ *   npm run build:ts && node dist/scripts/bench/generate.js
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
+import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
+import type { Decoder } from '../../harness/generate/decoder.js';
+import { loadFp16Cache, writeFp16Cache } from '../../harness/generate/fp16cache.js';
+import { RecomputeDecoder } from '../../harness/generate/recompute.js';
+import { Checkpoint } from '../../harness/io/checkpoint.js';
+import { DeepseekV4Checkpoint } from '../../harness/models/deepseek_v4.js';
+import { LlamaCheckpoint } from '../../harness/models/llama.js';
+import { packageRoot } from '../../harness/version.js';
+import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
+import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
+
+const CONTEXT = 64;
+const STEPS = 16;
+const RUNS = 7;
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number> {
+  for (let i = 0; i < warmup; i++) await f();
+  const t: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const a = performance.now();
+    await f();
+    t.push(performance.now() - a);
+  }
+  return median(t);
+}
+
+const context = (vocab: number) => Array.from({ length: CONTEXT }, (_, i) => (i * 37 + 11) % vocab);
+
+/** tokens/s of one cached step at ~CONTEXT tokens, and of recomputing CONTEXT+1 tokens from scratch. */
+async function decodeRates(d: Decoder, vocab: number): Promise<{ cached: number; recompute: number }> {
+  const ctx = context(vocab);
+  const perStep: number[] = [];
+  for (let r = 0; r < RUNS + 1; r++) {
+    d.prefill([ctx], CONTEXT + STEPS);
+    const a = performance.now();
+    for (let s = 0; s < STEPS; s++) d.step([0], [(s * 7) % vocab]);
+    if (r > 0) perStep.push((performance.now() - a) / STEPS); // run 0 is the warm-up
+  }
+  const full = [...ctx, 5];
+  const recomputeMs = await timeMs(() => d.prefill([full], full.length));
+  return { cached: 1000 / median(perStep), recompute: 1000 / recomputeMs };
+}
+
+export async function benchGenerate(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  const root = packageRoot();
+  const N = loadDeviceNative();
+  const K = loadDecodeNative();
+  out['omp_threads'] = N.info().openmpThreads;
+
+  // 1. decode with the K/V cache against full recompute, llama-tiny
+  const ck = Checkpoint.open(path.join(root, 'fixtures', 'llama-tiny'));
+  const m = new LlamaCheckpoint(ck);
+  const dev = await decodeRates(new LlamaDeviceDecoder(m, N, K, buildLlamaF16(m, N)), m.cfg.vocab);
+  out['llama_tiny.device.decode_kv_cache.tok_s'] = dev.cached;
+  out['llama_tiny.device.decode_full_recompute.tok_s'] = dev.recompute;
+  out['llama_tiny.device.kv_cache_speedup'] = dev.cached / dev.recompute;
+  const ref = await decodeRates(new LlamaReferenceDecoder(m), m.cfg.vocab);
+  out['llama_tiny.reference.decode_kv_cache.tok_s'] = ref.cached;
+  out['llama_tiny.reference.decode_full_recompute.tok_s'] = ref.recompute;
+  out['llama_tiny.reference.kv_cache_speedup'] = ref.cached / ref.recompute;
+
+  // 2. start-up: FP16 cache against dequant at load (a fresh checkpoint handle each time: bytes are read too)
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-bench-gen-'));
+  const saved = process.env.LAYERDIFF_CACHE_DIR;
+  process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'fpcache');
+  try {
+    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    await writeFp16Cache(m, N, path.join(tmp, 'fp16'), fp.value);
+    const dequantMs = await timeMs(() => {
+      const c = Checkpoint.open(ck.dir);
+      buildLlamaF16(new LlamaCheckpoint(c), N);
+      c.close();
+    });
+    const load = async (racyMs: number | undefined) => {
+      const c = Checkpoint.open(ck.dir);
+      const r = await loadFp16Cache(path.join(tmp, 'fp16'), new LlamaCheckpoint(c), fp.value, racyMs === undefined ? {} : { racyMs });
+      c.close();
+      if (!r.ok) throw new Error(r.why);
+    };
+    // First load: the cache files are seconds old, so their digests are computed (and not cached).
+    const firstMs = await timeMs(() => load(undefined));
+    await load(0); // record the digests, then every load below is stat-only
+    const warmMs = await timeMs(() => load(0));
+    out['llama_tiny.startup.dequant_at_load.ms'] = dequantMs;
+    out['llama_tiny.startup.fp16_cache.ms'] = warmMs;
+    out['llama_tiny.startup.fp16_cache_first_load.ms'] = firstMs;
+    out['llama_tiny.startup.fp16_cache_speedup'] = dequantMs / warmMs;
+  } finally {
+    process.env.LAYERDIFF_CACHE_DIR = saved;
+    if (saved === undefined) delete process.env.LAYERDIFF_CACHE_DIR;
+    fs.rmSync(tmp, { recursive: true, force: true });
+    ck.close();
+  }
+
+  // 3. deepseek-v4-tiny: reference full recompute only
+  const dck = Checkpoint.open(path.join(root, 'fixtures', 'deepseek-v4-tiny'));
+  try {
+    const dm = new DeepseekV4Checkpoint(dck);
+    const d = new RecomputeDecoder({ numLayers: dm.cfg.layers, vocab: dm.cfg.vocab, loadLayer: (L) => dm.loadLayer(L) }, new DeepseekV4Reference(dm));
+    const full = [...context(dm.cfg.vocab), 5];
+    out['deepseek_v4_tiny.reference.decode_full_recompute.tok_s'] = 1000 / (await timeMs(() => d.prefill([full], full.length), 3, 1));
+  } finally {
+    dck.close();
+  }
+
+  const f = (k: string) => (out[k] ?? NaN).toFixed(1).padStart(10);
+  console.log(`generation benchmarks (${CONTEXT} tokens of context, median of ${RUNS}, OpenMP threads ${out.omp_threads})`);
+  console.log(`  decode tok/s                 ${'KV cache'.padStart(10)} ${'recompute'.padStart(10)}    ratio`);
+  for (const p of ['device', 'reference']) {
+    console.log(`  llama-tiny ${p.padEnd(17)} ${f(`llama_tiny.${p}.decode_kv_cache.tok_s`)} ${f(`llama_tiny.${p}.decode_full_recompute.tok_s`)}  ${out[`llama_tiny.${p}.kv_cache_speedup`].toFixed(1)}×`);
+  }
+  console.log(`  deepseek-v4-tiny reference   ${'n/a'.padStart(10)} ${f('deepseek_v4_tiny.reference.decode_full_recompute.tok_s')}  (no KV cache yet)`);
+  console.log(`  start-up ms                  ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}    ratio`);
+  console.log(`  llama-tiny device            ${out['llama_tiny.startup.fp16_cache.ms'].toFixed(2).padStart(10)} ${out['llama_tiny.startup.dequant_at_load.ms'].toFixed(2).padStart(10)}  ${out['llama_tiny.startup.fp16_cache_speedup'].toFixed(1)}×  (first load, hashing the cache: ${out['llama_tiny.startup.fp16_cache_first_load.ms'].toFixed(2)} ms)`);
+  return out;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchGenerate().catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
