@@ -4,8 +4,9 @@
  * numpy golden stores (scripts/golden/deepseek_v4_numpy.py, `ablation.<name>.logits`) the TS reference with the
  * same mechanism removed must
  *   (a) match the numpy ablation's logits to the golden test's tolerance (2e-6 of max |value|: FP32 vs float64),
- *   (b) differ from the golden's base logits by far more than that (≥ 1e-3 of max |value|, 500× the tolerance),
- *       so a reference missing the mechanism fails the golden check;
+ *   (b) differ from the golden's base logits by far more than that (≥ 5% of max |value|, 25 000× the tolerance;
+ *       on the committed fixture the smallest is no_clamp's ≈ 30%), so a reference missing the mechanism fails
+ *       the golden check by a wide margin;
  *   (c) change exactly the rows the numpy run changed (golden.json `rows_changed`; unchanged rows are bit-equal
  *       to the TS base run because every per-row computation is the same).
  * `noHca` (drop only the non-overlap compressed entries) has no golden; it must differ from the base and from
@@ -32,7 +33,7 @@ const GOLDEN_JSON = path.join(GOLDEN_DIR, 'golden.json');
 /** the golden test's tolerance: FP32 reference vs float64 numpy, relative to the max |value| */
 const TOL = 2e-6;
 /** an ablation must move the logits by at least this (relative to max |golden base|) */
-const FAR = 1e-3;
+const FAR = 0.05;
 
 /** max |a − b| / max |b| */
 function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {

@@ -21,7 +21,15 @@ It writes:
                       block ids, sorted ascending, -1 padded when fewer are visible);
                       F32 `ablation.<name>.logits` [S, vocab] for the ablations below.
   golden.json         token ids, the config used, conventions, ablation descriptions and their
-                      relative change of the logits, and fixture statistics (clamp hits, top-k gaps).
+                      relative change of the logits, and fixture statistics (clamp hits, top-k gaps,
+                      selection margins).
+
+Selection margins (self-checked: the script exits 1 when one is below MIN_MARGIN = 0.02; a fixture must
+not sit on near-ties, where FP16 drift flips a choice):
+  router   non-hash layers, every token t: (b_(k) - b_(k+1)) / max_e s_{t,e}, b = s + gate.bias the biased
+           scores sorted descending, k = num_experts_per_tok  -> stats layer.L.router_min_margin
+  indexer  CSA layers, every query with more than index_topk visible blocks:
+           (score_(k) - score_(k+1)) / max_b |score(t, b)|, k = index_topk  -> stats layer.L.indexer_min_margin
 
 Conventions (fixed here; the TypeScript reference must follow them to match):
   - positions 0..S-1 (prefill of the whole sequence), logits for every position;
@@ -342,6 +350,9 @@ class Ablation:
 
 ABLATIONS = ["window_inf", "no_compression", "indexer_all", "no_sink", "score_routing", "no_clamp"]
 
+# smallest router / indexer selection margin the fixture may have (module docstring, "Selection margins")
+MIN_MARGIN = 0.02
+
 
 def attention(cfg: Cfg, ck: Checkpoint, p: str, layer: int, a, ab: Ablation, stats: dict):
     S = a.shape[0]
@@ -377,6 +388,7 @@ def attention(cfg: Cfg, ck: Checkpoint, p: str, layer: int, a, ab: Ablation, sta
         score = np.einsum("th,thb->tb", w, np.maximum(np.einsum("thi,bi->thb", qI, eI), 0))
         selected = []
         gaps = []
+        margins = []
         for t in range(S):
             nvis = (t + 1) // 4
             if ab.indexer_all:
@@ -387,9 +399,12 @@ def attention(cfg: Cfg, ck: Checkpoint, p: str, layer: int, a, ab: Ablation, sta
                 if nvis > k:
                     srt = np.sort(score[t, :nvis])[::-1]
                     gaps.append((srt[k - 1] - srt[k]) / max(abs(srt[k - 1]), 1e-300))
+                    scale = np.max(np.abs(score[t, :nvis]))
+                    margins.append((srt[k - 1] - srt[k]) / scale if scale > 0 else 0.0)
             selected.append(sel)
         if ab.name is None:
             stats[f"layer.{layer}.indexer_min_rel_gap"] = float(min(gaps)) if gaps else None
+            stats[f"layer.{layer}.indexer_min_margin"] = float(min(margins)) if margins else None
             stats[f"layer.{layer}.indexer_strict_subset_queries"] = len(gaps)
             vis = np.arange(score.shape[1])[None, :] < ((np.arange(S) + 1) // 4)[:, None]
             stats[f"layer.{layer}.indexer_zero_scores"] = int(np.sum((score == 0) & vis))
@@ -445,6 +460,7 @@ def moe(cfg: Cfg, ck: Checkpoint, p: str, layer: int, f, tokens, ab: Ablation, s
                 srt = np.sort(biased[t])[::-1]
                 gaps.append(srt[cfg.top_k - 1] - srt[cfg.top_k])
             stats[f"layer.{layer}.router_min_gap"] = float(min(gaps))
+            stats[f"layer.{layer}.router_min_margin"] = float(min(g / np.max(s[t]) for t, g in enumerate(gaps)))
     sel = np.take_along_axis(s, idx, axis=1)
     omega = cfg.route_scale * sel / sel.sum(axis=1, keepdims=True)
     out = np.zeros_like(f)
@@ -577,6 +593,13 @@ def main():
     stats["causal_prefix_check"] = {"prefix": P, "max_abs_diff": causal, "selections_equal": causal_sel}
     if not (causal < 1e-9 and causal_sel):
         print(f"causality check failed: prefix of {P} differs by {causal} (selections equal: {causal_sel})", file=sys.stderr)
+        sys.exit(1)
+
+    # Self-check: no selection sits on a near-tie (see "Selection margins" above).
+    # (None: no query had more than index_topk visible blocks, nothing to check)
+    low = {k: v for k, v in stats.items() if k.endswith(("router_min_margin", "indexer_min_margin")) and v is not None and not v >= MIN_MARGIN}
+    if low:
+        print(f"selection margin check failed (each must be >= {MIN_MARGIN}): {low}", file=sys.stderr)
         sys.exit(1)
 
     bad = [n for n, c in changes.items() if not c["rel_l2"] > 1e-3]
