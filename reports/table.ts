@@ -1,9 +1,10 @@
 /**
- * The terminal table: one row per stage, the numbers a numerics engineer reads first. Colour only on a TTY.
+ * The terminal table: one row per stage, the numbers a numerics engineer reads first, then the weights
+ * check, the drill-down of failing layers, the determinism probe and the diagnosis. Colour only on a TTY.
  */
 import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
-import { cos, sci } from './format.js';
+import { cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';
@@ -23,15 +24,35 @@ export function renderTable(r: Report, colour: boolean): string {
   const dev = r.backends.device;
   const lines = [
     `layerdiff ${r.tool.version} — ${r.model.architecture}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${r.model.path}`,
-    `reference: reference-cpu fp32 · device: ${dev.name} (${dev.description})`,
-    `policy: ${r.policy.metric} fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above} · mode ${r.mode}${r.injected ? ` · INJECTED FAULT ${r.injected.fault}${r.injected.layer !== null ? `@${r.injected.layer}` : ''} (simulated bug, not the real device path)` : ''}`,
-    t.toString(),
+    `reference: ${r.golden?.action === 'compared' ? `golden run ${r.golden.dir} (not recomputed)` : 'reference-cpu fp32'} · device: ${dev.name} (${dev.description})`,
+    `policy: ${r.policy.metric} fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
   ];
+  if (r.weights !== null) {
+    lines.push(`weights: ${describeWeights(r.weights)}`);
+    const bad = mismatchedTensors(r.weights);
+    for (const w of bad.slice(0, 6)) {
+      lines.push(`  ${w.name}  ${w.format} [${w.shape.join('×')}]  ${w.bad_blocks}/${w.blocks} blocks differ, max |Δw| ${sci(w.max_abs)}  reproduced by: ${w.matches.length > 0 ? w.matches.join(', ') : 'no catalog reading'}`);
+    }
+    if (bad.length > 6) lines.push(`  … and ${bad.length - 6} more (see the JSON or HTML report)`);
+  }
+  lines.push(t.toString());
   const logits = r.stages.find((s) => s.logits)?.logits;
   const lm = logits?.accumulated ?? logits?.isolated;
   if (lm) lines.push(`logits: top-1 agreement ${(lm.top1_agreement * 100).toFixed(1)}%, KL mean ${sci(lm.kl_mean)}, KL max ${sci(lm.kl_max)}`);
+  for (const s of r.stages) if (s.drill) lines.push(`drill-down ${s.name}: ${describeDrill(s.drill)}`);
+  if (r.determinism !== null) {
+    const d = r.determinism;
+    lines.push(
+      `determinism: ${d.runs} device runs per stage: ${d.stages_with_spread.length === 0 ? 'bit-identical in every stage' : `run-to-run max |Δ| ${sci(d.max_spread)}, differing in ${d.stages_with_spread.join(', ')}`}${d.threads !== null ? ` (OpenMP threads ${d.threads})` : ''}`,
+    );
+  }
+  if (r.golden !== null) lines.push(`golden: ${r.golden.action === 'saved' ? 'reference stage outputs saved to' : 'reference read from'} ${r.golden.dir}`);
+  if (r.repro !== null) lines.push(`repro: ${r.repro.stage} exported to ${r.repro.dir} (rerun it with: layerdiff replay ${r.repro.dir})`);
   const verdict = r.verdict === 'pass' ? 'PASS' : `FAIL — first failure: ${r.first_failure}`;
   lines.push(colour ? `${r.verdict === 'pass' ? COLOURS.pass : COLOURS.fail}${verdict}${RESET}` : verdict);
-  for (const d of r.diagnosis) lines.push(`  likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
+  for (const d of r.diagnosis) {
+    lines.push(`  likely cause at ${d.stage}${d.substage ? ` (${d.substage})` : ''}: ${d.cause} — ${d.evidence}`);
+    if (d.hint) lines.push(`    hint: ${d.hint}`);
+  }
   return lines.join('\n');
 }

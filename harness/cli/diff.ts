@@ -1,4 +1,8 @@
-/** `layerdiff diff [model-dir]`: per-stage diff, table on stdout, reports on request, exit 0/1. */
+/**
+ * `layerdiff diff [model-dir]`: weights first, then the per-stage diff; table on stdout, reports on request,
+ * exit 0/1. Every output (reports, dumps, golden runs, repro bundles) is written only once the run has
+ * completed — each file atomically, each folder by a rename — so a failed or interrupted run leaves none.
+ */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { diagnose } from '../compare/diagnose.js';
@@ -6,14 +10,18 @@ import { makePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
+import { writeReproBundle } from '../repro/bundle.js';
+import { assertNewOrEmptyDir } from '../repro/files.js';
+import { GoldenReader, GoldenWriter } from '../repro/golden.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
-import { type Mode, runDiff, stageNames } from '../runner/run.js';
+import { type Mode, runDiff, type RunResult, stageNames } from '../runner/run.js';
+import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
 import { parseInject } from '../../device-hip/faults.js';
 import { renderTable } from '../../reports/table.js';
-import { writeJsonReport } from '../../reports/json.js';
-import { resolveInput } from './input.js';
+import { writeReports } from '../../reports/writers.js';
+import { type ResolvedInput, resolveInput } from './input.js';
 import { ProgressLine } from './progress.js';
 
 export interface DiffArgs {
@@ -31,6 +39,24 @@ export interface DiffArgs {
   dump?: string;
   inject?: string;
   freeSelection: boolean;
+  /** JUnit XML, one testcase per stage */
+  junit?: string;
+  /** self-contained HTML report */
+  html?: string;
+  /** Markdown summary for CI job pages */
+  summary?: string;
+  /** export the first failing layer as a repro bundle */
+  repro?: string;
+  /** device runs per stage (determinism probe); default 1 */
+  repeat?: number;
+  /** save the reference stage outputs as a golden run */
+  saveGolden?: string;
+  /** take the reference from a golden run */
+  golden?: string;
+  /** drill into failing layers' sub-stages (default true) */
+  drill?: boolean;
+  /** weights-first check (default true) */
+  weights?: boolean;
 }
 
 export function parseLayers(spec: string, n: number): { from: number; to: number } | null {
@@ -43,28 +69,91 @@ export function parseLayers(spec: string, n: number): { from: number; to: number
   return { from, to };
 }
 
+const sameRange = (a: { from: number; to: number } | null, b: { from: number; to: number } | null) => (a === null ? b === null : b !== null && a.from === b.from && a.to === b.to);
+
 export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; report: Report }> {
   const started = Date.now();
   if (!['both', 'accumulated', 'isolated'].includes(a.mode)) throw new InputError(`--mode ${a.mode}: expected both, accumulated or isolated`);
   const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  const repeat = a.repeat ?? 1;
+  if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) throw new InputError(`--repeat ${a.repeat}: expected an integer from 1 to 100`);
+  if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
   const ck = Checkpoint.open(a.model);
   try {
     const backend = selectBackend(a.device);
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
     const model = openModel(ck, backend, faults);
     if (faults?.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${a.inject}: the model has layers 0-${model.numLayers - 1}`);
-    const layers = parseLayers(a.layers, model.numLayers);
-    const input = await resolveInput(ck.dir, model.vocab, a);
-    const outputs = [a.json, a.dump].filter((p): p is string => p !== undefined);
-    for (const p of outputs) assertOutside(p, ck.dir);
+    let layers = parseLayers(a.layers, model.numLayers);
+    const fingerprint = quickFingerprint(ck);
+
+    const golden = a.golden !== undefined ? GoldenReader.open(a.golden) : null;
+    let input: ResolvedInput;
+    if (golden !== null) {
+      golden.checkModel(fingerprint, model.architecture);
+      // the golden fixes the input and the range: a device run is only comparable on the same ones
+      const g = golden.manifest;
+      if (a.layers !== 'all' && !sameRange(layers, g.layers)) throw new InputError(`--layers ${a.layers}: the golden run holds ${golden.rangeText()}`);
+      layers = g.layers;
+      if (a.tokens !== undefined || a.prompt !== undefined || a.maxTokens !== undefined) {
+        const given = await resolveInput(ck.dir, model.vocab, a);
+        if (given.tokens.join(',') !== g.tokens.join(',')) throw new InputError(`--golden: the input differs from the golden run's ${g.tokens.length} tokens (omit --tokens/--prompt to use them)`);
+      }
+      input = g.prompt !== undefined ? { tokens: g.tokens, prompt: g.prompt } : { tokens: g.tokens };
+    } else {
+      input = await resolveInput(ck.dir, model.vocab, a);
+    }
+
+    const files = [a.json, a.junit, a.html, a.summary, a.dump, a.repro, a.saveGolden].filter((p): p is string => p !== undefined);
+    for (const p of files) assertOutside(p, ck.dir);
+    if (a.repro !== undefined) assertNewOrEmptyDir(a.repro, '--repro');
+    if (a.saveGolden !== undefined) assertNewOrEmptyDir(a.saveGolden, '--save-golden');
+
+    const names = stageNames(model.numLayers, layers);
+    const progress = new ProgressLine(ck, names.length);
+    // Weights first: a decode bug is named from the weights before any activation can blur it.
+    let weights: WeightsReport | null = null;
+    if (a.weights !== false) {
+      // shapes against the config first, so a wrong weight shape is named as such, not as a scale it then contradicts
+      model.conformance();
+      let wp: ProgressLine | null = null;
+      try {
+        weights = checkWeights(ck, backend.native, {
+          layers,
+          faults,
+          numLayers: model.numLayers,
+          onTensor: (name, done, total) => {
+            wp ??= new ProgressLine(ck, total);
+            wp.update({ stage: `weights ${name}`, done, total, elapsedMs: Date.now() - started });
+          },
+        });
+      } finally {
+        (wp as ProgressLine | null)?.done(); // set inside the callback, which TS cannot see: it would narrow wp to null
+      }
+      assertNoNanCodes(ck, weights);
+    }
 
     const staging = a.dump !== undefined ? path.join(a.dump, `.layerdiff-partial-${process.pid}`) : null;
-    const progress = new ProgressLine(ck, stageNames(model.numLayers, layers).length);
-    let run;
+    const saver = a.saveGolden !== undefined ? new GoldenWriter(a.saveGolden) : null;
+    let run: RunResult;
     try {
-      run = runDiff(model, { tokens: input.tokens, mode: a.mode as Mode, layers, policy, freeSelection: a.freeSelection, dumpDir: staging, onStage: (p) => progress.update(p) });
+      run = runDiff(model, {
+        tokens: input.tokens,
+        mode: a.mode as Mode,
+        layers,
+        policy,
+        freeSelection: a.freeSelection,
+        dumpDir: staging,
+        onStage: (p) => progress.update(p),
+        drill: a.drill !== false,
+        repeat,
+        golden,
+        saveGolden: saver,
+        captureRepro: a.repro !== undefined,
+      });
     } catch (e) {
       if (staging !== null) fs.rmSync(staging, { recursive: true, force: true });
+      saver?.abort();
       throw e;
     } finally {
       progress.done();
@@ -73,23 +162,53 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       for (const f of fs.readdirSync(staging)) fs.renameSync(path.join(staging, f), path.join(a.dump!, f));
       fs.rmSync(staging, { recursive: true, force: true });
     }
+    saver?.commit({
+      model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint, num_layers: model.numLayers },
+      tokens: input.tokens,
+      ...(input.prompt !== undefined ? { prompt: input.prompt } : {}),
+      layers,
+    });
+
+    const cap = run.repro ?? null;
+    if (a.repro !== undefined && cap === null) {
+      process.stderr.write(`layerdiff: note: --repro ${a.repro}: ${run.verdict === 'pass' ? 'the run passed' : `no layer failed (first failure: ${run.first_failure})`}; no bundle written\n`);
+    }
     const report = buildReport({
       modelPath: path.resolve(ck.dir),
       architecture: model.architecture,
-      fingerprint: { value: quickFingerprint(ck), kind: 'config+index+shard headers' },
+      fingerprint: { value: fingerprint, kind: 'config+index+shard headers' },
       numLayers: model.numLayers,
       tokens: input.tokens,
       prompt: input.prompt,
       device: backend.identity,
       policy,
       mode: a.mode,
-      layers: a.layers,
+      layers: golden === null ? a.layers : layers === null ? 'all' : `${layers.from}-${layers.to}`,
       injected: faults,
       run,
-      diagnosis: diagnose(run, policy),
+      diagnosis: diagnose(run, policy, weights),
+      weights,
+      repeat,
+      golden: a.golden !== undefined ? { dir: path.resolve(a.golden), action: 'compared' } : a.saveGolden !== undefined ? { dir: path.resolve(a.saveGolden), action: 'saved' } : null,
+      repro: cap !== null && a.repro !== undefined ? { dir: path.resolve(a.repro), stage: cap.stage } : null,
       elapsedMs: Date.now() - started,
     });
-    if (a.json !== undefined) writeJsonReport(a.json, report);
+    if (cap !== null && a.repro !== undefined) {
+      const st = report.stages.find((s) => s.name === cap.stage)!;
+      writeReproBundle(a.repro, ck, cap, {
+        architecture: model.architecture,
+        source: { path: report.model.path, fingerprint },
+        tokens: input.tokens,
+        ...(input.prompt !== undefined ? { prompt: input.prompt } : {}),
+        injected: faults,
+        policy,
+        mode: a.mode as Mode,
+        freeSelection: a.freeSelection,
+        device: backend.identity.name,
+        recorded: { status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null },
+      });
+    }
+    writeReports(report, { json: a.json, junit: a.junit, html: a.html, summary: a.summary });
     process.stdout.write(renderTable(report, process.stdout.isTTY === true) + '\n');
     return { code: run.verdict === 'pass' ? ExitCode.pass : ExitCode.stageFailed, report };
   } finally {

@@ -11,7 +11,12 @@ import { ExitCode, InputError, LockedError } from '../errors.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { runDiffCommand } from './diff.js';
 import { runInspect } from './inspect.js';
+import { runReplayCommand } from './replay.js';
+import { runWeightsCheckCommand } from '../weights/command.js';
 import { runFixture } from './fixture.js';
+import { runConvert } from './convert.js';
+import { runGate } from './gate.js';
+import { runGenerate } from './generate.js';
 
 export const DEFAULT_MODEL = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
 
@@ -26,7 +31,7 @@ export async function main(argv: string[]): Promise<number> {
     .scriptName('layerdiff')
     .version(toolVersion())
     .strict()
-    .demandCommand(1, 'give a command: diff, inspect or fixture')
+    .demandCommand(1, 'give a command: diff, replay, gate, generate, convert, inspect or fixture')
     .fail((msg, err) => {
       if (err) throw err;
       fail(`${msg} (see layerdiff --help)`, ExitCode.badInput);
@@ -49,7 +54,16 @@ export async function main(argv: string[]): Promise<number> {
           .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1)' })
           .option('dump', { type: 'string', describe: 'write DIR/<stage>.safetensors with both paths\' outputs' })
           .option('inject', { type: 'string', describe: 'simulate a device-path bug: FAULT[@layer]' })
-          .option('free-selection', { type: 'boolean', default: false, describe: 'isolated mode: let the device make its own top-k choices' }),
+          .option('free-selection', { type: 'boolean', default: false, describe: 'isolated mode: let the device make its own top-k choices' })
+          .option('junit', { type: 'string', describe: 'write JUnit XML: one testcase per stage' })
+          .option('html', { type: 'string', describe: 'write a self-contained HTML report (plots, histograms, drill-down)' })
+          .option('summary', { type: 'string', describe: 'write a Markdown summary (CI job summaries)' })
+          .option('repro', { type: 'string', describe: 'export the first failing layer as a repro bundle (see layerdiff replay)' })
+          .option('repeat', { type: 'number', default: 1, describe: 'run the device path N times per stage and report the run-to-run spread' })
+          .option('save-golden', { type: 'string', describe: 'save the reference stage outputs to DIR (a golden run)' })
+          .option('golden', { type: 'string', describe: 'compare against a golden run in DIR instead of recomputing the reference' })
+          .option('drill', { type: 'boolean', default: true, describe: 'drill into failing layers sub-stage by sub-stage (--no-drill to skip)' })
+          .option('weights', { type: 'boolean', default: true, describe: 'check every quantized weight before any activation runs (--no-weights to skip)' }),
       async (a) => {
         const r = await runDiffCommand({
           model: a.model ?? DEFAULT_MODEL(),
@@ -66,6 +80,15 @@ export async function main(argv: string[]): Promise<number> {
           dump: a.dump,
           inject: a.inject,
           freeSelection: a['free-selection'],
+          junit: a.junit,
+          html: a.html,
+          summary: a.summary,
+          repro: a.repro,
+          repeat: a.repeat,
+          saveGolden: a['save-golden'],
+          golden: a.golden,
+          drill: a.drill,
+          weights: a.weights,
         });
         code = r.code;
       },
@@ -73,9 +96,29 @@ export async function main(argv: string[]): Promise<number> {
     .command(
       'inspect <model>',
       'config, storage format of every tensor group, conformance of every shape',
-      (y) => y.positional('model', { type: 'string', demandOption: true }),
+      (y) =>
+        y
+          .positional('model', { type: 'string', demandOption: true })
+          .option('check', { type: 'boolean', default: false, describe: 'also compare every quantized weight as the device dequantizes it with the reference (no activations run)' })
+          .option('inject', { type: 'string', describe: 'with --check: simulate a device-path bug, FAULT[@layer]' })
+          .option('layers', { type: 'string', default: 'all', describe: 'with --check: all, N or A-B' })
+          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .option('json', { type: 'string', describe: 'with --check: write the weights check as JSON' }),
       (a) => {
         code = runInspect(a.model);
+        if (a.check && code === ExitCode.pass) code = runWeightsCheckCommand({ model: a.model, device: a.device, inject: a.inject, layers: a.layers, json: a.json });
+      },
+    )
+    .command(
+      'replay <dir>',
+      'rerun the layer a repro bundle (diff --repro DIR) holds, on both paths, and print its numbers',
+      (y) =>
+        y
+          .positional('dir', { type: 'string', demandOption: true })
+          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .option('json', { type: 'string', describe: 'write the replayed metrics as JSON' }),
+      (a) => {
+        code = runReplayCommand({ dir: a.dir, device: a.device, json: a.json }).code;
       },
     )
     .command(
@@ -84,6 +127,66 @@ export async function main(argv: string[]): Promise<number> {
       (y) => y.positional('kind', { type: 'string', demandOption: true }).positional('out', { type: 'string', demandOption: true }),
       (a) => {
         code = runFixture(a.kind, a.out);
+      },
+    )
+    .command(
+      'gate <model>',
+      'the diff over the acceptance prompts (both modes, all stages); on pass writes the acceptance record',
+      (y) =>
+        y
+          .positional('model', { type: 'string', demandOption: true })
+          .option('record', { type: 'string', demandOption: true, describe: 'acceptance record to write (JSON, outside the model dir)' })
+          .option('prompts', { type: 'string', describe: 'JSONL acceptance prompts: {"prompt": "..."} or {"tokens": [...]} per line (default: built-in set)' })
+          .option('reports', { type: 'string', describe: 'also write each prompt\'s JSON report into this folder' })
+          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .option('metric', { type: 'string', default: 'max_abs' })
+          .option('fail-above', { type: 'number', default: 0.1 })
+          .option('warn-above', { type: 'number', default: 0.01 }),
+      async (a) => {
+        code = (await runGate({ model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'] })).code;
+      },
+    )
+    .command(
+      'generate <model>',
+      'generate text: the optimized device path (needs a matching acceptance record) or --path reference',
+      (y) =>
+        y
+          .positional('model', { type: 'string', demandOption: true })
+          .option('prompt', { type: 'string', array: true, nargs: 1, default: [] as string[], describe: 'prompt text (repeat for a batch)' })
+          .option('tokens', { type: 'string', array: true, nargs: 1, default: [] as string[], describe: 'prompt as token ids 1,2,3 (repeatable)' })
+          .option('record', { type: 'string', describe: 'acceptance record written by layerdiff gate (required for --path device)' })
+          .option('max-new-tokens', { type: 'number', default: 32 })
+          .option('temperature', { type: 'number', default: 0.6, describe: '0 = greedy' })
+          .option('top-p', { type: 'number', default: 0.9 })
+          .option('repetition-penalty', { type: 'number', default: 1.1 })
+          .option('seed', { type: 'number', describe: 'sampling seed (default: random, printed on stderr)' })
+          .option('path', { type: 'string', default: 'device', choices: ['device', 'reference'] })
+          .option('fp16-cache', { type: 'string', describe: 'FP16 weights written by layerdiff convert' })
+          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .option('metric', { type: 'string', default: 'max_abs', describe: 'policy the record must carry' })
+          .option('fail-above', { type: 'number', default: 0.1 })
+          .option('warn-above', { type: 'number', default: 0.01 })
+          .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' }),
+      async (a) => {
+        code = (
+          await runGenerate({
+            model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
+            temperature: a.temperature, topP: a['top-p'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
+            fp16Cache: a['fp16-cache'], device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
+          })
+        ).code;
+      },
+    )
+    .command(
+      'convert <model>',
+      'write the optimized path\'s FP16 weights once (generate --fp16-cache DIR)',
+      (y) =>
+        y
+          .positional('model', { type: 'string', demandOption: true })
+          .option('fp16-cache', { type: 'string', demandOption: true, describe: 'output folder (outside the model dir)' })
+          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] }),
+      async (a) => {
+        code = await runConvert({ model: a.model, fp16Cache: a['fp16-cache'], device: a.device });
       },
     )
     .parseAsync();

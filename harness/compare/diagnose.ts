@@ -1,44 +1,200 @@
 /**
- * Map what the comparison saw to a likely cause (DESIGN §9 ids). Isolated mode decides: a stage that fails
- * on the reference's own input has a bug of its own; one that fails only accumulated is drift.
+ * Name the cause, not just the layer (DESIGN §9). Two sources of evidence, in this order:
+ *
+ * 1. Weights (harness/weights/check.ts): a device FP16 weight that differs from the reference's exact
+ *    dequantization is a decode bug by construction, and the catalog reading that reproduces the device's
+ *    weights bit for bit names it. This is decided before any activation is looked at, so drift, overflow
+ *    or a lucky threshold cannot blur it.
+ * 2. Activations, at the first failing stage (isolated mode decides: a stage that fails on the reference's
+ *    own input has a bug of its own): new Inf/NaN → fp16-overflow when an Inf is there (the device's FP16
+ *    range ran out; NaN follows from Inf − Inf or 0 · Inf downstream); a max_abs failure smaller than two
+ *    FP16 ulps at the stage's largest |r| → fp16-resolution (the threshold, not the device, is wrong);
+ *    failing only in accumulated mode → drift; anything else → "unknown", with the evidence seen.
  */
 import type { RunResult, StageResult } from '../runner/run.js';
-import { newNonFinite, type Policy } from './policy.js';
+import type { TensorCheck, WeightsReport } from '../weights/check.js';
+import { READING_TEXT, WEIGHT_CAUSES, type WeightCause } from '../weights/decode.js';
 import type { StageMetrics } from './metrics.js';
+import { newNonFinite, type Policy } from './policy.js';
+
+export const CAUSES = [...WEIGHT_CAUSES, 'fp16-overflow', 'fp16-resolution', 'unknown'] as const;
+export type Cause = (typeof CAUSES)[number];
 
 export interface Diagnosis {
   stage: string;
-  cause: string;
+  cause: Cause;
   evidence: string;
+  /** where the evidence came from */
+  source: 'weights' | 'activations';
+  /** the quantized tensors a weights diagnosis covers (the first MAX_NAMED; tensor_count has them all) */
+  tensors?: string[];
+  tensor_count?: number;
+  /** the first failing sub-stage of the stage, from the drill-down */
+  substage?: string;
+  /** what to do next, when there is something obvious */
+  hint?: string;
 }
 
-const fmt = (x: number) => (Number.isFinite(x) ? x.toPrecision(3) : String(x));
+/** FP16 has 10 fraction bits: spacing 2^(⌊log2 |x|⌋−10) for normal |x|, 2^−24 below 2^−14. */
+export function f16Ulp(x: number): number {
+  const a = Math.abs(x);
+  if (!(a >= 2 ** -14)) return 2 ** -24;
+  return 2 ** (Math.floor(Math.log2(a)) - 10);
+}
 
-export function diagnose(run: RunResult, policy: Policy): Diagnosis[] {
-  const out: Diagnosis[] = [];
+export const FP16_MAX = 65504;
+
+/** A global bug in a 43-layer MoE checkpoint touches tens of thousands of tensors: name the first few hundred. */
+const MAX_NAMED = 200;
+
+const fmt = (x: number) => (Number.isFinite(x) ? (Math.abs(x) >= 1e-3 && Math.abs(x) < 1e5 ? Number(x.toPrecision(3)).toString() : x.toExponential(2)) : String(x));
+
+export function diagnose(run: RunResult, policy: Policy, weights: WeightsReport | null = null): Diagnosis[] {
+  const out = weights !== null ? diagnoseWeights(weights, run) : [];
   const first = run.stages.find((s) => s.name === run.first_failure);
-  if (first === undefined) return out;
-  const m: StageMetrics = (first.isolated ?? first.accumulated)!;
-  const mode = first.isolated ? 'isolated' : 'accumulated';
-  if (newNonFinite(m)) {
+  if (first !== undefined && !out.some((d) => d.stage === first.name)) {
+    const weightsClean = weights !== null && weights.mismatched === 0 && weights.checked > 0 ? `; its quantized weights dequantize exactly (${weights.checked} tensors checked)` : '';
+    out.push(diagnoseActivations(first, policy, weightsClean));
+  }
+  const order = (d: Diagnosis) => run.stages.findIndex((s) => s.name === d.stage);
+  return out.sort((a, b) => order(a) - order(b));
+}
+
+function layerStage(L: number): string {
+  return `layer.${L}`;
+}
+
+/** Group mismatching tensors by the reading that reproduces them; the rest are "unknown". */
+export function diagnoseWeights(w: WeightsReport, run: RunResult | null): Diagnosis[] {
+  let left = w.tensors.filter((t) => !t.exact && t.nan_codes === 0);
+  const out: Diagnosis[] = [];
+  const drillOf = (stage: string) => run?.stages.find((s) => s.name === stage)?.drill?.first_failing ?? undefined;
+  while (left.length > 0) {
+    // the reading that explains the most tensors; ties go to catalog order (and are named in the evidence)
+    let best: WeightCause | null = null;
+    let bestN = 0;
+    for (const c of WEIGHT_CAUSES) {
+      const n = left.filter((t) => t.matches.includes(c)).length;
+      if (n > bestN) [best, bestN] = [c, n];
+    }
+    const group = best === null ? left : left.filter((t) => t.matches.includes(best!));
+    left = best === null ? [] : left.filter((t) => !t.matches.includes(best!));
+    const layers = group.map((t) => t.layer);
+    const stage = layerStage(Math.min(...layers));
+    const where = `${group.length} of ${w.checked} quantized tensors (${rangeText(layers)})`;
+    const ex = exampleText(group[0], best);
+    const sub = drillOf(stage);
+    if (best === null) {
+      out.push({
+        stage,
+        cause: 'unknown',
+        source: 'weights',
+        tensors: group.slice(0, MAX_NAMED).map((t) => t.name),
+        tensor_count: group.length,
+        ...(sub !== undefined ? { substage: sub } : {}),
+        evidence: `the device's FP16 weights differ from the reference's exact dequantization in ${where}, and no catalog reading (${WEIGHT_CAUSES.join(', ')}) reproduces them; ${ex}`,
+        hint: 'dump the device weights and compare them block by block: the bug is in the dequant kernel, but not one the catalog knows',
+      });
+      continue;
+    }
+    const alsoN = WEIGHT_CAUSES.filter((c) => c !== best && group.every((t) => t.matches.includes(c)));
     out.push({
-      stage: first.name,
-      cause: 'fp16-overflow',
-      evidence: `${m.inf.device} Inf and ${m.nan.device} NaN in the device output (reference: ${m.inf.reference} Inf, ${m.nan.reference} NaN); reference max |r| = ${fmt(m.max_ref)} against the FP16 limit 65504`,
+      stage,
+      cause: best,
+      source: 'weights',
+      tensors: group.slice(0, MAX_NAMED).map((t) => t.name),
+      tensor_count: group.length,
+      ...(sub !== undefined ? { substage: sub } : {}),
+      evidence:
+        `the device's FP16 weights differ from the reference's exact dequantization in ${where}; ${READING_TEXT[best]} reproduces every one of them bit for bit` +
+        `${alsoN.length > 0 ? ` (so does ${alsoN.join(', ')}: these weights cannot tell them apart)` : ''}; ${ex}`,
     });
-    return out;
   }
-  const isoFails = first.isolated !== null && first.isolated[policy.metric] > policy.fail_above;
-  if (!isoFails && first.accumulated !== null) {
-    out.push({ stage: first.name, cause: 'unknown', evidence: `fails only in accumulated mode (isolated ${policy.metric} ${fmt(first.isolated?.[policy.metric] ?? NaN)}): error carried in from earlier stages, drift rather than a bug in this stage` });
-    return out;
-  }
-  out.push({
-    stage: first.name,
-    cause: 'unknown',
-    evidence: `${mode} ${policy.metric} ${fmt(m[policy.metric])} (max_abs ${fmt(m.max_abs)} at ${JSON.stringify(m.max_at)}, max |r| ${fmt(m.max_ref)}, cosine ${fmt(m.cosine)}); no recognised signature`,
-  });
   return out;
+}
+
+function rangeText(layers: number[]): string {
+  const u = [...new Set(layers)].sort((a, b) => a - b);
+  if (u.length === 1) return `layer ${u[0]}`;
+  const contiguous = u.every((x, k) => k === 0 || x === u[k - 1] + 1);
+  return contiguous ? `layers ${u[0]}–${u.at(-1)}` : `layers ${u.join(', ')}`;
+}
+
+function exampleText(t: TensorCheck, cause: WeightCause | null): string {
+  const e = t.example!;
+  let ratio = '';
+  if (e.scale_byte !== null && e.reference !== 0) {
+    const b = e.scale_byte;
+    const r = e.device / e.reference;
+    if (cause === 'scale-missing') ratio = `; device/reference = ${fmt(r)} = 2^(127−e) with scale byte e = ${b}`;
+    else if (cause === 'e8m0-as-int') ratio = `; device/reference = ${fmt(r)} = e/2^(e−127) with scale byte e = ${b}`;
+    else ratio = `; device/reference = ${fmt(r)} (scale byte ${b})`;
+  }
+  return `e.g. ${t.name}: ${t.bad_blocks}/${t.blocks} scale blocks differ, max |Δw| ${fmt(t.max_abs)}; w[${e.at.join(', ')}] is ${fmt(e.device)} on the device, ${fmt(e.reference)} in the reference${ratio}`;
+}
+
+function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: string): Diagnosis {
+  const drill = s.drill?.first_failing ?? undefined;
+  const sub = drill !== undefined ? { substage: drill } : {};
+  const inDrill = drill !== undefined ? `; first failing sub-stage: ${drill}` : '';
+  const nonFinite = [s.isolated, s.accumulated].find((m): m is StageMetrics => m !== null && newNonFinite(m));
+  if (nonFinite !== undefined) {
+    const m = nonFinite;
+    const mode = m === s.isolated ? 'isolated' : 'accumulated';
+    const subInf = s.drill?.substages.find((x) => x.metrics.inf.device > x.metrics.inf.reference);
+    const hasInf = m.inf.device > m.inf.reference || subInf !== undefined;
+    const counts = `${m.inf.device} Inf and ${m.nan.device} NaN in the device output (reference: ${m.inf.reference} Inf, ${m.nan.reference} NaN, ${mode} mode)`;
+    if (hasInf || m.max_ref >= FP16_MAX / 2) {
+      const range =
+        m.max_ref >= FP16_MAX
+          ? `the reference itself reaches max |r| = ${fmt(m.max_ref)} > ${FP16_MAX}: the model's activations do not fit FP16 here`
+          : `the reference stays within max |r| = ${fmt(m.max_ref)} (FP16 limit ${FP16_MAX}), so an intermediate overflowed inside the device computation (e.g. a missing down-scaling before an FP16 store)`;
+      return {
+        stage: s.name,
+        cause: 'fp16-overflow',
+        source: 'activations',
+        ...sub,
+        evidence: `${counts}${subInf ? `; Inf first appears in sub-stage ${subInf.name}` : ''}; ${range}${weightsClean}`,
+        hint: m.max_ref >= FP16_MAX ? 'keep this tensor in FP32/BF16 on the device, or rescale it before the FP16 store' : 'check the scaling of the kernel that writes this value in FP16',
+      };
+    }
+    return {
+      stage: s.name,
+      cause: 'unknown',
+      source: 'activations',
+      ...sub,
+      evidence: `${counts}, with no Inf before the NaN and the reference far from the FP16 limit (max |r| ${fmt(m.max_ref)}): not an overflow${inDrill}${weightsClean}`,
+    };
+  }
+  const isoFails = s.isolated !== null && s.isolated[policy.metric] > policy.fail_above;
+  const m: StageMetrics = (isoFails ? s.isolated : (s.accumulated ?? s.isolated))!;
+  const mode = isoFails ? 'isolated' : s.accumulated !== null ? 'accumulated' : 'isolated';
+  const twoUlp = 2 * f16Ulp(m.max_ref);
+  if (policy.metric === 'max_abs' && m.max_abs <= twoUlp) {
+    return {
+      stage: s.name,
+      cause: 'fp16-resolution',
+      source: 'activations',
+      ...sub,
+      evidence: `${mode} max_abs ${fmt(m.max_abs)} is above --fail-above ${policy.fail_above} but within 2 FP16 ulps (${fmt(twoUlp)}) of the stage's largest value max |r| = ${fmt(m.max_ref)} (rel_l2 ${fmt(m.rel_l2)}): an FP16 path cannot do better at this magnitude${weightsClean}`,
+      hint: `an absolute threshold is the wrong tool here: use --metric rel_l2 (this stage: ${fmt(m.rel_l2)}), or a --fail-above above ${fmt(twoUlp)}`,
+    };
+  }
+  if (!isoFails && s.isolated !== null) {
+    return {
+      stage: s.name,
+      cause: 'unknown',
+      source: 'activations',
+      evidence: `fails only in accumulated mode (accumulated ${policy.metric} ${fmt(s.accumulated?.[policy.metric] ?? NaN)}, isolated ${fmt(s.isolated[policy.metric])}): error carried in from earlier stages — drift, not a bug in this stage${weightsClean}`,
+    };
+  }
+  return {
+    stage: s.name,
+    cause: 'unknown',
+    source: 'activations',
+    ...sub,
+    evidence: `${mode} ${policy.metric} ${fmt(m[policy.metric])} (max_abs ${fmt(m.max_abs)} at ${JSON.stringify(m.max_at)}, max |r| ${fmt(m.max_ref)}, cosine ${fmt(m.cosine)})${inDrill}; no catalog signature matches${weightsClean}`,
+  };
 }
 
 export function stageCounts(stages: StageResult[]): Record<'pass' | 'warn' | 'fail', number> {

@@ -61,6 +61,9 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     else if (!Number.isFinite(a)) inf.device++;
     if (Number.isNaN(b)) nan.reference++;
     else if (!Number.isFinite(b)) inf.reference++;
+    // max |r| over every finite reference value, also where the device went non-finite: the reference's
+    // magnitude there is what tells an FP16 range problem from a kernel bug
+    else if (Math.abs(b) > maxRef) maxRef = Math.abs(b);
     if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
     const e = Math.abs(a - b);
     if (e > maxAbs) {
@@ -72,7 +75,6 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     refSq += b * b;
     devSq += a * a;
     dot += a * b;
-    if (Math.abs(b) > maxRef) maxRef = Math.abs(b);
     n++;
   }
   const denom = Math.sqrt(refSq) * Math.sqrt(devSq);
@@ -88,6 +90,87 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     inf,
     selection_flips: selectionFlips,
   };
+}
+
+/**
+ * A log-binned histogram of |d − r| over one stage's elements: bounded (a fixed number of bins whatever the
+ * stage's size), one pass, and enough to tell a few wild elements (a spike at the top) from a shifted
+ * distribution (a broad hump) — which a single max_abs cannot. Bin k covers
+ * [HIST_LO · 10^(k/HIST_PER_DECADE), HIST_LO · 10^((k+1)/HIST_PER_DECADE)).
+ */
+export interface ErrorHistogram {
+  /** lower edge of bin 0 */
+  lo: number;
+  per_decade: number;
+  counts: number[];
+  /** elements with d == r exactly */
+  zero: number;
+  /** 0 < |d − r| < lo */
+  under: number;
+  /** |d − r| at or past the top edge */
+  over: number;
+  /** elements where either path is NaN/Inf (no difference to bin) */
+  nonfinite: number;
+}
+
+/** 1e-9 to 1e5 at two bins per decade: below FP32 noise on O(1) values up to far past any sane activation. */
+export const HIST_LO = 1e-9;
+export const HIST_PER_DECADE = 2;
+export const HIST_BINS = 28;
+
+export function histEdge(k: number): number {
+  return HIST_LO * 10 ** (k / HIST_PER_DECADE);
+}
+
+export function errorHistogram(d: Act, r: Act): ErrorHistogram {
+  const counts = new Array<number>(HIST_BINS).fill(0);
+  let zero = 0;
+  let under = 0;
+  let over = 0;
+  let nonfinite = 0;
+  const top = histEdge(HIST_BINS);
+  for (let i = 0; i < r.data.length; i++) {
+    const a = d.data[i];
+    const b = r.data[i];
+    if (!Number.isFinite(a) || !Number.isFinite(b)) {
+      nonfinite++;
+      continue;
+    }
+    const e = Math.abs(a - b);
+    if (e === 0) zero++;
+    else if (e < HIST_LO) under++;
+    else if (e >= top) over++;
+    else {
+      // floor of the log can land one bin off at an exact edge (10^x is not exact in binary): fix by comparing edges
+      let k = Math.floor(Math.log10(e / HIST_LO) * HIST_PER_DECADE);
+      if (k > 0 && e < histEdge(k)) k--;
+      else if (k < HIST_BINS - 1 && e >= histEdge(k + 1)) k++;
+      counts[Math.min(HIST_BINS - 1, Math.max(0, k))]++;
+    }
+  }
+  return { lo: HIST_LO, per_decade: HIST_PER_DECADE, counts, zero, under, over, nonfinite };
+}
+
+/** Run-to-run spread of one path: how far repeated device runs on the same input land from the first. */
+export interface Spread {
+  /** max |a − b| over elements (NaN and Inf compared by identity: NaN vs NaN is no spread) */
+  max_abs: number;
+  /** elements whose bits differ */
+  differing: number;
+}
+
+export function spreadOf(a: Act, b: Act): Spread {
+  let maxAbs = 0;
+  let differing = 0;
+  for (let i = 0; i < a.data.length; i++) {
+    const x = a.data[i];
+    const y = b.data[i];
+    if (Object.is(x, y) || (Number.isNaN(x) && Number.isNaN(y))) continue;
+    differing++;
+    const e = Math.abs(x - y);
+    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
+  }
+  return { max_abs: maxAbs, differing };
 }
 
 /** Per token: does argmax agree, and KL(p_ref ‖ p_dev) of the softmaxed logits. Logits are [tokens, vocab]. */

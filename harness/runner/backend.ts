@@ -1,10 +1,15 @@
 /**
- * Device backend selection. `hip` needs the HIP runtime and an AMD GPU; `emulated` runs the same kernels'
- * numerics on the CPU. Reports always say which ran: emulation is never presented as hardware.
+ * Device backend selection. `hip` needs the HIP runtime and an AMD GPU (probed at run time by dlopen of
+ * libamdhip64 — no link-time dependency, so machines without ROCm run unchanged); `emulated` runs the same
+ * kernels' numerics on the CPU. `auto` takes `hip` only when the probe finds a device and the backend opens,
+ * else `emulated` and says why in `fallback`. Reports always say which ran: emulation is never presented as
+ * hardware.
  */
 import * as os from 'node:os';
+import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { type DeviceNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
 
 export interface DeviceIdentity {
   name: 'hip' | 'emulated';
@@ -17,6 +22,8 @@ export interface DeviceIdentity {
   emulates?: string;
   simd?: string;
   threads?: number;
+  /** --device auto only: why the hip backend was not used */
+  fallback?: string;
 }
 
 export interface DeviceBackend {
@@ -24,22 +31,59 @@ export interface DeviceBackend {
   native: DeviceNative;
 }
 
-export function selectBackend(want: string): DeviceBackend {
-  if (want !== 'auto' && want !== 'hip' && want !== 'emulated') throw new InputError(`--device ${want}: expected auto, hip or emulated`);
-  if (want === 'hip') {
-    throw new InputError('--device hip: no HIP runtime with an AMD GPU was found on this machine (libamdhip64 not loadable); use --device emulated or --device auto');
-  }
+function emulated(fallback?: string): DeviceBackend {
   const native = loadDeviceNative();
   const info = native.info();
+  const identity: DeviceIdentity = {
+    name: 'emulated',
+    description: `CPU emulation of the MI250 (gfx90a) kernels' numerics on ${os.cpus()[0]?.model ?? os.arch()}; not GPU hardware`,
+    emulates: 'AMD Instinct MI250 (CDNA2, gfx90a): FP16 storage, FP32 accumulation',
+    simd: info.simd,
+    threads: info.openmpThreads,
+    versions: { compiler: info.compiler },
+  };
+  if (fallback !== undefined) identity.fallback = fallback;
+  return { native, identity };
+}
+
+function hip(p: HipProbe): DeviceBackend {
+  const { native, codeObject } = openHipNative(p);
   return {
     native,
     identity: {
-      name: 'emulated',
-      description: `CPU emulation of the MI250 (gfx90a) kernels' numerics on ${os.cpus()[0]?.model ?? os.arch()}; not GPU hardware`,
-      emulates: 'AMD Instinct MI250 (CDNA2, gfx90a): FP16 storage, FP32 accumulation',
-      simd: info.simd,
-      threads: info.openmpThreads,
-      versions: { compiler: info.compiler },
+      name: 'hip',
+      description:
+        `${p.deviceName} (${p.arch}) through the HIP runtime ${hipVersion(p.runtimeVersion)}: dequantization, GEMM, RMSNorm, RoPE, ` +
+        'attention, SwiGLU and elementwise ops run on the GPU; the DeepSeek-V4 hyper-connection, compressor, indexer, router and ' +
+        'MoE-combine ops and the decode KV-cache attention still run in the CPU emulation (bit-identical numerics by construction)',
+      device_name: p.deviceName,
+      arch: p.arch,
+      versions: {
+        hip_runtime: hipVersion(p.runtimeVersion),
+        hip_driver: hipVersion(p.driverVersion),
+        code_object: path.basename(codeObject),
+      },
     },
   };
+}
+
+export function selectBackend(want: string): DeviceBackend {
+  if (want !== 'auto' && want !== 'hip' && want !== 'emulated') throw new InputError(`--device ${want}: expected auto, hip or emulated`);
+  if (want === 'emulated') return emulated();
+  const probe = probeHip();
+  const problem = hipProblem(probe);
+  if (want === 'hip') {
+    if (problem !== null) throw new InputError(`--device hip: ${problem}; use --device emulated or --device auto`);
+    try {
+      return hip(probe);
+    } catch (e) {
+      throw new InputError(`--device hip: ${(e as Error).message}; use --device emulated or --device auto`);
+    }
+  }
+  if (problem !== null) return emulated(`hip not used: ${problem}`);
+  try {
+    return hip(probe);
+  } catch (e) {
+    return emulated(`hip not used: ${(e as Error).message}`);
+  }
 }

@@ -5,6 +5,7 @@ import * as os from 'node:os';
 import type { Diagnosis } from '../compare/diagnose.js';
 import type { Policy } from '../compare/policy.js';
 import { toolVersion } from '../version.js';
+import type { WeightsReport } from '../weights/check.js';
 import type { DeviceIdentity } from './backend.js';
 import type { RunResult, StageResult } from './run.js';
 
@@ -24,7 +25,25 @@ export interface Report {
   first_failure: string | null;
   verdict: 'pass' | 'fail';
   diagnosis: Diagnosis[];
+  /** weights-first check of every quantized tensor in the range (null with --no-weights) */
+  weights: WeightsReport | null;
+  /** --repeat N: the determinism probe's summary (per-stage spreads are in stages[].spread) */
+  determinism: Determinism | null;
+  /** --save-golden / --golden */
+  golden: { dir: string; action: 'saved' | 'compared' } | null;
+  /** --repro: where the first failing layer's bundle went */
+  repro: { dir: string; stage: string } | null;
   environment: Record<string, string | number>;
+}
+
+export interface Determinism {
+  runs: number;
+  /** largest run-to-run |Δ| over every stage and mode (0: the device path is deterministic) */
+  max_spread: number;
+  /** stages where any repeat differed in any bit */
+  stages_with_spread: string[];
+  /** OpenMP threads of the emulated backend: its reductions must not change results run to run */
+  threads: number | null;
 }
 
 export interface ReportInput {
@@ -41,7 +60,23 @@ export interface ReportInput {
   injected: Report['injected'];
   run: RunResult;
   diagnosis: Diagnosis[];
+  weights?: WeightsReport | null;
+  repeat?: number;
+  golden?: Report['golden'];
+  repro?: Report['repro'];
   elapsedMs: number;
+}
+
+export function determinismOf(run: RunResult, runs: number, threads: number | null): Determinism | null {
+  if (runs < 2) return null;
+  let max = 0;
+  const differ: string[] = [];
+  for (const s of run.stages) {
+    const sp = [s.spread?.accumulated, s.spread?.isolated].filter((x) => x != null);
+    for (const x of sp) max = Math.max(max, x.max_abs);
+    if (sp.some((x) => x.differing > 0)) differ.push(s.name);
+  }
+  return { runs, max_spread: max, stages_with_spread: differ, threads };
 }
 
 export function buildReport(r: ReportInput): Report {
@@ -59,6 +94,10 @@ export function buildReport(r: ReportInput): Report {
     first_failure: r.run.first_failure,
     verdict: r.run.verdict,
     diagnosis: r.diagnosis,
+    weights: r.weights ?? null,
+    determinism: determinismOf(r.run, r.repeat ?? 1, r.device.threads ?? null),
+    golden: r.golden ?? null,
+    repro: r.repro ?? null,
     environment: {
       node: process.version,
       platform: `${os.platform()} ${os.release()} ${os.arch()}`,
@@ -67,6 +106,7 @@ export function buildReport(r: ReportInput): Report {
       memory_gib: Math.round(os.totalmem() / 2 ** 30),
       started: new Date(Date.now() - r.elapsedMs).toISOString(),
       elapsed_s: Math.round(r.elapsedMs) / 1000,
+      ...(process.env.OMP_NUM_THREADS !== undefined ? { omp_num_threads: process.env.OMP_NUM_THREADS } : {}),
     },
   };
 }

@@ -3,15 +3,43 @@
  * Each layer's tensors are read once and handed to both paths, then dropped. Two modes (DESIGN §5):
  * accumulated (the device runs on its own previous output) and isolated (the device layer is fed the
  * reference's input, and the reference's discrete choices unless --free-selection).
+ *
+ * Per stage it also keeps what the printers and the diagnosis need beyond the metrics, all bounded in size:
+ * a log-binned histogram of |d − r|, the drill-down of a failing layer into its sub-stages, and with
+ * --repeat the run-to-run spread of the device path. The reference side can come from a golden run on disk
+ * instead of being computed (one stage read at a time), and can be saved as one.
  */
 import * as path from 'node:path';
-import { type LogitMetrics, compareActs, compareLogits, countFlips, type StageMetrics } from '../compare/metrics.js';
+import {
+  compareActs,
+  compareLogits,
+  countFlips,
+  type ErrorHistogram,
+  errorHistogram,
+  type LogitMetrics,
+  type Spread,
+  spreadOf,
+  type StageMetrics,
+} from '../compare/metrics.js';
 import { type Policy, type Status, verdict, worst } from '../compare/policy.js';
 import type { Act } from '../formats/tensor.js';
 import { writeSafetensors } from '../io/safetensors.js';
-import type { LayerResult, ModelDef, Selections } from '../models/path.js';
+import type { LayerContext, LayerResult, ModelDef } from '../models/path.js';
 
 export type Mode = 'both' | 'accumulated' | 'isolated';
+
+/** Reference stage outputs read from a golden run (harness/repro/golden.ts), one stage at a time. */
+export interface GoldenSource {
+  /** the reference input of the first layer of the range, when the range does not start at embed */
+  input(): Act;
+  stage(name: string): LayerResult;
+}
+
+/** Where a run's reference stage outputs are saved as a golden run. */
+export interface GoldenSink {
+  input(x: Act): void;
+  stage(name: string, r: LayerResult): void;
+}
 
 export interface RunOptions {
   tokens: number[];
@@ -22,6 +50,16 @@ export interface RunOptions {
   freeSelection: boolean;
   dumpDir: string | null;
   onStage?: (p: Progress) => void;
+  /** drill into the sub-stages of every failing layer (default true) */
+  drill?: boolean;
+  /** device runs per stage, for the determinism probe (default 1: no probe) */
+  repeat?: number;
+  /** take the reference from a golden run instead of computing it */
+  golden?: GoldenSource | null;
+  /** save the reference stage outputs as a golden run */
+  saveGolden?: GoldenSink | null;
+  /** keep the first failing layer's inputs and reference output (for --repro) */
+  captureRepro?: boolean;
 }
 
 export interface Progress {
@@ -29,6 +67,25 @@ export interface Progress {
   done: number;
   total: number;
   elapsedMs: number;
+}
+
+export interface SubstageResult {
+  /** full name, e.g. layer.2.mlp */
+  name: string;
+  status: Status;
+  metrics: StageMetrics;
+}
+
+/**
+ * A failing layer, sub-stage by sub-stage. The device layer is run on the reference's input (the isolated
+ * run, or a rerun of it when only accumulated mode ran), and each sub-stage output it records is compared
+ * with the reference's. Sub-stages are listed in forward order; the first that fails is where the layer
+ * goes wrong (those before it pass, so the error is not carried in from them).
+ */
+export interface Drill {
+  mode: 'isolated';
+  substages: SubstageResult[];
+  first_failing: string | null;
 }
 
 export interface StageResult {
@@ -39,13 +96,30 @@ export interface StageResult {
   logits?: { accumulated: LogitMetrics | null; isolated: LogitMetrics | null };
   /** sub-stage metrics (isolated mode when run, else accumulated) for drill-down: attn, mlp, moe, … */
   substages?: Record<string, StageMetrics>;
+  /** log-binned |d − r| per mode */
+  histogram?: { accumulated: ErrorHistogram | null; isolated: ErrorHistogram | null };
+  /** failing layers only (unless --no-drill) */
+  drill?: Drill;
+  /** --repeat N: how far repeated device runs of this stage land from the first (0 for a deterministic path) */
+  spread?: { runs: number; accumulated: Spread | null; isolated: Spread | null };
   time_ms: { reference: number; device: number };
+}
+
+/** What --repro needs of the first failing layer (held in memory: one layer's activations). */
+export interface ReproCapture {
+  layer: number;
+  stage: string;
+  referenceInput: Act;
+  /** the accumulated run's device input (its own previous output); null when accumulated mode did not run */
+  deviceInput: Act | null;
+  referenceOutput: Act;
 }
 
 export interface RunResult {
   stages: StageResult[];
   first_failure: string | null;
   verdict: 'pass' | 'fail';
+  repro?: ReproCapture | null;
 }
 
 export function stageNames(numLayers: number, layers: RunOptions['layers']): string[] {
@@ -58,6 +132,13 @@ export function stageNames(numLayers: number, layers: RunOptions['layers']): str
   return names;
 }
 
+/** Forward order of sub-stage names: insertion order, a nested one (moe.router) before its parent (moe), which consumes it. */
+export function substageOrder(names: string[]): string[] {
+  const top = (n: string) => n.split('.')[0];
+  const tops = [...new Set(names.map(top))];
+  return [...names].sort((a, b) => tops.indexOf(top(a)) - tops.indexOf(top(b)) || b.split('.').length - a.split('.').length || names.indexOf(a) - names.indexOf(b));
+}
+
 export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const { tokens, policy } = opt;
   const positions = tokens.map((_, i) => i);
@@ -65,82 +146,132 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const to = opt.layers?.to ?? model.numLayers - 1;
   const doAcc = opt.mode !== 'isolated';
   const doIso = opt.mode !== 'accumulated';
+  const repeat = opt.repeat ?? 1;
+  const golden = opt.golden ?? null;
+  const save = opt.saveGolden ?? null;
   const total = stageNames(model.numLayers, opt.layers).length;
   const stages: StageResult[] = [];
+  let repro: ReproCapture | null = null;
   const t0 = Date.now();
 
   const record = (s: Omit<StageResult, 'status'>, acts: { reference: Act; device: Act | null; device_isolated: Act | null }) => {
     const status = worst(verdict(s.accumulated, policy), verdict(s.isolated, policy));
-    stages.push({ ...s, status });
+    const histogram = {
+      accumulated: acts.device && s.accumulated ? errorHistogram(acts.device, acts.reference) : null,
+      isolated: s.isolated ? errorHistogram(acts.device_isolated ?? acts.device!, acts.reference) : null,
+    };
+    const r: StageResult = { ...s, status, histogram };
+    stages.push(r);
     if (opt.dumpDir !== null) dumpStage(opt.dumpDir, s.name, acts);
     opt.onStage?.({ stage: s.name, done: stages.length, total, elapsedMs: Date.now() - t0 });
+    return r;
   };
   const timed = <T>(f: () => T): [T, number] => {
     const a = performance.now();
     const v = f();
     return [v, performance.now() - a];
   };
+  /** Rerun a device computation repeat−1 times; the spread is the largest distance from the first result. */
+  const spread = (first: Act | null, again: () => Act): Spread | null => {
+    if (first === null || repeat < 2) return null;
+    const out: Spread = { max_abs: 0, differing: 0 };
+    for (let k = 1; k < repeat; k++) {
+      const s = spreadOf(first, again());
+      out.max_abs = Math.max(out.max_abs, s.max_abs);
+      out.differing = Math.max(out.differing, s.differing);
+    }
+    return out;
+  };
+  const spreads = (acc: Spread | null, iso: Spread | null) => (repeat >= 2 ? { spread: { runs: repeat, accumulated: acc, isolated: iso } } : {});
 
   // Embed: its input is the tokens in both modes, so isolated = accumulated.
-  let [ref, tRef] = timed(() => model.reference.embed(tokens));
+  let ref: Act;
+  let tRef = 0;
   let dev: Act | null = null;
   if (from === 0) {
+    [ref, tRef] = golden ? timed(() => golden.stage('embed').out) : timed(() => model.reference.embed(tokens));
+    save?.stage('embed', { out: ref, selections: null });
     const [d, tDev] = timed(() => model.device.embed(tokens));
     dev = d;
     const m = compareActs(d, ref);
-    record({ name: 'embed', accumulated: doAcc ? m : null, isolated: doIso ? m : null, time_ms: { reference: tRef, device: tDev } }, { reference: ref, device: d, device_isolated: null });
+    const sp = spread(d, () => model.device.embed(tokens));
+    record(
+      { name: 'embed', accumulated: doAcc ? m : null, isolated: doIso ? m : null, ...spreads(doAcc ? sp : null, doIso ? sp : null), time_ms: { reference: tRef, device: tDev } },
+      { reference: ref, device: d, device_isolated: null },
+    );
+  } else if (golden) {
+    ref = golden.input();
+  } else {
+    ref = model.reference.embed(tokens);
   }
 
-  for (let L = 0; L <= to; L++) {
-    const w = model.loadLayer(L);
-    const ctx = { tokens, positions, forcedSelections: null };
-    let refOut: LayerResult;
-    [refOut, tRef] = timed(() => model.reference.layer(L, ref, w, ctx));
+  for (let L = golden ? from : 0; L <= to; L++) {
     if (L < from) {
-      ref = refOut.out; // stages before the range: reference only, to produce the range's input
+      // stages before the range: reference only, to produce the range's input
+      ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
       continue;
     }
+    if (L === from && from > 0) save?.input(ref);
+    const w = model.loadLayer(L);
+    const ctx: LayerContext = { tokens, positions, forcedSelections: null };
+    let refOut: LayerResult;
+    [refOut, tRef] = golden ? timed(() => golden.stage(`layer.${L}`)) : timed(() => model.reference.layer(L, ref, w, ctx));
+    save?.stage(`layer.${L}`, refOut);
+    const isoCtx: LayerContext = { ...ctx, forcedSelections: opt.freeSelection ? null : refOut.selections };
+    const devIn = dev ?? ref;
     let tDev = 0;
     let acc: LayerResult | null = null;
     let iso: LayerResult | null = null;
-    if (doAcc) {
-      [acc, tDev] = timed(() => model.device.layer(L, dev ?? ref, w, ctx));
-    }
+    if (doAcc) [acc, tDev] = timed(() => model.device.layer(L, devIn, w, ctx));
     if (doIso) {
-      const forced: Selections | null = opt.freeSelection ? null : refOut.selections;
       let t: number;
-      [iso, t] = timed(() => model.device.layer(L, ref, w, { ...ctx, forcedSelections: forced }));
+      [iso, t] = timed(() => model.device.layer(L, ref, w, isoCtx));
       tDev += t;
     }
-    const flips = (r: LayerResult | null) => {
-      if (r === null || r.selections === null || refOut.selections === null) return 0;
-      let n = 0;
-      for (const kind of Object.keys(refOut.selections)) n = Math.max(n, countFlips(refOut.selections[kind], r.selections[kind]));
-      return n;
-    };
-    record(
+    const flips = (r: LayerResult | null) => selectionFlips(refOut, r);
+    const stage = `layer.${L}`;
+    const s = record(
       {
-        name: `layer.${L}`,
+        name: stage,
         accumulated: acc ? compareActs(acc.out, refOut.out, flips(acc)) : null,
         isolated: iso ? compareActs(iso.out, refOut.out, flips(iso)) : null,
         substages: substageMetrics(refOut, iso ?? acc),
+        ...spreads(
+          spread(acc?.out ?? null, () => model.device.layer(L, devIn, w, ctx).out),
+          spread(iso?.out ?? null, () => model.device.layer(L, ref, w, isoCtx).out),
+        ),
         time_ms: { reference: tRef, device: tDev },
       },
       { reference: refOut.out, device: acc?.out ?? null, device_isolated: iso?.out ?? null },
     );
+    if (s.status === 'fail' && opt.drill !== false) {
+      s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy);
+    }
+    if (s.status === 'fail' && opt.captureRepro === true && repro === null) {
+      repro = { layer: L, stage, referenceInput: ref, deviceInput: doAcc ? devIn : null, referenceOutput: refOut.out };
+    }
     ref = refOut.out;
     dev = acc?.out ?? null;
   }
 
   if (to === model.numLayers - 1) {
-    const [refN, tR] = timed(() => model.reference.finalNorm(ref));
-    const [accN, tA] = timed(() => (doAcc ? model.device.finalNorm(dev ?? ref) : null));
+    const [refN, tR] = golden ? timed(() => golden.stage('final_norm').out) : timed(() => model.reference.finalNorm(ref));
+    save?.stage('final_norm', { out: refN, selections: null });
+    const devN = dev;
+    const [accN, tA] = timed(() => (doAcc ? model.device.finalNorm(devN ?? ref) : null));
     const [isoN, tI] = timed(() => (doIso ? model.device.finalNorm(ref) : null));
     record(
-      { name: 'final_norm', accumulated: accN && compareActs(accN, refN), isolated: isoN && compareActs(isoN, refN), time_ms: { reference: tR, device: tA + tI } },
+      {
+        name: 'final_norm',
+        accumulated: accN && compareActs(accN, refN),
+        isolated: isoN && compareActs(isoN, refN),
+        ...spreads(spread(accN, () => model.device.finalNorm(devN ?? ref)), spread(isoN, () => model.device.finalNorm(ref))),
+        time_ms: { reference: tR, device: tA + tI },
+      },
       { reference: refN, device: accN, device_isolated: isoN },
     );
-    const [refL, tR2] = timed(() => model.reference.logits(refN));
+    const [refL, tR2] = golden ? timed(() => golden.stage('logits').out) : timed(() => model.reference.logits(refN));
+    save?.stage('logits', { out: refL, selections: null });
     const [accL, tA2] = timed(() => (accN ? model.device.logits(accN) : null));
     const [isoL, tI2] = timed(() => (isoN ? model.device.logits(refN) : null));
     record(
@@ -149,6 +280,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
         accumulated: accL && compareActs(accL, refL),
         isolated: isoL && compareActs(isoL, refL),
         logits: { accumulated: accL && compareLogits(accL, refL), isolated: isoL && compareLogits(isoL, refL) },
+        ...spreads(spread(accL, () => model.device.logits(accN!)), spread(isoL, () => model.device.logits(refN))),
         time_ms: { reference: tR2, device: tA2 + tI2 },
       },
       { reference: refL, device: accL, device_isolated: isoL },
@@ -156,7 +288,15 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   }
 
   const failed = stages.find((s) => s.status === 'fail');
-  return { stages, first_failure: failed?.name ?? null, verdict: failed ? 'fail' : 'pass' };
+  return { stages, first_failure: failed?.name ?? null, verdict: failed ? 'fail' : 'pass', repro };
+}
+
+/** Tokens whose discrete choices differ from the reference's (the largest count over selection kinds). */
+export function selectionFlips(ref: LayerResult, dev: LayerResult | null): number {
+  if (dev === null || dev.selections === null || ref.selections === null) return 0;
+  let n = 0;
+  for (const kind of Object.keys(ref.selections)) n = Math.max(n, countFlips(ref.selections[kind], dev.selections[kind]));
+  return n;
 }
 
 function substageMetrics(ref: LayerResult, dev: LayerResult | null): Record<string, StageMetrics> | undefined {
@@ -167,6 +307,19 @@ function substageMetrics(ref: LayerResult, dev: LayerResult | null): Record<stri
     if (d !== undefined) out[k] = compareActs(d, r);
   }
   return out;
+}
+
+export function drillDown(stage: string, ref: LayerResult, dev: LayerResult, policy: Policy): Drill {
+  const subs: SubstageResult[] = [];
+  if (ref.substages && dev.substages) {
+    for (const k of substageOrder(Object.keys(ref.substages))) {
+      const d = dev.substages[k];
+      if (d === undefined) continue;
+      const metrics = compareActs(d, ref.substages[k]);
+      subs.push({ name: `${stage}.${k}`, status: verdict(metrics, policy), metrics });
+    }
+  }
+  return { mode: 'isolated', substages: subs, first_failing: subs.find((x) => x.status === 'fail')?.name ?? null };
 }
 
 /** DIR/<stage>.safetensors with F32 `reference`, `device`, `device_isolated` (DESIGN §7). */

@@ -1,0 +1,140 @@
+/**
+ * `layerdiff replay DIR`: rerun the one layer a repro bundle holds (harness/repro/bundle.ts) on both paths,
+ * from the bundle's own activations and mini checkpoint, and print the numbers — which must equal what the
+ * original run recorded, bit for bit, on the same backend (both paths are deterministic). The verdict and
+ * exit code are the layer's, as in `diff`: 0 pass, 1 fail.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Table from 'cli-table3';
+import { compareActs, type StageMetrics } from '../compare/metrics.js';
+import { type Status, verdict, worst } from '../compare/policy.js';
+import { ExitCode, InputError } from '../errors.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { writeFileAtomic } from '../io/safetensors.js';
+import type { LayerContext } from '../models/path.js';
+import { ACTIVATIONS, MODEL_DIR, REPRO_MANIFEST, REPRO_SCHEMA, type ReproManifest } from '../repro/bundle.js';
+import { readActs, verifyDigest } from '../repro/files.js';
+import { selectBackend } from '../runner/backend.js';
+import { openModel } from '../runner/model.js';
+import { type Drill, drillDown, selectionFlips } from '../runner/run.js';
+import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
+
+export interface ReplayArgs {
+  dir: string;
+  device: string;
+  json?: string;
+}
+
+export interface ReplayResult {
+  schema: 'layerdiff.replay/1';
+  stage: string;
+  status: Status;
+  accumulated: StageMetrics | null;
+  isolated: StageMetrics | null;
+  drill: Drill | null;
+  reproduced: {
+    /** the reference layer, rerun, gives the stored reference output bit for bit */
+    reference_output: boolean;
+    /** accumulated and isolated metrics equal the recorded ones exactly */
+    metrics: boolean;
+    differences: string[];
+  };
+}
+
+/** Metrics as JSON (non-finite numbers as strings, as the report writes them), for exact comparison. */
+const canon = (v: unknown, indent?: number) => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'number' && !Number.isFinite(x) ? String(x) : x), indent);
+
+export function readManifest(dir: string): ReproManifest {
+  const file = path.join(dir, REPRO_MANIFEST);
+  if (!fs.existsSync(file)) throw new InputError(`not a repro bundle: no ${REPRO_MANIFEST} (write one with layerdiff diff --repro DIR)`, { file: dir });
+  let m: ReproManifest;
+  try {
+    m = JSON.parse(fs.readFileSync(file, 'utf8')) as ReproManifest;
+  } catch {
+    throw new InputError('not valid JSON', { file });
+  }
+  if (m?.schema !== REPRO_SCHEMA) throw new InputError(`schema ${JSON.stringify(m?.schema)} is not ${REPRO_SCHEMA}`, { file });
+  if (!Number.isInteger(m.layer) || !Array.isArray(m.tokens) || typeof m.files !== 'object') throw new InputError('manifest is missing layer, tokens or files', { file });
+  return m;
+}
+
+export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: ReproManifest; device: string } {
+  const m = readManifest(a.dir);
+  for (const [rel, digest] of Object.entries(m.files)) verifyDigest(path.join(a.dir, rel), digest, `bundle file ${rel}`);
+  const acts = readActs(path.join(a.dir, ACTIVATIONS), ['reference_input', 'device_input', 'reference_output']);
+  const refIn = acts.get('reference_input');
+  const stored = acts.get('reference_output');
+  if (refIn === undefined || stored === undefined) throw new InputError('needs reference_input and reference_output', { file: path.join(a.dir, ACTIVATIONS) });
+  const devIn = acts.get('device_input') ?? null;
+
+  const ck = Checkpoint.open(path.join(a.dir, MODEL_DIR));
+  try {
+    const backend = selectBackend(a.device);
+    const model = openModel(ck, backend, m.injected);
+    const L = m.layer;
+    const w = model.loadLayer(L);
+    const ctx: LayerContext = { tokens: m.tokens, positions: m.tokens.map((_, i) => i), forcedSelections: null };
+    const ref = model.reference.layer(L, refIn, w, ctx);
+    const doIso = m.mode !== 'accumulated';
+    const doAcc = m.mode !== 'isolated';
+    const iso = doIso ? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }) : null;
+    const acc = doAcc && devIn !== null ? model.device.layer(L, devIn, w, ctx) : null;
+    const accumulated = acc ? compareActs(acc.out, ref.out, selectionFlips(ref, acc)) : null;
+    const isolated = iso ? compareActs(iso.out, ref.out, selectionFlips(ref, iso)) : null;
+    const status = worst(verdict(accumulated, m.policy), verdict(isolated, m.policy));
+    const drill = status === 'fail' ? drillDown(m.stage, ref, iso ?? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }), m.policy) : null;
+
+    const differences: string[] = [];
+    const refSame = stored.data.length === ref.out.data.length && stored.data.every((x, i) => Object.is(x, ref.out.data[i]));
+    if (!refSame) differences.push('reference output');
+    for (const [mode, now] of [
+      ['accumulated', accumulated],
+      ['isolated', isolated],
+    ] as const) {
+      if (canon(now) !== canon(m.recorded[mode])) differences.push(`${mode} metrics`);
+    }
+    const result: ReplayResult = {
+      schema: 'layerdiff.replay/1',
+      stage: m.stage,
+      status,
+      accumulated,
+      isolated,
+      drill,
+      reproduced: { reference_output: refSame, metrics: differences.every((d) => d === 'reference output'), differences },
+    };
+    return { result, manifest: m, device: backend.identity.name };
+  } finally {
+    ck.close();
+  }
+}
+
+export function renderReplay(m: ReproManifest, r: ReplayResult, device: string): string {
+  const t = new Table({
+    head: ['mode', 'max_abs', 'mean_abs', 'rel_l2', 'cosine', 'max |r|', 'nan/inf', 'flips', 'recorded max_abs'],
+    style: { head: [], border: [], compact: true },
+    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right'],
+  });
+  for (const mode of ['accumulated', 'isolated'] as const) {
+    const x = r[mode];
+    if (x === null) continue;
+    t.push([mode, sci(x.max_abs), sci(x.mean_abs), sci(x.rel_l2), cos(x.cosine), sci(x.max_ref), String(x.nan.device + x.inf.device), String(x.selection_flips), sci(m.recorded[mode]?.max_abs)]);
+  }
+  const lines = [
+    `layerdiff replay — ${r.stage} of ${m.architecture} (${m.source.path}), ${m.tokens.length} tokens, device ${device}`,
+    `policy: ${m.policy.metric} fail > ${m.policy.fail_above}, warn > ${m.policy.warn_above} · mode ${m.mode}${m.injected ? ` · ${faultText(m.injected)}` : ''}`,
+    t.toString(),
+  ];
+  if (r.drill) lines.push(`drill-down ${r.stage}: ${describeDrill(r.drill)}`);
+  lines.push(`reference output: ${r.reproduced.reference_output ? 'reproduced bit for bit' : 'DIFFERS from the bundle'}`);
+  lines.push(r.reproduced.metrics && r.reproduced.reference_output ? 'recorded metrics: reproduced exactly' : `recorded metrics: NOT reproduced (${r.reproduced.differences.join(', ')} differ${m.device !== device ? `; the run used device ${m.device}` : ''})`);
+  lines.push(r.status === 'fail' ? `FAIL — ${r.stage}` : `${r.status.toUpperCase()} — ${r.stage}`);
+  return lines.join('\n');
+}
+
+export function runReplayCommand(a: ReplayArgs): { code: ExitCode; result: ReplayResult } {
+  const { result, manifest, device } = runReplay(a);
+  if (a.json !== undefined) writeFileAtomic(a.json, canon(result, 2) + '\n');
+  process.stdout.write(renderReplay(manifest, result, device) + '\n');
+  return { code: result.status === 'fail' ? ExitCode.stageFailed : ExitCode.pass, result };
+}

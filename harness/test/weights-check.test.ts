@@ -1,0 +1,191 @@
+/**
+ * The weights-first check: exact on a correct device, each catalog reading agrees with the emulator's
+ * injected fault on every quantized tensor (so "this reading reproduces the device" means "this bug"),
+ * exactly one reading explains each fault, overflow/underflow/NaN codes are counted, an unexplained
+ * difference is "unknown", and `inspect --check` exits 0/1/2.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { diagnoseWeights } from '../compare/diagnose.js';
+import type { LinearWeight } from '../formats/linear.js';
+import { loadLinear, parseQuantConfig } from '../formats/linear.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { checkTensor, checkWeights, quantizedWeights } from '../weights/check.js';
+import { CORRECT, READINGS, reproduces, WEIGHT_CAUSES } from '../weights/decode.js';
+import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
+import { LinearCache } from '../../device-hip/linear.js';
+import { nanWeight } from '../../fixtures/inject.js';
+import { cli, LLAMA_TINY } from './cli.js';
+import { substageOrder } from '../runner/run.js';
+import { packageRoot } from '../version.js';
+
+const N = loadDeviceNative();
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-weights-'));
+
+function withTiny<T>(f: (ck: Checkpoint) => T): T {
+  const ck = Checkpoint.open(LLAMA_TINY());
+  try {
+    return f(ck);
+  } finally {
+    ck.close();
+  }
+}
+
+function tinyLinears(ck: Checkpoint): LinearWeight[] {
+  const qc = parseQuantConfig(ck.config, ck.configFile);
+  return quantizedWeights(ck).map(({ name }) => {
+    const i = ck.info(name);
+    return loadLinear(ck, name, i.dtype === 'F8_E4M3' ? [i.shape[0], i.shape[1]] : [i.shape[0], 2 * i.shape[1]], qc);
+  });
+}
+
+describe('weights check on llama-tiny', () => {
+  it('a correct device dequantizes every quantized tensor exactly', () => {
+    const w = withTiny((ck) => checkWeights(ck, N, { layers: null, faults: null }));
+    expect(w.checked).toBe(21); // 7 linears × layers 1–3 (layer 0 is BF16)
+    expect(w.layers).toEqual([1, 3]);
+    expect(w.mismatched).toBe(0);
+    expect(w.nan_codes + w.overflow_blocks + w.underflow_blocks).toBe(0);
+    for (const t of w.tensors) expect(t, t.name).toMatchObject({ exact: true, bad_blocks: 0, max_abs: 0, matches: [] });
+    // formats as stored: FP8 attention (E8M0 scales in layers 1–2, F32 in layer 3), MXFP4 MLP
+    expect(w.tensors.filter((t) => t.format === 'mxfp4').length).toBe(9);
+    expect(w.tensors.filter((t) => t.scale.dtype === 'F32').length).toBe(4);
+  });
+
+  it('--layers restricts the check to the range', () => {
+    const w = withTiny((ck) => checkWeights(ck, N, { layers: { from: 2, to: 2 }, faults: null }));
+    expect(w.checked).toBe(7);
+    expect(new Set(w.tensors.map((t) => t.layer))).toEqual(new Set([2]));
+  });
+
+  for (const cause of WEIGHT_CAUSES) {
+    it(`reading ${cause} equals dequantToF16(fault=${FAULT_CODES[cause]}) on every quantized tensor`, () => {
+      withTiny((ck) => {
+        for (const lw of tinyLinears(ck)) {
+          const kind = lw.format === 'mxfp4' ? 0 : 1;
+          const dev = N.dequantToF16(kind, lw.weight.bytes, lw.scale!.bytes, lw.scale!.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], FAULT_CODES[cause]);
+          expect(reproduces(lw, READINGS[cause], dev), `${cause} on ${lw.name}`).toBe(true);
+          // and the correct reading is the device without a fault
+          const clean = N.dequantToF16(kind, lw.weight.bytes, lw.scale!.bytes, lw.scale!.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], 0);
+          expect(reproduces(lw, CORRECT, clean), lw.name).toBe(true);
+        }
+      });
+    });
+  }
+
+  for (const [inject, layer] of [...WEIGHT_CAUSES.map((c) => [c, null] as const), ['scale-axis', 2] as const, ['nibble-swap', 3] as const]) {
+    it(`fault ${inject}${layer !== null ? `@${layer}` : ''}: every differing tensor is explained by that reading alone`, () => {
+      const w = withTiny((ck) => checkWeights(ck, N, { layers: null, faults: { fault: inject, layer } }));
+      expect(w.mismatched).toBeGreaterThan(0);
+      for (const t of w.tensors.filter((x) => !x.exact)) {
+        expect(t.matches, t.name).toEqual([inject]);
+        if (layer !== null) expect(t.layer).toBe(layer);
+      }
+      const d = diagnoseWeights(w, null);
+      expect(d.map((x) => x.cause)).toEqual([inject]);
+      expect(d[0].stage).toBe(`layer.${layer ?? 1}`);
+    });
+  }
+});
+
+describe('weights check on deepseek-v4-tiny (FP8 attention and shared experts, MXFP4 routed experts)', () => {
+  const dir = path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
+  const open = <T>(f: (ck: Checkpoint) => T) => {
+    const ck = Checkpoint.open(dir);
+    try {
+      return f(ck);
+    } finally {
+      ck.close();
+    }
+  };
+  it('every routed expert is checked, routed to or not, and a correct device is exact', () => {
+    const w = open((ck) => checkWeights(ck, N, { layers: null, faults: null }));
+    expect(w.checked).toBe(open((ck) => quantizedWeights(ck).filter((t) => t.layer !== null).length));
+    expect(w.tensors.some((t) => /\.ffn\.experts\.\d+\.w2\.weight$/.test(t.name) && t.format === 'mxfp4')).toBe(true);
+    expect(w.mismatched).toBe(0);
+  });
+  it('a layer-local scale bug is found in that layer only and named', () => {
+    const w = open((ck) => checkWeights(ck, N, { layers: null, faults: { fault: 'scale-stride', layer: 2 } }));
+    const bad = w.tensors.filter((t) => !t.exact);
+    expect(bad.length).toBeGreaterThan(0);
+    expect(new Set(bad.map((t) => t.layer))).toEqual(new Set([2]));
+    expect(diagnoseWeights(w, null).map((d) => [d.stage, d.cause])).toEqual([['layer.2', 'scale-stride']]);
+  });
+  it('sub-stages are drilled in forward order: the router before the MoE output it feeds', () => {
+    expect(substageOrder(['attn', 'moe', 'moe.router'])).toEqual(['attn', 'moe.router', 'moe']);
+    expect(substageOrder(['attn', 'mlp'])).toEqual(['attn', 'mlp']);
+  });
+});
+
+describe('weights check on synthetic tensors', () => {
+  // mxfp4 [2, 64]: blocks (0,0) 6·2^15 overflows FP16, (0,1) ordinary, (1,0) 0.5·2^−30 underflows, (1,1) zeros
+  const packed = new Uint8Array(64);
+  packed.fill(0x77, 0, 16);
+  packed.fill(0x21, 16, 32);
+  packed.fill(0x11, 32, 48);
+  const mx = (scales: number[]): LinearWeight => ({
+    name: 'synthetic.weight',
+    format: 'mxfp4',
+    out: 2,
+    in: 64,
+    weight: { name: 'synthetic.weight', dtype: 'I8', shape: [2, 32], bytes: packed },
+    scale: { name: 'synthetic.scale', dtype: 'F8_E8M0', shape: [2, 2], bytes: Uint8Array.from(scales) },
+    block: [1, 32],
+  });
+
+  it('counts blocks whose exact values overflow or underflow FP16 (a correct device still matches)', () => {
+    const t = checkTensor(mx([127 + 15, 127, 127 - 30, 127]), 0, new LinearCache(N), null);
+    expect(t).toMatchObject({ exact: true, overflow_blocks: 1, underflow_blocks: 1, device_nonfinite: 32, nan_codes: 0 });
+  });
+
+  it('counts E8M0 NaN codes and compares nothing', () => {
+    const t = checkTensor(mx([127, 0xff, 127, 127]), 0, new LinearCache(N), null);
+    expect(t).toMatchObject({ exact: false, nan_codes: 1, nan_in: 'scale' });
+  });
+
+  it('a difference no reading reproduces is "unknown", with the evidence', () => {
+    // a device that gets one weight wrong by one FP16 ulp: no catalog bug looks like that
+    const lw = mx([120, 121, 122, 123]);
+    const liar = { get: () => {
+      const bits = new LinearCache(N).get(lw, null).slice();
+      bits[40] ^= 1;
+      return bits;
+    } };
+    const t = checkTensor(lw, 5, liar, null);
+    expect(t).toMatchObject({ exact: false, bad_blocks: 1, first_bad_block: [0, 1], matches: [] });
+    const d = diagnoseWeights({ layers: [5, 5], checked: 1, exact: 0, mismatched: 1, nan_codes: 0, overflow_blocks: 0, underflow_blocks: 0, skipped: 0, time_ms: 0, tensors: [t] }, null);
+    expect(d).toHaveLength(1);
+    expect(d[0]).toMatchObject({ stage: 'layer.5', cause: 'unknown', source: 'weights' });
+    expect(d[0].evidence).toMatch(/no catalog reading .* reproduces them; e\.g\. synthetic\.weight: 1\/4 scale blocks differ/);
+  });
+});
+
+describe('layerdiff inspect --check', () => {
+  it('exits 0 when every weight is exact', () => {
+    const r = cli(['inspect', LLAMA_TINY(), '--check']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/conformance: /);
+    expect(r.stdout).toMatch(/PASS — every device FP16 weight is the reference's, bit for bit/);
+    expect(r.stdout).toContain('model.layers.3.mlp.down_proj.weight');
+  });
+  it('exits 1 and names the reading when the device decodes differently', () => {
+    const json = path.join(tmp, 'w.json');
+    const r = cli(['inspect', LLAMA_TINY(), '--check', '--inject', 'e3m0-table', '--json', json]);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/likely cause at layer\.1: e3m0-table — /);
+    const j = JSON.parse(fs.readFileSync(json, 'utf8'));
+    expect(j.weights.mismatched).toBe(9);
+    expect(j.diagnosis[0].cause).toBe('e3m0-table');
+  });
+  it('exits 2 naming the scale that holds a NaN code', () => {
+    const dir = path.join(tmp, 'nan');
+    const defect = nanWeight(LLAMA_TINY(), dir, 'model.layers.2.mlp.gate_proj.weight');
+    const r = cli(['inspect', dir, '--check']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(defect.tensor!);
+    expect(r.stderr).toContain(defect.file!);
+  });
+});

@@ -1,0 +1,259 @@
+/**
+ * Weights first (issue 6): before any activation runs, compare every quantized weight as the device path
+ * dequantizes it (native dequantToF16, with the run's fault plan — exactly what the device GEMMs read)
+ * against the reference's exact dequantization rounded once to FP16. For a correct device the two are
+ * bit-identical (E2M1/E4M3 × E8M0 is exact in FP32, so the one rounding is the FP16 one), so any difference
+ * at all is a decode bug, found before a single activation could blur it.
+ *
+ * When they differ, each catalog reading of the stored bytes (weights/decode.ts) is tried; the one that
+ * reproduces the device's FP16 weights exactly names the bug. Also counted per tensor: NaN codes (E8M0
+ * 0xFF, E4M3 0x7F/0xFF — bad input), and blocks whose exact values overflow FP16 (|w| ≥ 65520 → Inf) or
+ * underflow it (a non-zero weight that becomes ±0): those are properties of the checkpoint that an FP16
+ * device path cannot represent, bug or not.
+ *
+ * Memory: one tensor at a time, in layer order — its stored bytes, its FP32 reference and its FP16 device
+ * copy, then all dropped. Routed experts are checked one by one like any other tensor.
+ */
+import { InputError } from '../errors.js';
+import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
+import { type LinearWeight, loadLinear, parseQuantConfig } from '../formats/linear.js';
+import type { Checkpoint } from '../io/checkpoint.js';
+import { dequantLinear } from '../../reference-cpu/dequant.js';
+import type { DeviceNative } from '../../device-hip/binding.js';
+import { faultAt, type FaultPlan } from '../../device-hip/faults.js';
+import { LinearCache } from '../../device-hip/linear.js';
+import { applies, READINGS, reproduces, sameF16, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
+
+export interface TensorCheck {
+  /** checkpoint name of the weight */
+  name: string;
+  layer: number;
+  format: 'mxfp4' | 'fp8-block';
+  /** logical [out, in] */
+  shape: [number, number];
+  scale: { name: string; dtype: string; grid: [number, number] };
+  /** scale blocks (grid rows × columns) */
+  blocks: number;
+  /** every FP16 device weight equals the reference's */
+  exact: boolean;
+  /** blocks with at least one differing weight */
+  bad_blocks: number;
+  /** the first of them, [row, column] in the scale grid */
+  first_bad_block: [number, number] | null;
+  /** max |w_device − w_reference| over the FP16 values (Infinity when the device has Inf/NaN there) */
+  max_abs: number;
+  /** NaN encodings in the stored bytes, and which tensor holds them */
+  nan_codes: number;
+  nan_in: 'weight' | 'scale' | null;
+  /** blocks holding an exact value that rounds to ±Inf in FP16 */
+  overflow_blocks: number;
+  /** blocks holding a non-zero exact value that rounds to ±0 in FP16 */
+  underflow_blocks: number;
+  /** Inf/NaN among the device's FP16 weights */
+  device_nonfinite: number;
+  /** catalog readings that reproduce the device's FP16 weights bit for bit (only tried when not exact) */
+  matches: WeightCause[];
+  /** the first differing weight, for the evidence line */
+  example: WeightExample | null;
+}
+
+export interface WeightExample {
+  at: [number, number];
+  block: [number, number];
+  /** the E8M0 byte of that block (row-major), null for F32 scales */
+  scale_byte: number | null;
+  reference: number;
+  device: number;
+}
+
+export interface WeightsReport {
+  /** layers covered, inclusive */
+  layers: [number, number];
+  checked: number;
+  exact: number;
+  mismatched: number;
+  nan_codes: number;
+  overflow_blocks: number;
+  underflow_blocks: number;
+  /** quantized tensors outside the decoder layers (e.g. DeepSeek's mtp.*), which the forward pass never reads */
+  skipped: number;
+  time_ms: number;
+  tensors: TensorCheck[];
+}
+
+const LAYER_OF = /(?:^|\.)layers\.(\d+)\./;
+
+export function layerOf(name: string): number | null {
+  const m = LAYER_OF.exec(name);
+  return m === null ? null : Number(m[1]);
+}
+
+/** Quantized weights of the checkpoint, by stored dtype (DESIGN §3), in layer order, then by name. */
+export function quantizedWeights(ck: Checkpoint): Array<{ name: string; layer: number | null }> {
+  const out: Array<{ name: string; layer: number | null }> = [];
+  for (const name of ck.names()) {
+    if (!name.endsWith('.weight')) continue;
+    const dtype = ck.info(name).dtype;
+    const base = name.slice(0, -'.weight'.length);
+    if (dtype === 'F8_E4M3' || ((dtype === 'I8' || dtype === 'U8') && ck.has(`${base}.scale`))) out.push({ name, layer: layerOf(name) });
+  }
+  return out.sort((a, b) => (a.layer ?? Infinity) - (b.layer ?? Infinity) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+export interface CheckOptions {
+  /** inclusive layer range; null = every layer */
+  layers: { from: number; to: number } | null;
+  faults: FaultPlan | null;
+  /** the model's decoder layers: tensors indexed past them (a V3-style MTP layer) are not in the forward pass */
+  numLayers?: number;
+  onTensor?: (name: string, done: number, total: number) => void;
+}
+
+export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOptions): WeightsReport {
+  const t0 = performance.now();
+  const qc = parseQuantConfig(ck.config, ck.configFile);
+  const all = quantizedWeights(ck);
+  const inRange = (L: number) => (opt.layers === null || (L >= opt.layers.from && L <= opt.layers.to)) && L < (opt.numLayers ?? Infinity);
+  const todo = all.filter((t) => t.layer !== null && inRange(t.layer));
+  const cache = new LinearCache(native);
+  const tensors: TensorCheck[] = [];
+  for (const [k, t] of todo.entries()) {
+    opt.onTensor?.(t.name, k, todo.length);
+    const info = ck.info(t.name);
+    const logical: [number, number] = info.dtype === 'F8_E4M3' ? [info.shape[0], info.shape[1]] : [info.shape[0], info.shape[1] * 2];
+    const lw = loadLinear(ck, t.name, logical, qc);
+    tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
+  }
+  const layers = todo.map((t) => t.layer!);
+  const sum = (f: (x: TensorCheck) => number) => tensors.reduce((n, x) => n + f(x), 0);
+  return {
+    layers: layers.length > 0 ? [Math.min(...layers), Math.max(...layers)] : [opt.layers?.from ?? 0, opt.layers?.to ?? 0],
+    checked: tensors.length,
+    exact: tensors.filter((x) => x.exact).length,
+    mismatched: tensors.filter((x) => !x.exact && x.nan_codes === 0).length,
+    nan_codes: sum((x) => x.nan_codes),
+    overflow_blocks: sum((x) => x.overflow_blocks),
+    underflow_blocks: sum((x) => x.underflow_blocks),
+    skipped: all.filter((t) => t.layer === null || t.layer >= (opt.numLayers ?? Infinity)).length,
+    time_ms: performance.now() - t0,
+    tensors,
+  };
+}
+
+/** NaN encodings: E8M0 0xFF (and NaN F32 scales) in the scale, E4M3 0x7F/0xFF in an FP8 weight. */
+function nanCodes(lw: LinearWeight): { n: number; where: 'weight' | 'scale' | null } {
+  const s = lw.scale!;
+  let inScale = 0;
+  if (s.dtype === 'F32') {
+    const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
+    for (let k = 0; k < s.bytes.byteLength / 4; k++) if (Number.isNaN(dv.getFloat32(4 * k, true))) inScale++;
+  } else {
+    for (const b of s.bytes) if (b === 0xff) inScale++;
+  }
+  let inWeight = 0;
+  if (lw.format === 'fp8-block') for (const b of lw.weight.bytes) if ((b & 0x7f) === 0x7f) inWeight++;
+  return { n: inScale + inWeight, where: inScale > 0 ? 'scale' : inWeight > 0 ? 'weight' : null };
+}
+
+/** The device's dequantization of one weight (LinearCache in the real run; a stand-in in tests). */
+export interface DeviceDequant {
+  get(lw: LinearWeight, fault: FaultPlan['fault'] | null): Uint16Array;
+}
+
+export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null): TensorCheck {
+  const [R, C] = scaleGrid(lw);
+  const [bo, bi] = lw.block;
+  const base: TensorCheck = {
+    name: lw.name,
+    layer,
+    format: lw.format as TensorCheck['format'],
+    shape: [lw.out, lw.in],
+    scale: { name: lw.scale!.name, dtype: lw.scale!.dtype, grid: [R, C] },
+    blocks: R * C,
+    exact: true,
+    bad_blocks: 0,
+    first_bad_block: null,
+    max_abs: 0,
+    nan_codes: 0,
+    nan_in: null,
+    overflow_blocks: 0,
+    underflow_blocks: 0,
+    device_nonfinite: 0,
+    matches: [],
+    example: null,
+  };
+  const nan = nanCodes(lw);
+  if (nan.n > 0) return { ...base, exact: false, nan_codes: nan.n, nan_in: nan.where };
+
+  const ref = dequantLinear(lw); // exact in FP32
+  const dev = cache.get(lw, fault);
+  const f16 = f16Values();
+  const bad = new Uint8Array(R * C);
+  const over = new Uint8Array(R * C);
+  const under = new Uint8Array(R * C);
+  let firstBad = -1;
+  let maxAbs = 0;
+  let nonFinite = 0;
+  for (let k = 0; k < ref.length; k++) {
+    // Fast path: an exact E2M1/E4M3 × 2^k value that FP16 holds is its own FP16 rounding, so value equality
+    // is bit equality (±0 aside, which sameF16 treats as equal too). Everything else — F32-scaled FP8, values
+    // FP16 cannot hold (overflow, underflow, subnormal rounding), a device that differs — takes the slow path.
+    const d = dev[k];
+    if (f16[d] === ref[k]) continue;
+    const o = Math.floor(k / lw.in);
+    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const h = f32ToF16Bits(ref[k]);
+    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
+    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
+    if ((d & 0x7c00) === 0x7c00) nonFinite++;
+    if (sameF16(h, d)) continue;
+    bad[blk] = 1;
+    if (firstBad < 0) firstBad = k;
+    const e = Math.abs(f16[d] - f16[h]);
+    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
+  }
+  const count = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
+  const out: TensorCheck = {
+    ...base,
+    exact: firstBad < 0,
+    bad_blocks: count(bad),
+    max_abs: maxAbs,
+    overflow_blocks: count(over),
+    underflow_blocks: count(under),
+    device_nonfinite: nonFinite,
+  };
+  if (firstBad >= 0) {
+    const o = Math.floor(firstBad / lw.in);
+    const i = firstBad % lw.in;
+    const block: [number, number] = [Math.floor(o / bo), Math.floor(i / bi)];
+    out.first_bad_block = block;
+    out.example = {
+      at: [o, i],
+      block,
+      scale_byte: lw.scale!.dtype === 'F32' ? null : lw.scale!.bytes[block[0] * C + block[1]],
+      reference: f16ToF32(f32ToF16Bits(ref[firstBad])),
+      device: f16ToF32(dev[firstBad]),
+    };
+    out.matches = WEIGHT_CAUSES.filter((c) => applies(c, lw) && reproduces(lw, READINGS[c], dev));
+  }
+  return out;
+}
+
+let F16_VALUES: Float32Array | undefined;
+/** Every FP16 bit pattern's value (256 KiB, built once): the compare loop's lookup instead of a decode per element. */
+function f16Values(): Float32Array {
+  F16_VALUES ??= Float32Array.from({ length: 65536 }, (_, h) => f16ToF32(h));
+  return F16_VALUES;
+}
+
+/** NaN codes in the checkpoint are bad input (DESIGN §6 exit 2): name the tensor that holds them and its file. */
+export function assertNoNanCodes(ck: Checkpoint, w: WeightsReport): void {
+  const t = w.tensors.find((x) => x.nan_codes > 0);
+  if (t === undefined) return;
+  const holder = t.nan_in === 'scale' ? t.scale.name : t.name;
+  const what = t.nan_in === 'scale' ? (t.scale.dtype === 'F32' ? 'NaN F32 scale(s)' : 'E8M0 NaN code(s) 0xFF') : 'E4M3 NaN code(s) 0x7F/0xFF';
+  throw new InputError(`${t.nan_codes} ${what}: ${t.name} cannot be dequantized (a NaN weight is bad input, not something to diff)`, {
+    file: `${ck.dir}/${ck.weightMap.get(holder)}`,
+    tensor: holder,
+  });
+}

@@ -1,0 +1,147 @@
+/**
+ * Alternative readings of a stored FP4/FP8 weight, each the signature of one DESIGN §9 decode bug. The
+ * weights check asks which reading reproduces the device's FP16 weights bit for bit; that names the bug.
+ *
+ * These decoders are written here, in TypeScript, from the format definitions and the bug descriptions —
+ * not by calling the native dequant with a fault code — so a match is evidence about the device's output,
+ * not a tautology. (A test checks that each one agrees with the emulator's injected fault, which proves the
+ * emulator models the bug that the catalog describes.)
+ *
+ * Every product below is exact in float64 (≤ 4 significant bits × a power of two or an 8-bit integer, or
+ * 4 × 24 bits for F32 scales) and rounds once to float32 when stored, as the device's f32 multiply does;
+ * then once to FP16 (round to nearest even, overflow to Inf).
+ */
+import { E2M1_VALUES, E4M3_TABLE, E8M0_TABLE, f32ToF16Bits } from '../formats/dtypes.js';
+import type { LinearWeight } from '../formats/linear.js';
+
+/** The catalog ids a weight reading can name (fp16-overflow is an activation bug, see compare/diagnose.ts). */
+export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'] as const;
+export type WeightCause = (typeof WEIGHT_CAUSES)[number];
+
+export interface Reading {
+  /** FP4 element table: the OCP E2M1 grid, or the buggy E3M0 one (c&7 = 0 → 0, else 2^((c&7)−1)) */
+  table: 'e2m1' | 'e3m0';
+  /** element 2j taken from the high nibble, 2j+1 from the low */
+  swap: boolean;
+  /** where scale (r, c) of an [R, C] grid is read: row-major, as if stored transposed, or with row stride C+1 */
+  index: 'row-major' | 'transposed' | 'stride+1';
+  /** scale value: 2^(b−127), ignored (1.0), or the byte as an integer */
+  scale: 'e8m0' | 'one' | 'int';
+}
+
+export const CORRECT: Reading = { table: 'e2m1', swap: false, index: 'row-major', scale: 'e8m0' };
+
+export const READINGS: Record<WeightCause, Reading> = {
+  'e3m0-table': { ...CORRECT, table: 'e3m0' },
+  'nibble-swap': { ...CORRECT, swap: true },
+  'scale-missing': { ...CORRECT, scale: 'one' },
+  'scale-axis': { ...CORRECT, index: 'transposed' },
+  'scale-stride': { ...CORRECT, index: 'stride+1' },
+  'e8m0-as-int': { ...CORRECT, scale: 'int' },
+};
+
+/** What each reading means, in the words a diagnosis prints. */
+export const READING_TEXT: Record<WeightCause, string> = {
+  'e3m0-table': 'decoding the FP4 nibbles with an E3M0 table instead of E2M1',
+  'nibble-swap': 'taking even elements from the high nibble and odd ones from the low',
+  'scale-missing': 'ignoring the block scales (scale = 1)',
+  'scale-axis': 'reading the scale grid as if it were stored transposed',
+  'scale-stride': 'reading the scale grid with row stride C+1',
+  'e8m0-as-int': 'using the E8M0 scale byte e as the number e instead of 2^(e−127)',
+};
+
+/** Does this reading change anything for this format? (A table bug cannot show in an FP8 weight.) */
+export function applies(cause: WeightCause, lw: LinearWeight): boolean {
+  if (lw.format === 'plain') return false;
+  if (lw.format === 'fp8-block') {
+    if (cause === 'e3m0-table' || cause === 'nibble-swap') return false;
+    if (cause === 'e8m0-as-int' && lw.scale!.dtype === 'F32') return false;
+  }
+  return true;
+}
+
+/** The scale grid [R, C] of a quantized weight: mxfp4 one per 32 inputs of a row, fp8 one per block. */
+export function scaleGrid(lw: LinearWeight): [number, number] {
+  return [Math.ceil(lw.out / lw.block[0]), Math.ceil(lw.in / lw.block[1])];
+}
+
+export function scaleIndex(R: number, C: number, r: number, c: number, how: Reading['index']): number {
+  if (how === 'transposed') return c * R + r;
+  if (how === 'stride+1') return (r * (C + 1) + c) % (R * C);
+  return r * C + c;
+}
+
+function e3m0(nibble: number): number {
+  const c = nibble & 7;
+  const v = c === 0 ? 0 : 2 ** (c - 1);
+  return nibble & 8 ? -v : v;
+}
+
+/** Scale values of the grid under a reading, as float64 (each exact in float32). */
+function scaleValues(lw: LinearWeight, how: Reading['scale']): Float64Array {
+  const s = lw.scale!;
+  const [R, C] = scaleGrid(lw);
+  const n = R * C;
+  const out = new Float64Array(n);
+  if (how === 'one') return out.fill(1);
+  if (s.dtype === 'F32') {
+    const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
+    for (let k = 0; k < n; k++) out[k] = dv.getFloat32(4 * k, true);
+    return out;
+  }
+  for (let k = 0; k < n; k++) out[k] = how === 'int' ? s.bytes[k] : E8M0_TABLE[s.bytes[k]];
+  return out;
+}
+
+/**
+ * Decode a quantized weight [out, in] under a reading and call `visit(flatIndex, f16Bits)` for each element
+ * in row-major order; stops early when `visit` returns false. No [out, in] array is allocated.
+ */
+export function forEachF16(lw: LinearWeight, rd: Reading, visit: (k: number, h: number) => boolean | void): void {
+  const { out, in: inn } = lw;
+  const [R, C] = scaleGrid(lw);
+  const sv = scaleValues(lw, rd.scale);
+  const [bo, bi] = lw.block;
+  if (lw.format === 'mxfp4') {
+    const packed = lw.weight.bytes;
+    const table = rd.table === 'e2m1' ? E2M1_VALUES : Array.from({ length: 16 }, (_, c) => e3m0(c));
+    for (let o = 0; o < out; o++) {
+      for (let c = 0; c < C; c++) {
+        const s = sv[scaleIndex(R, C, o, c, rd.index)];
+        for (let j = 0; j < 16; j++) {
+          const byte = packed[o * (inn / 2) + c * 16 + j];
+          const lo = byte & 0x0f;
+          const hi = byte >> 4;
+          const k = o * inn + c * 32 + 2 * j;
+          if (visit(k, f32ToF16Bits(table[rd.swap ? hi : lo] * s)) === false) return;
+          if (visit(k + 1, f32ToF16Bits(table[rd.swap ? lo : hi] * s)) === false) return;
+        }
+      }
+    }
+  } else if (lw.format === 'fp8-block') {
+    const codes = lw.weight.bytes;
+    for (let o = 0; o < out; o++) {
+      const r = Math.floor(o / bo);
+      for (let i = 0; i < inn; i++) {
+        const s = sv[scaleIndex(R, C, r, Math.floor(i / bi), rd.index)];
+        if (visit(o * inn + i, f32ToF16Bits(E4M3_TABLE[codes[o * inn + i]] * s)) === false) return;
+      }
+    }
+  } else {
+    throw new Error(`forEachF16: ${lw.name} is a plain weight; readings apply to FP4/FP8 only`);
+  }
+}
+
+/** FP16 bits equal as values: ±0 are one value, and a NaN equals a NaN (both mean "not a number here"). */
+export function sameF16(a: number, b: number): boolean {
+  if (a === b) return true;
+  if (((a | b) & 0x7fff) === 0) return true;
+  return (a & 0x7c00) === 0x7c00 && (a & 0x3ff) !== 0 && (b & 0x7c00) === 0x7c00 && (b & 0x3ff) !== 0;
+}
+
+/** Does the reading reproduce `device` (FP16 bits, [out·in]) exactly? */
+export function reproduces(lw: LinearWeight, rd: Reading, device: Uint16Array): boolean {
+  let ok = true;
+  forEachF16(lw, rd, (k, h) => (ok = sameF16(h, device[k])));
+  return ok;
+}

@@ -1,0 +1,64 @@
+/**
+ * Markdown for CI job summaries (e.g. GitHub's $GITHUB_STEP_SUMMARY): the verdict and the cause first, then
+ * the stage table, the drill-down and the weights check. GitHub-flavoured tables; no raw HTML, no images.
+ */
+import type { Report } from '../harness/runner/report.js';
+import { backendLine, cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+
+/** Cell text: pipes and newlines would break the table row; backslash-escape the characters Markdown reads. */
+export function mdCell(s: string): string {
+  return s.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ').replace(/([*_`[\]<>])/g, '\\$1');
+}
+
+const STATUS = { pass: '✅ pass', warn: '⚠️ warn', fail: '❌ fail' } as const;
+
+export function renderMarkdown(r: Report): string {
+  const out: string[] = [];
+  const head = r.verdict === 'pass' ? '✅ PASS' : `❌ FAIL — first failure: \`${r.first_failure}\``;
+  out.push(`## layerdiff: ${head}`, '');
+  out.push(`**${mdCell(r.model.architecture)}**, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — \`${r.model.path}\``, '');
+  out.push(`- device: **${mdCell(backendLine(r))}**`);
+  out.push(`- policy: \`${r.policy.metric}\` fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above}; mode ${r.mode}`);
+  if (r.injected) out.push(`- ⚠️ **${mdCell(faultText(r.injected))}**`);
+  if (r.golden) out.push(`- golden: ${r.golden.action} \`${r.golden.dir}\``);
+  if (r.repro) out.push(`- repro bundle: \`${r.repro.dir}\` (\`layerdiff replay ${r.repro.dir}\`)`);
+  out.push('');
+  if (r.diagnosis.length > 0) {
+    out.push('### Likely cause', '');
+    for (const d of r.diagnosis) {
+      out.push(`- **\`${d.cause}\`** at \`${d.stage}\`${d.substage ? ` (\`${d.substage}\`)` : ''}: ${mdCell(d.evidence)}${d.hint ? `  \n  _hint:_ ${mdCell(d.hint)}` : ''}`);
+    }
+    out.push('');
+  }
+  out.push('### Stages', '');
+  out.push('| stage | status | max_abs | rel_l2 | cosine | iso max_abs | iso rel_l2 | nan/inf |');
+  out.push('|---|---|---:|---:|---:|---:|---:|---:|');
+  for (const s of r.stages) {
+    const a = s.accumulated ?? s.isolated;
+    const nf = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
+    out.push(`| \`${s.name}\` | ${STATUS[s.status]} | ${sci(a?.max_abs)} | ${sci(a?.rel_l2)} | ${cos(a?.cosine)} | ${sci(s.isolated?.max_abs)} | ${sci(s.isolated?.rel_l2)} | ${nf} |`);
+  }
+  out.push('');
+  const drills = r.stages.filter((s) => s.drill);
+  if (drills.length > 0) {
+    out.push('### Drill-down', '');
+    for (const s of drills) out.push(`- \`${s.name}\`: ${mdCell(describeDrill(s.drill!))}`);
+    out.push('');
+  }
+  if (r.weights) {
+    out.push('### Weights check', '', mdCell(describeWeights(r.weights)), '');
+    const bad = mismatchedTensors(r.weights);
+    if (bad.length > 0) {
+      out.push('| tensor | format | blocks differ | max abs Δw | reproduced by |', '|---|---|---:|---:|---|');
+      for (const t of bad.slice(0, 20)) out.push(`| \`${t.name}\` | ${t.format} | ${t.bad_blocks}/${t.blocks} | ${sci(t.max_abs)} | ${t.matches.length > 0 ? t.matches.map((m) => `\`${m}\``).join(', ') : 'none'} |`);
+      if (bad.length > 20) out.push(`| … ${bad.length - 20} more | | | | |`);
+      out.push('');
+    }
+  }
+  if (r.determinism) {
+    const d = r.determinism;
+    out.push(`**Determinism:** ${d.runs} device runs per stage — ${d.stages_with_spread.length === 0 ? 'bit-identical in every stage' : `max run-to-run |Δ| ${sci(d.max_spread)} in ${d.stages_with_spread.join(', ')}`}.`, '');
+  }
+  out.push(`_layerdiff ${r.tool.version} · ${mdCell(String(r.environment.started ?? ''))} · ${r.environment.elapsed_s} s_`, '');
+  return out.join('\n');
+}
