@@ -26,5 +26,25 @@
       'target_name': 'ld_reference',
       'sources': ['../reference-cpu/native/gemm_f32.cc'],
     },
+    # The `hip` backend (device-hip/hip): probes and drives an AMD GPU through a dlopen'ed libamdhip64 — no
+    # link-time ROCm dependency, so it builds and loads everywhere — and exposes the kernels' host reference.
+    # Its action builds the kernels' code object with hipcc when this machine has an AMD GPU, else only
+    # writes build/Release/ld_kernels.status (never fails the install).
+    {
+      'target_name': 'ld_hip',
+      'include_dirs': ['include', 'kernels', 'hip'],
+      'sources': ['hip/addon_hip.cc', 'hip/ld_gpu_api.cc', 'hip/ld_gpu_backend.cc'],
+      'libraries': ['-ldl'],
+      'actions': [
+        {
+          'action_name': 'hip_code_object',
+          'inputs': ['hip/build-code-object.sh', 'kernels/all.hip', 'kernels/dequant.hip', 'kernels/gemm.hip',
+                     'kernels/rows.hip', 'kernels/attention.hip', 'kernels/moe.hip', 'kernels/util.hip',
+                     'kernels/ld_kernel_common.h', 'kernels/ld_kernel_args.h', 'include/ld_numerics.h'],
+          'outputs': ['<(PRODUCT_DIR)/ld_kernels.status'],
+          'action': ['bash', 'hip/build-code-object.sh', '<(PRODUCT_DIR)'],
+        },
+      ],
+    },
   ],
 }

@@ -455,3 +455,13 @@ export function loadDeepseekNative(): DeepseekNative {
   cachedDeepseek = validatedDeepseek(raw as DeepseekNative);
   return cachedDeepseek;
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The `hip` backend (device-hip/hip/hip_native.ts) offers this same DeviceNative surface with its ops on an
+// AMD GPU, and needs the same argument checks: the validator above, exported.
+// ---------------------------------------------------------------------------------------------------
+
+/** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
+export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
+  return validated(raw);
+}

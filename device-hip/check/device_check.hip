@@ -1,0 +1,910 @@
+// device_check — builds with hipcc (AMD) or nvcc (NVIDIA, through kernels/hip_to_cuda.h), runs every kernel of
+// device-hip/kernels on seeded random inputs, and prints one table row per case:
+//   op, shape | mism = outputs whose bits differ from the host reference (ld_host_ref.h: the LD_HD element
+//   functions + the documented accumulation orders = what the `emulated` backend computes; NaN == NaN) |
+//   ulp = the largest distance to it, in units of the output type (f16 or f32) | f64 = the largest error
+//   against a float64 evaluation of the same formula (libm exp/sqrt in double), in output-type ulps |
+//   time per call | achieved GB/s and TFLOP/s, against the ceilings measured first (a 16-byte copy kernel for
+//   bandwidth, an FMA-chain kernel for FP32 FMA throughput).
+// Large cases verify a random sample of outputs (marked "sampled"); everything else is checked in full.
+// Exit status: 0 when every case is bit-identical, 1 otherwise, 2 when no GPU could be used.
+#include "all.hip"
+#include "ld_host_ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// ------------------------------------------------------------------------------------------------------
+// Plumbing
+// ------------------------------------------------------------------------------------------------------
+static void ck(hipError_t e, const char* what, int line) {
+  if (e != hipSuccess) {
+    fprintf(stderr, "device_check: %s failed at line %d: %s\n", what, line, hipGetErrorString(e));
+    fflush(stdout);
+    exit(3);
+  }
+}
+#define CK(x) ck((x), #x, __LINE__)
+
+template <class T>
+struct DBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DBuf(size_t count) : n(count) { CK(hipMalloc((void**)&p, (count == 0 ? 1 : count) * sizeof(T))); }
+  DBuf(const std::vector<T>& h) : DBuf(h.size()) { up(h); }
+  ~DBuf() { (void)hipFree(p); }
+  DBuf(const DBuf&) = delete;
+  DBuf& operator=(const DBuf&) = delete;
+  void up(const std::vector<T>& h) { CK(hipMemcpy(p, h.data(), h.size() * sizeof(T), hipMemcpyHostToDevice)); }
+  std::vector<T> down() const {
+    std::vector<T> h(n);
+    CK(hipMemcpy(h.data(), p, n * sizeof(T), hipMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uni() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+  double sym(double a) { return (2.0 * uni() - 1.0) * a; }
+};
+
+// Parallel fill: each chunk its own stream, seeded from (seed, chunk), so results do not depend on threads.
+template <class F>
+static void pfill(size_t n, uint64_t seed, F&& f) {
+  const size_t chunk = 1 << 16;
+  const long long nch = (long long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (long long c = 0; c < nch; c++) {
+    Rng r(seed * 1000003ull + (uint64_t)c);
+    const size_t e = std::min(n, (size_t)(c + 1) * chunk);
+    for (size_t i = (size_t)c * chunk; i < e; i++) f(i, r);
+  }
+}
+
+static std::vector<uint16_t> rand_f16(size_t n, double amp, uint64_t seed) {
+  std::vector<uint16_t> v(n);
+  pfill(n, seed, [&](size_t i, Rng& r) { v[i] = ld_f32_to_f16((float)r.sym(amp)); });
+  return v;
+}
+static std::vector<float> rand_f32(size_t n, double lo, double hi, uint64_t seed) {
+  std::vector<float> v(n);
+  pfill(n, seed, [&](size_t i, Rng& r) { v[i] = (float)(lo + (hi - lo) * r.uni()); });
+  return v;
+}
+static std::vector<uint8_t> rand_bytes(size_t n, int lo, int hi, uint64_t seed) {  // [lo, hi]
+  std::vector<uint8_t> v(n);
+  pfill(n, seed, [&](size_t i, Rng& r) { v[i] = (uint8_t)(lo + (int)(r.next() % (uint64_t)(hi - lo + 1))); });
+  return v;
+}
+
+static double f16v(uint16_t h) { return (double)ld_f16_to_f32(h); }
+static bool nan16(uint16_t h) { return (h & 0x7C00) == 0x7C00 && (h & 0x3FF) != 0; }
+static long long ord16(uint16_t h) { return (h & 0x8000) ? -(long long)(h & 0x7FFF) : (long long)h; }
+static bool nan32(float f) { return f != f; }
+static long long ord32(float f) {
+  const uint32_t u = ld_f32_bits(f);
+  return (u & 0x80000000u) ? -(long long)(u & 0x7FFFFFFFu) : (long long)u;
+}
+static double ulp16(double r) {
+  const double a = fabs(r);
+  if (a < 6.103515625e-05) return 5.9604644775390625e-08;
+  return ldexp(1.0, (int)floor(log2(a)) - 10);
+}
+static double ulp32(double r) {
+  const double a = fabs(r);
+  if (a < 1.1754943508222875e-38) return ldexp(1.0, -149);
+  return ldexp(1.0, (int)floor(log2(a)) - 23);
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Comparison and the table
+// ------------------------------------------------------------------------------------------------------
+struct Cmp {
+  long long checked = 0, mism = 0, nan_mism = 0, maxulp = 0;
+  long long first = -1;
+  double f64err = 0.0;  // max |gpu − f64| / ulp(f64), over finite in-range references
+  double f64abs = 0.0, f64ref = 0.0;  // max |gpu − f64| and max |f64|: "rel" = their ratio (normwise)
+  bool f64 = false;
+};
+
+static void cmp16(Cmp& c, long long idx, uint16_t g, uint16_t r) {
+  c.checked++;
+  const bool gn = nan16(g), rn = nan16(r);
+  if (gn && rn) return;
+  if (gn != rn || g != r) {
+    if (c.first < 0) c.first = idx;
+    c.mism++;
+    if (gn != rn) c.nan_mism++;
+    else c.maxulp = std::max(c.maxulp, std::llabs(ord16(g) - ord16(r)));
+  }
+}
+static void cmp32(Cmp& c, long long idx, float g, float r) {
+  c.checked++;
+  const bool gn = nan32(g), rn = nan32(r);
+  if (gn && rn) return;
+  if (gn != rn || ld_f32_bits(g) != ld_f32_bits(r)) {
+    if (c.first < 0) c.first = idx;
+    c.mism++;
+    if (gn != rn) c.nan_mism++;
+    else c.maxulp = std::max(c.maxulp, std::llabs(ord32(g) - ord32(r)));
+  }
+}
+static void f64_16(Cmp& c, uint16_t g, double r) {
+  if (!std::isfinite(r) || fabs(r) > 65504.0) return;
+  c.f64 = true;
+  const double gv = f16v(g);
+  const double e = std::isfinite(gv) ? fabs(gv - r) / ulp16(r) : INFINITY;
+  if (e > c.f64err) c.f64err = e;
+  c.f64abs = std::max(c.f64abs, std::isfinite(gv) ? fabs(gv - r) : INFINITY);
+  c.f64ref = std::max(c.f64ref, fabs(r));
+}
+static void f64_32(Cmp& c, float g, double r) {
+  if (!std::isfinite(r)) return;
+  c.f64 = true;
+  const double e = std::isfinite(g) ? fabs((double)g - r) / ulp32(r) : INFINITY;
+  if (e > c.f64err) c.f64err = e;
+  c.f64abs = std::max(c.f64abs, std::isfinite(g) ? fabs((double)g - r) : INFINITY);
+  c.f64ref = std::max(c.f64ref, fabs(r));
+}
+
+static double g_bw = 0.0, g_fma = 0.0;  // measured ceilings: bytes/s, FLOP/s
+static int g_fail = 0, g_rows = 0;
+
+static void row(const char* op, const std::string& shape, const char* out, const Cmp& c, bool sampled, double ms,
+                double bytes, double flops) {
+  g_rows++;
+  if (c.mism > 0) g_fail++;
+  char mism[48], ulp[32], f64[32], rel[32], t[32], gbs[32], tfs[32], pct[32];
+  snprintf(mism, sizeof mism, "%lld/%lld%s", c.mism, c.checked, sampled ? " s" : "");
+  if (c.nan_mism > 0) snprintf(ulp, sizeof ulp, "NaN%lld", c.nan_mism);
+  else snprintf(ulp, sizeof ulp, "%lld", c.maxulp);
+  if (c.f64) {
+    snprintf(f64, sizeof f64, "%.2f", c.f64err);
+    snprintf(rel, sizeof rel, "%.1e", c.f64ref > 0 ? c.f64abs / c.f64ref : c.f64abs);
+  } else {
+    snprintf(f64, sizeof f64, "-");
+    snprintf(rel, sizeof rel, "-");
+  }
+  if (ms > 0) snprintf(t, sizeof t, "%.4f", ms);
+  else snprintf(t, sizeof t, "-");
+  gbs[0] = tfs[0] = pct[0] = 0;
+  snprintf(gbs, sizeof gbs, "-");
+  snprintf(tfs, sizeof tfs, "-");
+  snprintf(pct, sizeof pct, "-");
+  if (ms > 0) {
+    const double s = ms * 1e-3;
+    if (bytes > 0) snprintf(gbs, sizeof gbs, "%.0f", bytes / s * 1e-9);
+    if (flops > 0) snprintf(tfs, sizeof tfs, "%.2f", flops / s * 1e-12);
+    const bool compute = flops > 0 && g_fma > 0 && g_bw > 0 && flops / (bytes > 0 ? bytes : 1) > g_fma / g_bw;
+    if (compute) snprintf(pct, sizeof pct, "%.0f%% fma", 100.0 * flops / s / g_fma);
+    else if (bytes > 0 && g_bw > 0) snprintf(pct, sizeof pct, "%.0f%% copy", 100.0 * bytes / s / g_bw);
+  }
+  printf("| %-23s | %-34s | %-3s | %-16s | %-5s | %-7s | %-7s | %-8s | %-5s | %-7s | %-9s |\n", op, shape.c_str(), out, mism, ulp,
+         f64, rel, t, gbs, tfs, pct);
+  if (c.mism > 0) printf("|   first mismatch at flat index %lld\n", c.first);
+  fflush(stdout);
+}
+
+// Time a launch sequence: one warm-up, one probe, then enough repetitions for ~40 ms (3..50).
+template <class F>
+static double time_ms(F&& launch) {
+  hipEvent_t a, b;
+  CK(hipEventCreate(&a));
+  CK(hipEventCreate(&b));
+  launch();
+  CK(hipGetLastError());
+  CK(hipDeviceSynchronize());
+  CK(hipEventRecord(a, 0));
+  launch();
+  CK(hipEventRecord(b, 0));
+  CK(hipEventSynchronize(b));
+  float one = 0;
+  CK(hipEventElapsedTime(&one, a, b));
+  int reps = one > 0 ? (int)(40.0 / one) : 50;
+  reps = std::max(3, std::min(50, reps));
+  CK(hipEventRecord(a, 0));
+  for (int i = 0; i < reps; i++) launch();
+  CK(hipEventRecord(b, 0));
+  CK(hipEventSynchronize(b));
+  float tot = 0;
+  CK(hipEventElapsedTime(&tot, a, b));
+  CK(hipGetLastError());
+  (void)hipEventDestroy(a);
+  (void)hipEventDestroy(b);
+  return tot / reps;
+}
+
+static dim3 grid_of(const LdLaunch& L) { return dim3(L.grid_x, L.grid_y, 1); }
+#define LAUNCH(fn, L, args) hipLaunchKernelGGL(fn, grid_of(L), dim3((L).block_x), (L).shmem, 0, args)
+
+static void need(const LdLaunch& L) {
+  if (L.kernel == nullptr) {
+    fprintf(stderr, "device_check: plan refused: %s\n", L.msg);
+    exit(3);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Ceilings
+// ------------------------------------------------------------------------------------------------------
+__global__ void ck_copy(const uint4* __restrict__ a, uint4* __restrict__ b, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) b[i] = a[i];
+}
+__global__ void ck_fma(float* out, int iters, float s) {
+  float v[8];
+  for (int j = 0; j < 8; j++) v[j] = (float)(threadIdx.x + j) * 1e-3f;
+  for (int i = 0; i < iters; i++)
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = fmaf(v[j], s, 0.5f);
+  float t = 0;
+  for (int j = 0; j < 8; j++) t += v[j];
+  if (t == 12345.678f) out[0] = t;  // keeps the chains live
+}
+
+static void ceilings(int sms) {
+  const size_t bytes = (size_t)2 << 30;  // 2 GiB each way
+  const size_t n = bytes / 16;
+  uint4 *a, *b;
+  CK(hipMalloc((void**)&a, bytes));
+  CK(hipMalloc((void**)&b, bytes));
+  CK(hipMemset(a, 1, bytes));
+  const double ms = time_ms([&] { hipLaunchKernelGGL(ck_copy, dim3(sms * 8), dim3(512), 0, 0, a, b, n); });
+  g_bw = 2.0 * bytes / (ms * 1e-3);
+  (void)hipFree(a);
+  (void)hipFree(b);
+  float* o;
+  CK(hipMalloc((void**)&o, 4));
+  const int iters = 1 << 14, blocks = sms * 16, threads = 256;
+  const double ms2 = time_ms([&] { hipLaunchKernelGGL(ck_fma, dim3(blocks), dim3(threads), 0, 0, o, iters, 0.999f); });
+  g_fma = 2.0 * 8.0 * iters * (double)blocks * threads / (ms2 * 1e-3);
+  (void)hipFree(o);
+  printf("ceilings: copy %.0f GB/s (read+write, 2 GiB, %.3f ms); FP32 FMA %.2f TFLOP/s (%.3f ms)\n\n", g_bw * 1e-9, ms,
+         g_fma * 1e-12, ms2);
+}
+
+static void header() {
+  printf("| %-23s | %-34s | %-3s | %-16s | %-5s | %-7s | %-7s | %-8s | %-5s | %-7s | %-9s |\n", "op", "shape", "out",
+         "mism/checked", "ulp", "f64 ulp", "f64 rel", "ms", "GB/s", "TFLOP/s", "of ceiling");
+  const int w[] = {25, 36, 5, 18, 7, 9, 9, 10, 7, 9, 11};
+  std::string sep = "|";
+  for (int x : w) sep += std::string(x, '-') + "|";
+  printf("%s\n", sep.c_str());
+}
+
+// ------------------------------------------------------------------------------------------------------
+// Cases
+// ------------------------------------------------------------------------------------------------------
+static void case_widen() {
+  DBuf<uint32_t> y(65536);
+  LdWidenCheckArgs a{y.p};
+  const LdLaunch L = ld_plan_widen_check();
+  LAUNCH(ld_widen_check, L, a);
+  CK(hipDeviceSynchronize());
+  const std::vector<uint32_t> g = y.down();
+  Cmp c;
+  for (int h = 0; h < 65536; h++) cmp32(c, h, ld_bits_f32(g[h]), ld_f16_to_f32((uint16_t)h));
+  row("widen_f16 (hw cvt)", "all 65536 f16", "f32", c, false, 0, 0, 0);
+}
+
+static double e2m1d(int c) {
+  static const double m[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  return (c & 8 ? -1 : 1) * m[c & 7];
+}
+
+static void case_dequant_mxfp4(int out, int in, int fault, bool timed, const char* label) {
+  const std::vector<uint8_t> w = rand_bytes((size_t)out * in / 2, 0, 255, 11 + fault);
+  const std::vector<uint8_t> s = rand_bytes((size_t)out * in / 32, 112, 138, 12 + fault);
+  DBuf<uint8_t> dw(w), ds(s);
+  DBuf<uint16_t> dy((size_t)out * in);
+  LdDequantArgs a{dw.p, ds.p, dy.p, 0, 0, out, in, 1, 32, fault};
+  const LdLaunch L = ld_plan_dequant(&a);
+  need(L);
+  double ms = 0;
+  if (timed) ms = time_ms([&] { LAUNCH(ld_dequant_mxfp4, L, a); });
+  else LAUNCH(ld_dequant_mxfp4, L, a);
+  CK(hipDeviceSynchronize());
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r((size_t)out * in);
+  ldref::dequant(0, w.data(), s.data(), 0, out, in, 1, 32, fault, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  if (fault == 0) {
+    for (size_t i = 0; i < r.size(); i += 7) {
+      const size_t o = i / in, k = i % in;
+      const int nib = (w[o * (in / 2) + k / 2] >> (4 * (k & 1))) & 15;
+      f64_16(c, g[i], e2m1d(nib) * ldexp(1.0, (int)s[o * (in / 32) + k / 32] - 127));
+    }
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "[%d×%d] fault %d", out, in, fault);
+  row(label, sh, "f16", c, false, ms, (double)out * in * (0.5 + 1.0 / 32 + 2), 0);
+}
+
+static double e4m3d(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  const double sg = b & 0x80 ? -1 : 1;
+  if (e == 15 && m == 7) return NAN;
+  if (e == 0) return sg * m * ldexp(1.0, -9);
+  return sg * (1 + m / 8.0) * ldexp(1.0, e - 7);
+}
+
+static void case_dequant_fp8(int out, int in, int bo, int bi, bool f32s, int fault, bool timed, const char* label) {
+  const int R = (out + bo - 1) / bo, C = (in + bi - 1) / bi;
+  const std::vector<uint8_t> w = rand_bytes((size_t)out * in, 0, 255, 21 + fault);
+  std::vector<uint8_t> s;
+  if (f32s) {
+    const std::vector<float> sf = rand_f32((size_t)R * C, 1e-4, 4e-3, 22 + fault);
+    s.resize(sf.size() * 4);
+    memcpy(s.data(), sf.data(), s.size());
+  } else {
+    s = rand_bytes((size_t)R * C, 118, 130, 22 + fault);
+  }
+  DBuf<uint8_t> dw(w), ds(s);
+  DBuf<uint16_t> dy((size_t)out * in);
+  LdDequantArgs a{dw.p, ds.p, dy.p, 1, f32s ? 1 : 0, out, in, bo, bi, fault};
+  const LdLaunch L = ld_plan_dequant(&a);
+  need(L);
+  double ms = 0;
+  if (timed) ms = time_ms([&] { LAUNCH(ld_dequant_fp8, L, a); });
+  else LAUNCH(ld_dequant_fp8, L, a);
+  CK(hipDeviceSynchronize());
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r((size_t)out * in);
+  ldref::dequant(1, w.data(), s.data(), f32s, out, in, bo, bi, fault, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  if (fault == 0) {
+    for (size_t i = 0; i < r.size(); i += 7) {
+      const size_t o = i / in, k = i % in, at = (o / bo) * C + k / bi;
+      double sc;
+      if (f32s) sc = (double)ld_load_f32le(s.data() + 4 * at);
+      else sc = ldexp(1.0, (int)s[at] - 127);
+      f64_16(c, g[i], e4m3d(w[i]) * sc);
+    }
+  }
+  char sh[80];
+  snprintf(sh, sizeof sh, "[%d×%d] blk %d×%d %s f%d", out, in, bo, bi, f32s ? "f32s" : "e8m0", fault);
+  row(label, sh, "f16", c, false, ms, (double)out * in * 3 + (double)s.size(), 0);
+}
+
+static void case_dequant_plain(int kind, int out, int in) {
+  const size_t n = (size_t)out * in, esz = kind == 4 ? 4 : 2;
+  std::vector<uint8_t> w(n * esz);
+  if (kind == 4) {
+    const std::vector<float> f = rand_f32(n, -70000.0, 70000.0, 31);
+    memcpy(w.data(), f.data(), w.size());
+  } else {
+    w = rand_bytes(n * esz, 0, 255, 32);
+  }
+  DBuf<uint8_t> dw(w);
+  DBuf<uint16_t> dy(n);
+  LdDequantArgs a{dw.p, nullptr, dy.p, kind, 0, out, in, 1, 1, 0};
+  const LdLaunch L = ld_plan_dequant(&a);
+  const double ms = time_ms([&] { LAUNCH(ld_dequant_plain, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(n);
+  ldref::dequant(kind, w.data(), nullptr, 0, out, in, 1, 1, 0, r.data());
+  Cmp c;
+  for (size_t i = 0; i < n; i++) cmp16(c, (long long)i, g[i], r[i]);
+  for (size_t i = 0; i < n; i += 5) {
+    double v;
+    if (kind == 4) v = (double)ld_load_f32le(w.data() + 4 * i);
+    else v = (double)ld_bf16_to_f32((uint16_t)(w[2 * i] | (w[2 * i + 1] << 8)));
+    f64_16(c, g[i], v);
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "[%d×%d]", out, in);
+  row(kind == 4 ? "dequant_f32" : "dequant_bf16", sh, "f16", c, false, ms, (double)n * (esz + 2), 0);
+}
+
+// GEMM: wfmt 0 f16 weights, 1 fused MXFP4. f32out: y32. sample > 0: verify that many random outputs.
+static void case_gemm(int m, int k, int n, int wfmt, bool f32out, int fault, long long sample, bool specials, const char* label) {
+  std::vector<uint16_t> x = rand_f16((size_t)m * k, 2.0, 41 + m + k);
+  std::vector<uint16_t> w;
+  std::vector<uint8_t> wq, wsc;
+  if (wfmt == LD_W_F16) w = rand_f16((size_t)n * k, 0.5, 42 + n);
+  else {
+    wq = rand_bytes((size_t)n * k / 2, 0, 255, 43 + n);
+    wsc = rand_bytes((size_t)n * k / 32, 118, 126, 44 + n);
+  }
+  if (specials) {  // an Inf in row 0 and a NaN in column 2, and alpha 2^16 overflows some outputs
+    x[3 % x.size()] = 0x7C00;
+    if (wfmt == LD_W_F16 && n > 2) w[(size_t)2 * k + 5 % k] = 0x7E00;
+  }
+  const float alpha = specials ? 65536.0f : 0.3f;
+  DBuf<uint16_t> dx(x);
+  DBuf<uint16_t> dw(wfmt == LD_W_F16 ? w : std::vector<uint16_t>(1));
+  DBuf<uint8_t> dq(wfmt == LD_W_MXFP4 ? wq : std::vector<uint8_t>(1)), ds(wfmt == LD_W_MXFP4 ? wsc : std::vector<uint8_t>(1));
+  DBuf<uint16_t> dy16(f32out ? 1 : (size_t)m * n);
+  DBuf<float> dy32(f32out ? (size_t)m * n : 1);
+  LdGemmArgs a{dx.p, wfmt == LD_W_F16 ? dw.p : nullptr, wfmt == LD_W_MXFP4 ? dq.p : nullptr, wfmt == LD_W_MXFP4 ? ds.p : nullptr,
+               f32out ? nullptr : dy16.p, f32out ? dy32.p : nullptr, m, k, n, wfmt, fault, alpha};
+  const LdLaunch L = ld_plan_gemm(&a);
+  need(L);
+  const std::string kn = L.kernel;
+  auto go = [&] {
+    if (kn == "ld_gemm_tiled_f16") LAUNCH(ld_gemm_tiled_f16, L, a);
+    else if (kn == "ld_gemm_tiled_mxfp4") LAUNCH(ld_gemm_tiled_mxfp4, L, a);
+    else if (kn == "ld_gemm_skinny_f16_1") LAUNCH(ld_gemm_skinny_f16_1, L, a);
+    else if (kn == "ld_gemm_skinny_f16_2") LAUNCH(ld_gemm_skinny_f16_2, L, a);
+    else if (kn == "ld_gemm_skinny_f16_4") LAUNCH(ld_gemm_skinny_f16_4, L, a);
+    else if (kn == "ld_gemm_skinny_f16_8") LAUNCH(ld_gemm_skinny_f16_8, L, a);
+    else if (kn == "ld_gemm_skinny_mxfp4_1") LAUNCH(ld_gemm_skinny_mxfp4_1, L, a);
+    else if (kn == "ld_gemm_skinny_mxfp4_2") LAUNCH(ld_gemm_skinny_mxfp4_2, L, a);
+    else if (kn == "ld_gemm_skinny_mxfp4_4") LAUNCH(ld_gemm_skinny_mxfp4_4, L, a);
+    else LAUNCH(ld_gemm_skinny_mxfp4_8, L, a);
+  };
+  const double ms = time_ms(go);
+  Cmp c;
+  const std::vector<uint16_t> g16 = f32out ? std::vector<uint16_t>() : dy16.down();
+  const std::vector<float> g32 = f32out ? dy32.down() : std::vector<float>();
+  // Outputs to verify: all, or a fixed random sample.
+  std::vector<long long> idx;
+  if (sample > 0) {
+    Rng r(77);
+    for (long long s = 0; s < sample; s++) idx.push_back((long long)(r.next() % (uint64_t)((long long)m * n)));
+  } else {
+    idx.resize((size_t)m * n);
+    for (long long i = 0; i < (long long)m * n; i++) idx[i] = i;
+  }
+  std::vector<uint16_t> r16(idx.size());
+  std::vector<float> r32(idx.size());
+  std::vector<double> r64(idx.size());
+  const uint16_t* wp = wfmt == LD_W_F16 ? w.data() : nullptr;
+#pragma omp parallel
+  {
+    std::vector<uint16_t> wrow((size_t)k);
+#pragma omp for schedule(dynamic, 64)
+    for (long long q = 0; q < (long long)idx.size(); q++) {
+      const int i = (int)(idx[q] / n), j = (int)(idx[q] % n);
+      const float d = ldref::gemm_dot(x.data(), wp, wq.data(), wsc.data(), k, n, i, j, fault, wrow.data());
+      r32[q] = d;
+      r16[q] = ld_f32_to_f16(alpha * d);
+      const uint16_t* wr = wp != nullptr ? wp + (size_t)j * k : wrow.data();
+      double s = 0;
+      for (int kk = 0; kk < k; kk++) s += f16v(x[(size_t)i * k + kk]) * f16v(wr[kk]);
+      r64[q] = f32out ? s : (double)alpha * s;
+    }
+  }
+  for (size_t q = 0; q < idx.size(); q++) {
+    if (f32out) {
+      cmp32(c, idx[q], g32[idx[q]], r32[q]);
+      f64_32(c, g32[idx[q]], r64[q]);
+    } else {
+      cmp16(c, idx[q], g16[idx[q]], r16[q]);
+      f64_16(c, g16[idx[q]], r64[q]);
+    }
+  }
+  char sh[96];
+  snprintf(sh, sizeof sh, "m%d k%d n%d%s%s", m, k, n, fault ? " fault" : "", specials ? " NaN/Inf" : "");
+  if (fault) snprintf(sh, sizeof sh, "m%d k%d n%d fault %d", m, k, n, fault);
+  const double wbytes = wfmt == LD_W_F16 ? 2.0 * n * k : n * (double)k * (0.5 + 1.0 / 32);
+  row(label, sh, f32out ? "f32" : "f16", c, sample > 0, ms, 2.0 * m * k + wbytes + (f32out ? 4.0 : 2.0) * m * n,
+      2.0 * m * (double)n * k);
+}
+
+static void case_rmsnorm(int rows, int dim) {
+  const std::vector<uint16_t> x = rand_f16((size_t)rows * dim, 3.0, 51 + dim), w = rand_f16(dim, 1.5, 52);
+  DBuf<uint16_t> dx(x), dw(w), dy((size_t)rows * dim);
+  LdRmsnormArgs a{dx.p, dw.p, dy.p, rows, dim, 1e-6f};
+  const LdLaunch L = ld_plan_rmsnorm(&a);
+  const double ms = time_ms([&] { LAUNCH(ld_rmsnorm, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::rmsnorm(x.data(), w.data(), rows, dim, 1e-6f, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  for (int rr = 0; rr < rows; rr += std::max(1, rows / 256)) {
+    double ss = 0;
+    for (int d = 0; d < dim; d++) ss += f16v(x[(size_t)rr * dim + d]) * f16v(x[(size_t)rr * dim + d]);
+    const double inv = 1.0 / sqrt(ss / dim + (double)1e-6f);
+    for (int d = 0; d < dim; d++) f64_16(c, g[(size_t)rr * dim + d], f16v(x[(size_t)rr * dim + d]) * inv * f16v(w[d]));
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "rows %d dim %d", rows, dim);
+  row("rmsnorm", sh, "f16", c, false, ms, 4.0 * rows * dim, 0);
+}
+
+static void case_rope(int T, int H, int D, int off, int rot, int inter) {
+  const int half = rot / 2;
+  const std::vector<uint16_t> x = rand_f16((size_t)T * H * D, 8.0, 61 + D);
+  std::vector<float> cs((size_t)T * half), sn((size_t)T * half);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < half; j++) {
+      const double ang = (t + 3) * pow(10000.0, -(double)j / half);
+      cs[(size_t)t * half + j] = (float)cos(ang);
+      sn[(size_t)t * half + j] = (float)sin(ang);
+    }
+  DBuf<uint16_t> dx(x), dy(x.size());
+  DBuf<float> dc(cs), ds(sn);
+  LdRopeArgs a{dx.p, dc.p, ds.p, dy.p, T, H, D, off, rot, inter};
+  const LdLaunch L = ld_plan_rope(&a);
+  const double ms = time_ms([&] { LAUNCH(ld_rope, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::rope(x.data(), cs.data(), sn.data(), T, H, D, off, rot, inter, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  for (int th = 0; th < T * H; th += 3) {
+    const int t = th / H;
+    for (int j = 0; j < half; j++) {
+      const size_t base = (size_t)th * D + off, ia = base + ld_rope_index_a(j, inter), ib = base + ld_rope_index_b(j, half, inter);
+      const double xa = f16v(x[ia]), xb = f16v(x[ib]), cc = cs[(size_t)t * half + j], ss = sn[(size_t)t * half + j];
+      f64_16(c, g[ia], xa * cc - xb * ss);
+      f64_16(c, g[ib], xa * ss + xb * cc);
+    }
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d H%d D%d off%d rot%d %s", T, H, D, off, rot, inter ? "inter" : "half");
+  row("rope", sh, "f16", c, false, ms, 4.0 * T * H * D + 8.0 * T * half, 0);
+}
+
+static void case_attention(int T, int Hq, int Hkv, int D, int Dv, int window, bool sinks, int sample_rows) {
+  const std::vector<uint16_t> q = rand_f16((size_t)T * Hq * D, 3.0, 71 + T), k = rand_f16((size_t)T * Hkv * D, 3.0, 72 + T);
+  const std::vector<uint16_t> v = rand_f16((size_t)T * Hkv * Dv, 2.0, 73 + T);
+  std::vector<float> sk = rand_f32(Hq, -4.0, 4.0, 74);
+  const float scale = (float)(1.0 / sqrt((double)D));
+  DBuf<uint16_t> dq(q), dk(k), dv(v), dy((size_t)T * Hq * Dv);
+  DBuf<float> ds(sk);
+  LdAttentionArgs a{dq.p, dk.p, dv.p, sinks ? ds.p : nullptr, dy.p, T, Hq, Hkv, D, Dv, window, scale};
+  const LdLaunch L = ld_plan_attention(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_attention, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<int> rows;
+  if (sample_rows > 0) {
+    Rng r(99);
+    for (int s = 0; s < sample_rows; s++) rows.push_back((int)(r.next() % (uint64_t)(T * Hq)));
+    rows.push_back(T * Hq - 1);
+  } else {
+    for (int th = 0; th < T * Hq; th++) rows.push_back(th);
+  }
+  std::vector<uint16_t> r16(rows.size() * Dv);
+  std::vector<double> r64(rows.size() * Dv);
+#pragma omp parallel
+  {
+    std::vector<float> p((size_t)T);
+    std::vector<double> pd((size_t)T);
+#pragma omp for schedule(dynamic, 1)
+    for (long long qi = 0; qi < (long long)rows.size(); qi++) {
+      const int th = rows[qi], t = th / Hq, h = th % Hq, hk = h / (Hq / Hkv), s0 = ld_attn_first_key(t, window);
+      ldref::attention_row(q.data(), k.data(), v.data(), sinks ? sk.data() : nullptr, T, Hq, Hkv, D, Dv, scale, window, t, h,
+                           r16.data() + qi * Dv, p.data());
+      double m = -INFINITY;
+      for (int s = s0; s <= t; s++) {
+        double z = 0;
+        for (int d = 0; d < D; d++) z += f16v(q[(size_t)th * D + d]) * f16v(k[((size_t)s * Hkv + hk) * D + d]);
+        pd[s] = z * (double)scale;
+        m = std::max(m, pd[s]);
+      }
+      if (sinks) m = std::max(m, (double)sk[h]);
+      double l = 0;
+      for (int s = s0; s <= t; s++) l += (pd[s] = exp(pd[s] - m));
+      if (sinks) l += exp((double)sk[h] - m);
+      for (int d = 0; d < Dv; d++) {
+        double o = 0;
+        for (int s = s0; s <= t; s++) o += pd[s] / l * f16v(v[((size_t)s * Hkv + hk) * Dv + d]);
+        r64[qi * Dv + d] = o;
+      }
+    }
+  }
+  Cmp c;
+  for (size_t qi = 0; qi < rows.size(); qi++)
+    for (int d = 0; d < Dv; d++) {
+      const size_t gi = (size_t)rows[qi] * Dv + d;
+      cmp16(c, (long long)gi, g[gi], r16[qi * Dv + d]);
+      f64_16(c, g[gi], r64[qi * Dv + d]);
+    }
+  double flops = 0;
+  for (int t = 0; t < T; t++) flops += (double)(t - ld_attn_first_key(t, window) + 1) * Hq * (2.0 * D + 2.0 * Dv);
+  char sh[80];
+  snprintf(sh, sizeof sh, "T%d Hq%d Hkv%d D%d Dv%d w%d%s", T, Hq, Hkv, D, Dv, window, sinks ? " sink" : "");
+  row("attention", sh, "f16", c, sample_rows > 0, ms, 2.0 * T * (Hq * D + Hkv * D + Hkv * Dv + Hq * Dv), flops);
+}
+
+static void case_softmax(int rows, int n, bool sinks) {
+  const std::vector<float> z = rand_f32((size_t)rows * n, -30.0, 30.0, 81 + n);
+  const std::vector<float> sk = rand_f32(rows, -10.0, 40.0, 82);
+  DBuf<float> dz(z), ds(sk);
+  DBuf<uint16_t> dy((size_t)rows * n);
+  LdSoftmaxArgs a{dz.p, sinks ? ds.p : nullptr, dy.p, rows, n};
+  const LdLaunch L = ld_plan_softmax(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_softmax, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::softmax(z.data(), sinks ? sk.data() : nullptr, rows, n, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  for (int rr = 0; rr < rows; rr += std::max(1, rows / 256)) {
+    double m = sinks ? (double)sk[rr] : -INFINITY, l = 0;
+    for (int i = 0; i < n; i++) m = std::max(m, (double)z[(size_t)rr * n + i]);
+    for (int i = 0; i < n; i++) l += exp((double)z[(size_t)rr * n + i] - m);
+    if (sinks) l += exp((double)sk[rr] - m);
+    for (int i = 0; i < n; i++) f64_16(c, g[(size_t)rr * n + i], exp((double)z[(size_t)rr * n + i] - m) / l);
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "rows %d n %d%s", rows, n, sinks ? " sink" : "");
+  row("softmax", sh, "f16", c, false, ms, 6.0 * rows * n, 0);
+}
+
+static void case_swiglu(long long n, float limit, bool sweep) {
+  std::vector<uint16_t> g, u;
+  if (sweep) {  // every f16 gate value, up = 1: SiLU through ld_expf over the whole domain
+    n = 65536;
+    g.resize(n);
+    u.assign(n, 0x3C00);
+    for (long long i = 0; i < n; i++) g[i] = (uint16_t)i;
+  } else {
+    g = rand_f16(n, 12.0, 91);
+    u = rand_f16(n, 12.0, 92);
+    g[0] = 0x7E00;  // NaN passes the clamp
+    u[1] = 0xFE00;
+  }
+  DBuf<uint16_t> dg(g), du(u), dy(n);
+  LdSwigluArgs a{dg.p, du.p, dy.p, n, limit};
+  const LdLaunch L = ld_plan_swiglu(&a);
+  const double ms = sweep ? 0 : time_ms([&] { LAUNCH(ld_swiglu, L, a); });
+  if (sweep) {
+    LAUNCH(ld_swiglu, L, a);
+    CK(hipDeviceSynchronize());
+  }
+  const std::vector<uint16_t> gy = dy.down();
+  std::vector<uint16_t> r(n);
+  ldref::swiglu(g.data(), u.data(), n, limit, r.data());
+  Cmp c;
+  for (long long i = 0; i < n; i++) {
+    cmp16(c, i, gy[i], r[i]);
+    if (sweep || i % 3 == 0) {
+      double gv = f16v(g[i]), uv = f16v(u[i]);
+      if (limit > 0) {
+        gv = std::min(gv, (double)limit);
+        uv = std::max(std::min(uv, (double)limit), -(double)limit);
+      }
+      f64_16(c, gy[i], gv / (1.0 + exp(-gv)) * uv);
+    }
+  }
+  char sh[48];
+  if (sweep) snprintf(sh, sizeof sh, "all f16 gates, up 1");
+  else snprintf(sh, sizeof sh, "n %lld limit %g", n, (double)limit);
+  row("swiglu", sh, "f16", c, false, ms, 6.0 * n, 0);
+}
+
+static void case_add(long long n) {
+  const std::vector<uint16_t> x = rand_f16(n, 60000.0, 95), y = rand_f16(n, 60000.0, 96);
+  DBuf<uint16_t> dx(x), dy(y), dz(n);
+  LdAddArgs a{dx.p, dy.p, dz.p, n};
+  const LdLaunch L = ld_plan_add(&a);
+  const double ms = time_ms([&] { LAUNCH(ld_add, L, a); });
+  const std::vector<uint16_t> g = dz.down();
+  std::vector<uint16_t> r(n);
+  ldref::add(x.data(), y.data(), n, r.data());
+  Cmp c;
+  for (long long i = 0; i < n; i++) {
+    cmp16(c, i, g[i], r[i]);
+    if (i % 3 == 0) f64_16(c, g[i], f16v(x[i]) + f16v(y[i]));
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "n %lld", n);
+  row("add", sh, "f16", c, false, ms, 6.0 * n, 0);
+}
+
+static void case_mul_scalar(long long n, float sc) {
+  const std::vector<uint16_t> x = rand_f16(n, 60000.0, 97);
+  DBuf<uint16_t> dx(x), dz(n);
+  LdMulScalarArgs a{dx.p, dz.p, n, sc};
+  const LdLaunch L = ld_plan_mul_scalar(&a);
+  const double ms = time_ms([&] { LAUNCH(ld_mul_scalar, L, a); });
+  const std::vector<uint16_t> g = dz.down();
+  std::vector<uint16_t> r(n);
+  ldref::mul_scalar(x.data(), n, sc, r.data());
+  Cmp c;
+  for (long long i = 0; i < n; i++) {
+    cmp16(c, i, g[i], r[i]);
+    if (i % 3 == 0) f64_16(c, g[i], f16v(x[i]) * (double)sc);
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "n %lld s %g", n, (double)sc);
+  row("mul_scalar", sh, "f16", c, false, ms, 4.0 * n, 0);
+}
+
+static void case_moe(int T, int topk, int E, int D) {
+  // Route each token to topk distinct experts, then lay rows out expert-major (as device-hip/deepseek_v4/moe.ts).
+  Rng rg(101);
+  std::vector<std::vector<int>> by_expert(E);
+  for (int t = 0; t < T; t++) {
+    std::vector<int> ids;
+    while ((int)ids.size() < topk) {
+      const int e = (int)(rg.next() % (uint64_t)E);
+      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+    }
+    for (int e : ids) by_expert[e].push_back(t);
+  }
+  std::vector<int32_t> tok;
+  for (int e = 0; e < E; e++)
+    for (int t : by_expert[e]) tok.push_back(t);
+  const int R = (int)tok.size();
+  const std::vector<uint16_t> x = rand_f16((size_t)T * D, 4.0, 102), yr = rand_f16((size_t)R * D, 4.0, 103);
+  const std::vector<uint16_t> sh = rand_f16((size_t)T * D, 4.0, 104);
+  std::vector<int32_t> start(T + 1), rows(R);
+  ldref::moe_csr(tok.data(), R, T, start.data(), rows.data());
+  DBuf<uint16_t> dx(x), dg((size_t)R * D), dyr(yr), dsh(sh), dout((size_t)T * D);
+  DBuf<int32_t> dtok(tok), dst(start), drows(rows);
+  {
+    LdMoeGatherArgs a{dx.p, dtok.p, dg.p, R, D};
+    const LdLaunch L = ld_plan_moe_gather(&a);
+    const double ms = time_ms([&] { LAUNCH(ld_moe_gather, L, a); });
+    const std::vector<uint16_t> g = dg.down();
+    std::vector<uint16_t> r((size_t)R * D);
+    ldref::moe_gather(x.data(), tok.data(), R, D, r.data());
+    Cmp c;
+    for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+    char s[64];
+    snprintf(s, sizeof s, "T%d top%d E%d D%d (R %d)", T, topk, E, D, R);
+    row("moe_gather", s, "f16", c, false, ms, 4.0 * R * D, 0);
+  }
+  {
+    LdMoeCombineArgs a{dyr.p, dst.p, drows.p, dsh.p, dout.p, T, D};
+    const LdLaunch L = ld_plan_moe_combine(&a);
+    const double ms = time_ms([&] { LAUNCH(ld_moe_combine, L, a); });
+    const std::vector<uint16_t> g = dout.down();
+    std::vector<uint16_t> r((size_t)T * D);
+    ldref::moe_combine(yr.data(), start.data(), rows.data(), sh.data(), T, D, r.data());
+    Cmp c;
+    for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+    for (int t = 0; t < T; t += 7)
+      for (int i = 0; i < D; i++) {
+        double s = f16v(sh[(size_t)t * D + i]);
+        for (int j = start[t]; j < start[t + 1]; j++) s += f16v(yr[(size_t)rows[j] * D + i]);
+        f64_16(c, g[(size_t)t * D + i], s);
+      }
+    char s[64];
+    snprintf(s, sizeof s, "T%d top%d D%d (R %d)", T, topk, D, R);
+    row("moe_combine", s, "f16", c, false, ms, 2.0 * R * D + 4.0 * T * D, 0);
+  }
+}
+
+static void sinkhorn_f64(double* C, int hc, int iters, double eps) {
+  for (int j = 0; j < hc; j++) {
+    double m = C[j * hc], s = 0;
+    for (int k = 1; k < hc; k++) m = std::max(m, C[j * hc + k]);
+    for (int k = 0; k < hc; k++) s += (C[j * hc + k] = exp(C[j * hc + k] - m));
+    for (int k = 0; k < hc; k++) C[j * hc + k] = C[j * hc + k] / s + eps;
+  }
+  for (int it = 0; it < iters; it++) {
+    if (it > 0)
+      for (int j = 0; j < hc; j++) {
+        double s = 0;
+        for (int k = 0; k < hc; k++) s += C[j * hc + k];
+        for (int k = 0; k < hc; k++) C[j * hc + k] /= (s + eps);
+      }
+    for (int k = 0; k < hc; k++) {
+      double s = 0;
+      for (int j = 0; j < hc; j++) s += C[j * hc + k];
+      for (int j = 0; j < hc; j++) C[j * hc + k] /= (s + eps);
+    }
+  }
+}
+
+static void case_sinkhorn(int T, int hc, int iters) {
+  const float eps = 1e-6f;
+  const std::vector<float> A = rand_f32((size_t)T * hc * hc, -6.0, 6.0, 111);
+  DBuf<float> dA(A), dC(A.size());
+  LdSinkhornArgs a{dA.p, dC.p, T, hc, iters, eps};
+  const LdLaunch L = ld_plan_sinkhorn(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_sinkhorn, L, a); });
+  const std::vector<float> g = dC.down();
+  std::vector<float> r(A.size());
+  ldref::sinkhorn(A.data(), T, hc, iters, eps, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp32(c, (long long)i, g[i], r[i]);
+  std::vector<double> m((size_t)hc * hc);
+  for (int t = 0; t < T; t += 13) {
+    for (int i = 0; i < hc * hc; i++) m[i] = A[(size_t)t * hc * hc + i];
+    sinkhorn_f64(m.data(), hc, iters, (double)eps);
+    for (int i = 0; i < hc * hc; i++) f64_32(c, g[(size_t)t * hc * hc + i], m[i]);
+  }
+  char sh[48];
+  snprintf(sh, sizeof sh, "T%d hc%d iters%d", T, hc, iters);
+  row("sinkhorn", sh, "f32", c, false, ms, 8.0 * T * hc * hc, 0);
+}
+
+static std::string g_only;
+static bool g_no_ceilings = false;  // --no-ceilings: skip the copy/FMA measurements (HIP-CPU runs)  // --only=<substring>: run the cases whose op name contains it
+static bool want(const char* op) { return g_only.empty() || std::string(op).find(g_only) != std::string::npos; }
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a.rfind("--only=", 0) == 0) g_only = a.substr(7);
+    else if (a == "--no-ceilings") g_no_ceilings = true;
+  }
+  int count = 0;
+  if (hipGetDeviceCount(&count) != hipSuccess || count == 0) {
+    fprintf(stderr, "device_check: no GPU (%s runtime reports %d devices)\n", LD_PLATFORM_NAME, count);
+    return 2;
+  }
+  hipDeviceProp_t p;
+  CK(hipGetDeviceProperties(&p, 0));
+  int rt = 0, drv = 0;
+  (void)hipRuntimeGetVersion(&rt);
+  (void)hipDriverGetVersion(&drv);
+  printf("device_check (%s build): %s, %d multiprocessors, %.1f GiB; runtime %d, driver %d; host threads %d\n",
+         LD_PLATFORM_NAME, p.name, p.multiProcessorCount, p.totalGlobalMem / 1073741824.0, rt, drv,
+#ifdef _OPENMP
+         omp_get_max_threads()
+#else
+         1
+#endif
+  );
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!g_no_ceilings) ceilings(p.multiProcessorCount);
+  header();
+  const int S = quick ? 8 : 1;  // --quick: smaller shapes
+
+  if (want("widen")) case_widen();
+  if (want("dequant_mxfp4")) case_dequant_mxfp4(8192 / S, 8192 / S, 0, true, "dequant_mxfp4");
+  if (want("dequant_mxfp4")) for (int f = 1; f <= 6; f++) case_dequant_mxfp4(96, 320, f, false, "dequant_mxfp4");
+  if (want("dequant_fp8")) case_dequant_fp8(8192 / S, 8192 / S, 128, 128, false, 0, true, "dequant_fp8");
+  if (want("dequant_fp8")) case_dequant_fp8(1000, 1000, 128, 128, true, 0, true, "dequant_fp8");
+  if (want("dequant_fp8")) for (int f = 1; f <= 6; f++) case_dequant_fp8(300, 260, 128, 128, f % 2 == 0, f, false, "dequant_fp8");
+  if (want("dequant_plain")) case_dequant_plain(2, 4096 / S, 4096);
+  if (want("dequant_plain")) case_dequant_plain(4, 4096 / S, 4096);
+
+  if (want("gemm_f16 tiled")) case_gemm(2048 / S, 4096, 4096, LD_W_F16, false, 0, 8192, false, "gemm_f16 tiled");
+  if (want("gemm_f16 tiled")) case_gemm(67, 1001, 129, LD_W_F16, false, 0, 0, false, "gemm_f16 tiled");
+  if (want("gemm_f16 tiled")) case_gemm(67, 1001, 129, LD_W_F16, true, 0, 0, false, "gemm_f16 tiled");
+  if (want("gemm_f16 tiled")) case_gemm(20, 45, 6, LD_W_F16, false, 0, 0, true, "gemm_f16 tiled");
+  if (want("gemm_f16 skinny")) case_gemm(1, 4096, 8192 / S, LD_W_F16, false, 0, 0, false, "gemm_f16 skinny");
+  if (want("gemm_f16 skinny")) case_gemm(8, 4096, 8192 / S, LD_W_F16, false, 0, 0, false, "gemm_f16 skinny");
+  if (want("gemm_f16 skinny")) case_gemm(3, 1037, 77, LD_W_F16, true, 0, 0, false, "gemm_f16 skinny");
+  if (want("gemm_f16 skinny")) case_gemm(4, 45, 6, LD_W_F16, false, 0, 0, true, "gemm_f16 skinny");
+  if (want("gemm_mxfp4 fused skinny")) case_gemm(1, 4096, 8192 / S, LD_W_MXFP4, false, 0, 0, false, "gemm_mxfp4 fused skinny");
+  if (want("gemm_mxfp4 fused skinny")) case_gemm(8, 4096, 8192 / S, LD_W_MXFP4, false, 0, 0, false, "gemm_mxfp4 fused skinny");
+  if (want("gemm_mxfp4 fused tiled")) case_gemm(2048 / S, 4096, 4096, LD_W_MXFP4, false, 0, 8192, false, "gemm_mxfp4 fused tiled");
+  if (want("gemm_mxfp4 fused tiled")) case_gemm(40, 512, 100, LD_W_MXFP4, false, 2, 0, false, "gemm_mxfp4 fused tiled");
+  if (want("gemm_mxfp4 fused skinny")) case_gemm(5, 512, 100, LD_W_MXFP4, true, 4, 0, false, "gemm_mxfp4 fused skinny");
+
+  if (want("rmsnorm")) case_rmsnorm(4096 / S, 4096);
+  if (want("rmsnorm")) case_rmsnorm(5, 1000);
+  if (want("rope")) case_rope(4096 / S, 32, 128, 0, 128, 0);
+  if (want("rope")) case_rope(1024 / S, 16, 512, 448, 64, 1);
+  if (want("rope")) case_rope(3, 4, 10, 2, 6, 0);
+  if (want("attention")) case_attention(1024 / S, 32, 8, 128, 128, 0, false, 1024);
+  if (want("attention")) case_attention(2048 / S, 16, 1, 512, 512, 128, true, 512);
+  if (want("attention")) case_attention(37, 8, 2, 64, 64, 0, false, 0);
+  if (want("attention")) case_attention(20, 4, 1, 36, 20, 5, true, 0);
+  if (want("softmax")) case_softmax(4096 / S, 4096, true);
+  if (want("softmax")) case_softmax(100, 1000, false);
+  if (want("swiglu")) case_swiglu(0, 0.0f, true);
+  if (want("swiglu")) case_swiglu(32ll * 1024 * 1024 / S, 7.0f, false);
+  if (want("add")) case_add(32ll * 1024 * 1024 / S);
+  if (want("mul_scalar")) case_mul_scalar(1 << 20, 0.3f);
+  if (want("moe")) case_moe(4096 / S, 6, 64, 4096);
+  if (want("sinkhorn")) case_sinkhorn(65536 / S, 4, 20);
+
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("\n%d cases, %d with bit differences from the host reference (= emulation numerics); %.1f s\n", g_rows, g_fail, secs);
+  return g_fail == 0 ? 0 : 1;
+}

@@ -1,0 +1,241 @@
+/*
+ * ld_kernel_args.h — the ABI between the HIP kernels (device-hip/kernels, one `extern "C"` entry point per op
+ * and variant, each taking ONE argument struct by value) and whoever launches them: the `hip` backend's
+ * module loader (device-hip/hip, hipModuleGetFunction + hipModuleLaunchKernel with kernelParams = {&args})
+ * and the device check (device-hip/check/device_check.hip, triple-chevron launches through hip_to_cuda.h).
+ *
+ * Plain C, no HIP/CUDA headers: it compiles in the N-API addon (g++), in hipcc and in nvcc. The launch plan
+ * of every op (which kernel, grid, block, dynamic shared memory) lives here too, so the backend and the
+ * device check launch the same kernels the same way.
+ */
+#ifndef LD_KERNEL_ARGS_H
+#define LD_KERNEL_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LD_THREADS 256 /* every kernel's block size (a multiple of 64: whole wavefronts on CDNA2, warps on CUDA) */
+
+/* GEMM tiling (gemm.hip) */
+#define LD_GT_BM 64  /* x rows per block */
+#define LD_GT_BN 64  /* W rows (outputs) per block */
+#define LD_GT_BK 32  /* k slice staged in shared memory; a multiple of LD_LANES so lane = k & 7 stays static */
+#define LD_GS_OUT 32 /* skinny GEMM: outputs per block (8 lane-threads each) */
+#define LD_GS_MAXM 8 /* skinny GEMM serves m <= 8 (decode); larger m uses the tiled kernel */
+
+#define LD_HC_MAX 8  /* Sinkhorn: hc <= 8 (DeepSeek-V4 uses 4) */
+#define LD_ATTN_MAX_SHMEM 65536 /* LDS per workgroup on gfx90a; attention/softmax rows must fit */
+
+typedef enum ld_wfmt { LD_W_F16 = 0, LD_W_MXFP4 = 1 } ld_wfmt;
+
+/* dequant: kind 0 mxfp4 (w packed [out, in/2], scale E8M0 [out, in/32]), 1 fp8-block (w E4M3 [out, in],
+ * scale [ceil(out/bo), ceil(in/bi)] E8M0 bytes or LE f32), 2 bf16, 3 f16, 4 f32 (w little-endian bytes). */
+typedef struct LdDequantArgs {
+  const uint8_t* w;
+  const uint8_t* scale;
+  uint16_t* y;
+  int kind, scale_is_f32, out, in, block_out, block_in, fault;
+} LdDequantArgs;
+
+/* y[i, j] = f16(alpha·dot(x[i, :], W[j, :])) (y16) or the f32 dot (y32; the other pointer NULL).
+ * W is f16 [n, k] (w) or, fused, MXFP4 packed [n, k/2] + E8M0 [n, k/32] (wq, wscale; k % 32 == 0). */
+typedef struct LdGemmArgs {
+  const uint16_t* x;
+  const uint16_t* w;
+  const uint8_t* wq;
+  const uint8_t* wscale;
+  uint16_t* y16;
+  float* y32;
+  int m, k, n, wfmt, fault;
+  float alpha;
+} LdGemmArgs;
+
+typedef struct LdRmsnormArgs {
+  const uint16_t* x;
+  const uint16_t* w;
+  uint16_t* y;
+  int rows, dim;
+  float eps;
+} LdRmsnormArgs;
+
+typedef struct LdRopeArgs {
+  const uint16_t* x;
+  const float* cos;
+  const float* sin;
+  uint16_t* y;
+  int tokens, heads, head_dim, rot_offset, rot_dim, interleaved;
+} LdRopeArgs;
+
+typedef struct LdAttentionArgs {
+  const uint16_t* q;
+  const uint16_t* k;
+  const uint16_t* v;
+  const float* sinks; /* [Hq] or NULL */
+  uint16_t* y;
+  int T, Hq, Hkv, D, Dv, window;
+  float scale;
+} LdAttentionArgs;
+
+/* Row softmax as the attention kernels do it: P = f16(e_i / l), e_i = ld_expf(z_i − m), m = max(z, sink),
+ * l = sequential sum + ld_expf(sink − m) last. z f32 [rows, n], sinks f32 [rows] or NULL. */
+typedef struct LdSoftmaxArgs {
+  const float* z;
+  const float* sinks;
+  uint16_t* y;
+  int rows, n;
+} LdSoftmaxArgs;
+
+typedef struct LdSwigluArgs {
+  const uint16_t* g;
+  const uint16_t* u;
+  uint16_t* y;
+  long long n;
+  float limit;
+} LdSwigluArgs;
+
+typedef struct LdAddArgs {
+  const uint16_t* a;
+  const uint16_t* b;
+  uint16_t* y;
+  long long n;
+} LdAddArgs;
+
+typedef struct LdMulScalarArgs {
+  const uint16_t* a;
+  uint16_t* y;
+  long long n;
+  float s;
+} LdMulScalarArgs;
+
+/* MoE gather: y[r, :] = x[token[r], :] (rows into expert order). */
+typedef struct LdMoeGatherArgs {
+  const uint16_t* x;
+  const int32_t* token;
+  uint16_t* y;
+  int R, D;
+} LdMoeGatherArgs;
+
+/* MoE combine (scatter back): out[t, i] = f16((Σ_{j in start[t]..start[t+1]} y[rows[j], i]) + shared[t, i]). */
+typedef struct LdMoeCombineArgs {
+  const uint16_t* y;
+  const int32_t* start; /* [T + 1] */
+  const int32_t* rows;  /* [R] row ids grouped by token, increasing within a token */
+  const uint16_t* shared;
+  uint16_t* out;
+  int T, D;
+} LdMoeCombineArgs;
+
+/* Sinkhorn of T hc×hc matrices (ld_sinkhorn_f32): A f32 [T, hc, hc] → C f32 [T, hc, hc]. */
+typedef struct LdSinkhornArgs {
+  const float* A;
+  float* C;
+  int T, hc, iters;
+  float eps;
+} LdSinkhornArgs;
+
+/* Self-check of the fast f16 widening: y[h] = bits(ld_widen_f16(h)) for h < 65536. */
+typedef struct LdWidenCheckArgs {
+  uint32_t* y;
+} LdWidenCheckArgs;
+
+/* ---------------------------------------------------------------------------------------------------
+ * Launch plans
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct LdLaunch {
+  const char* kernel; /* extern "C" name in the code object; NULL = the op cannot run on the GPU (msg says why) */
+  unsigned grid_x, grid_y, block_x;
+  unsigned shmem;
+  const char* msg;
+} LdLaunch;
+
+static inline unsigned ld_div_up(long long a, long long b) { return (unsigned)((a + b - 1) / b); }
+
+static inline LdLaunch ld_launch(const char* kernel, unsigned gx, unsigned gy, unsigned shmem) {
+  LdLaunch l;
+  l.kernel = kernel;
+  l.grid_x = gx;
+  l.grid_y = gy;
+  l.block_x = LD_THREADS;
+  l.shmem = shmem;
+  l.msg = 0;
+  return l;
+}
+
+static inline LdLaunch ld_launch_fail(const char* msg) {
+  LdLaunch l = ld_launch(0, 0, 0, 0);
+  l.msg = msg;
+  return l;
+}
+
+/* Elementwise kernels: one grid-stride loop; 4 waves of blocks over the elements, capped. */
+static inline unsigned ld_elem_blocks(long long n) {
+  unsigned b = ld_div_up(n, LD_THREADS);
+  return b > 65535u * 16u ? 65535u * 16u : (b == 0 ? 1u : b);
+}
+
+/* The MXFP4 dequant kernel fills a per-block value table first: at most LD_TABLE_BLOCKS blocks, so the
+ * fill is amortized over many elements per thread (grid-stride). */
+#define LD_TABLE_BLOCKS 1024u
+static inline unsigned ld_table_blocks(long long n) {
+  unsigned b = ld_elem_blocks(n);
+  return b > LD_TABLE_BLOCKS ? LD_TABLE_BLOCKS : b;
+}
+
+static inline LdLaunch ld_plan_dequant(const LdDequantArgs* a) {
+  long long n = (long long)a->out * a->in;
+  if (a->kind == 0) return ld_launch("ld_dequant_mxfp4", ld_table_blocks(n / 8), 1, 0);
+  if (a->kind == 1) return ld_launch("ld_dequant_fp8", ld_elem_blocks(ld_div_up(a->in, 8) * (long long)a->out), 1, 0);
+  return ld_launch("ld_dequant_plain", ld_elem_blocks(n), 1, 0);
+}
+
+static inline LdLaunch ld_plan_gemm(const LdGemmArgs* a) {
+  if (a->wfmt == LD_W_MXFP4 && a->k % 32 != 0) return ld_launch_fail("mxfp4 GEMM needs k % 32 == 0");
+  if (a->m <= LD_GS_MAXM) {
+    static const char* const f16[] = {"ld_gemm_skinny_f16_1", "ld_gemm_skinny_f16_2", "ld_gemm_skinny_f16_4", "ld_gemm_skinny_f16_8"};
+    static const char* const mx[] = {"ld_gemm_skinny_mxfp4_1", "ld_gemm_skinny_mxfp4_2", "ld_gemm_skinny_mxfp4_4", "ld_gemm_skinny_mxfp4_8"};
+    int v = a->m <= 1 ? 0 : a->m <= 2 ? 1 : a->m <= 4 ? 2 : 3;
+    return ld_launch(a->wfmt == LD_W_MXFP4 ? mx[v] : f16[v], ld_div_up(a->n, LD_GS_OUT), 1, 0);
+  }
+  return ld_launch(a->wfmt == LD_W_MXFP4 ? "ld_gemm_tiled_mxfp4" : "ld_gemm_tiled_f16", ld_div_up(a->n, LD_GT_BN),
+                   ld_div_up(a->m, LD_GT_BM), 0);
+}
+
+static inline LdLaunch ld_plan_rmsnorm(const LdRmsnormArgs* a) {
+  return ld_launch("ld_rmsnorm", ld_div_up(a->rows, LD_THREADS / 8), 1, 0);
+}
+
+static inline LdLaunch ld_plan_rope(const LdRopeArgs* a) {
+  return ld_launch("ld_rope", ld_elem_blocks((long long)a->tokens * a->heads * a->head_dim), 1, 0);
+}
+
+/* One workgroup per (query, head): q widened [D], the visible scores [min(T, window)], a 256-float max tree,
+ * the denominator. */
+static inline LdLaunch ld_plan_attention(const LdAttentionArgs* a) {
+  long long nvis = a->window > 0 && a->window < a->T ? a->window : a->T;
+  long long bytes = 4 * ((long long)a->D + nvis + LD_THREADS + 4);
+  if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("attention: D + visible keys exceed the 64 KiB of LDS a workgroup has");
+  return ld_launch("ld_attention", (unsigned)a->T * (unsigned)a->Hq, 1, (unsigned)bytes);
+}
+
+static inline LdLaunch ld_plan_softmax(const LdSoftmaxArgs* a) {
+  long long bytes = 4 * ((long long)a->n + LD_THREADS + 4);
+  if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("softmax: row longer than the 64 KiB of LDS a workgroup has");
+  return ld_launch("ld_softmax", (unsigned)a->rows, 1, (unsigned)bytes);
+}
+
+static inline LdLaunch ld_plan_swiglu(const LdSwigluArgs* a) { return ld_launch("ld_swiglu", ld_elem_blocks(a->n), 1, 0); }
+static inline LdLaunch ld_plan_add(const LdAddArgs* a) { return ld_launch("ld_add", ld_elem_blocks(a->n), 1, 0); }
+static inline LdLaunch ld_plan_mul_scalar(const LdMulScalarArgs* a) { return ld_launch("ld_mul_scalar", ld_elem_blocks(a->n), 1, 0); }
+static inline LdLaunch ld_plan_moe_gather(const LdMoeGatherArgs* a) {
+  return ld_launch("ld_moe_gather", ld_elem_blocks((long long)a->R * a->D), 1, 0);
+}
+static inline LdLaunch ld_plan_moe_combine(const LdMoeCombineArgs* a) {
+  return ld_launch("ld_moe_combine", ld_elem_blocks((long long)a->T * a->D), 1, 0);
+}
+static inline LdLaunch ld_plan_sinkhorn(const LdSinkhornArgs* a) {
+  if (a->hc < 1 || a->hc > LD_HC_MAX) return ld_launch_fail("sinkhorn: hc must be 1..8");
+  return ld_launch("ld_sinkhorn", ld_div_up(a->T, LD_THREADS), 1, 0);
+}
+static inline LdLaunch ld_plan_widen_check(void) { return ld_launch("ld_widen_check", 65536 / LD_THREADS, 1, 0); }
+
+#endif /* LD_KERNEL_ARGS_H */

@@ -1,0 +1,286 @@
+/**
+ * The HIP kernels' host-side expected values (device-hip/kernels/ld_host_ref.h, through the ld_hip addon's ref*
+ * functions) against the `emulated` backend (ld_device), bit for bit, on seeded random inputs. The device check
+ * (scripts/device-check.sh) holds GPU == host reference on real hardware; this holds host reference == emulation
+ * on every CI run, so GPU == emulation. Also: the hip backend's probe and its messages on a machine without an
+ * AMD GPU, and guard-element / NaN-Inf-first checks for the emulation ops whose element math moved into
+ * ld_numerics.h for the kernels (rmsnorm, rope, swiglu, add, mulScalar, attention, MXFP4 nibbles).
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../binding.js';
+import { type HipAddon, hipProblem, loadHipAddon, probeHip } from '../hip/hip_native.js';
+import { selectBackend } from '../../harness/runner/backend.js';
+import { InputError } from '../../harness/errors.js';
+import { cli } from '../../harness/test/cli.js';
+import { sinkhornModel } from './deepseek_model.js';
+import { countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, ldExpf, randomBytes, randomF16, rng, toF16 } from './model.js';
+
+let N: DeviceNative;
+let K: DeepseekNative;
+let H: HipAddon;
+beforeAll(() => {
+  N = loadDeviceNative();
+  K = loadDeepseekNative();
+  const h = loadHipAddon();
+  if (h === null) throw new Error('ld_hip addon not built: run npm run build:native');
+  H = h;
+});
+
+function same16(got: Uint16Array, want: Uint16Array, what: string): void {
+  const i = firstF16Mismatch(got, want);
+  expect(i, i < 0 ? what : `${what}: first mismatch at ${i}: 0x${got[i]?.toString(16)} vs 0x${want[i]?.toString(16)}`).toBe(-1);
+}
+
+/** A copy of `a` inside a larger buffer of guard values; `intact()` says the guards and the copy are unchanged. */
+function guarded<T extends Uint8Array | Uint16Array | Float32Array>(a: T, pad = 11): { view: T; intact: () => boolean } {
+  const Ctor = a.constructor as { new (n: number): T };
+  const big = new Ctor(a.length + 2 * pad);
+  const g = a instanceof Float32Array ? -777.25 : a instanceof Uint8Array ? 0xa5 : 0x7e5a;
+  big.fill(g);
+  big.set(a, pad);
+  const view = big.subarray(pad, pad + a.length) as T;
+  return {
+    view,
+    intact: () => {
+      for (let i = 0; i < pad; i++) if (big[i] !== g || big[big.length - 1 - i] !== g) return false;
+      for (let i = 0; i < a.length; i++) if (!Object.is(view[i], a[i])) return false;
+      return true;
+    },
+  };
+}
+
+describe('host reference of the HIP kernels == emulation', () => {
+  it('dequant mxfp4 (every fault code), fp8-block (E8M0 and F32 scales, every fault), bf16, f32', () => {
+    const rand = rng(4001);
+    const out = 40, inD = 96;
+    const w = randomBytes(rand, (out * inD) / 2), s = Uint8Array.from(randomBytes(rand, (out * inD) / 32), (b) => 112 + (b % 30));
+    s[3] = 0xff; // NaN scale
+    for (let f = 0; f <= 6; f++) same16(H.refDequantToF16(0, w, s, false, out, inD, 1, 32, f), N.dequantToF16(0, w, s, false, out, inD, 1, 32, f), `mxfp4 fault ${f}`);
+    const w8 = randomBytes(rand, 130 * 200);
+    const s8 = Uint8Array.from(randomBytes(rand, 2 * 2), (b) => 118 + (b % 12));
+    const sf = new Uint8Array(new Float32Array([0.002, 0.0031, 1e-4, 0.5]).buffer);
+    for (let f = 0; f <= 6; f++) {
+      same16(H.refDequantToF16(1, w8, s8, false, 130, 200, 128, 128, f), N.dequantToF16(1, w8, s8, false, 130, 200, 128, 128, f), `fp8 e8m0 fault ${f}`);
+      same16(H.refDequantToF16(1, w8, sf, true, 130, 200, 128, 128, f), N.dequantToF16(1, w8, sf, true, 130, 200, 128, 128, f), `fp8 f32 fault ${f}`);
+    }
+    const b = randomBytes(rand, 2 * 3000), f4 = new Uint8Array(new Float32Array(Array.from({ length: 3000 }, () => (rand() - 0.5) * 140000)).buffer);
+    same16(H.refDequantToF16(2, b, null, false, 30, 100, 1, 1, 0), N.dequantToF16(2, b, null, false, 30, 100, 1, 1, 0), 'bf16');
+    same16(H.refDequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), N.dequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), 'f32');
+  });
+
+  const GEMM: Array<[number, number, number]> = [[1, 4096, 33], [8, 1037, 20], [67, 1001, 29], [3, 7, 5], [17, 64, 9]];
+  GEMM.forEach(([m, k, n], c) => {
+    it(`gemm m=${m} k=${k} n=${n}: f16 and f32 outputs`, () => {
+      const rand = rng(4100 + c);
+      const x = randomF16(rand, m * k, 2), w = randomF16(rand, n * k, 0.5);
+      same16(H.refGemmF16(x, w, m, k, n, 0.3), N.gemmF16(x, w, m, k, n, 0.3), 'f16 out');
+      expect(firstF32Mismatch(H.refGemmF16F32(x, w, m, k, n), N.gemmF16F32(x, w, m, k, n)), 'f32 out').toBe(-1);
+    });
+  });
+
+  it('gemm with NaN/Inf inputs and FP16 overflow (alpha 2^16)', () => {
+    const rand = rng(4200);
+    const m = 4, k = 45, n = 6;
+    const x = randomF16(rand, m * k, 4), w = randomF16(rand, n * k, 4);
+    x[3] = 0x7c00;
+    w[2 * k + 5] = 0x7e00;
+    const got = H.refGemmF16(x, w, m, k, n, 65536);
+    expect(countNonFinite16(got)).toBeGreaterThan(0);
+    same16(got, N.gemmF16(x, w, m, k, n, 65536), 'specials');
+  });
+
+  it('fused MXFP4 GEMM == dequant then gemm (faults 0, 2 nibble-swap, 4 scale-axis, 6 e8m0-as-int)', () => {
+    const rand = rng(4300);
+    for (const [m, k, n] of [[1, 512, 40], [9, 256, 17]] as const) {
+      const x = randomF16(rand, m * k, 1);
+      const q = randomBytes(rand, (n * k) / 2), s = Uint8Array.from(randomBytes(rand, (n * k) / 32), (b) => 118 + (b % 9));
+      for (const f of [0, 2, 4, 6]) {
+        const w16 = N.dequantToF16(0, q, s, false, n, k, 1, 32, f);
+        same16(H.refGemmMxfp4F16(x, q, s, m, k, n, 0.5, f), N.gemmF16(x, w16, m, k, n, 0.5), `m=${m} fault ${f}`);
+      }
+    }
+  });
+
+  it('rmsnorm, rope (half, interleaved with offset), swiglu (clamp), add, mulScalar', () => {
+    const rand = rng(4400);
+    const x = randomF16(rand, 7 * 1000, 3), w = randomF16(rand, 1000, 1.5);
+    same16(H.refRmsnormF16(x, w, 7, 1000, 1e-6), N.rmsnormF16(x, w, 7, 1000, 1e-6), 'rmsnorm');
+    for (const [T, Hh, D, off, rot, inter] of [[5, 3, 64, 0, 64, false], [4, 2, 512, 448, 64, true], [3, 4, 10, 2, 6, false]] as const) {
+      const half = rot / 2;
+      const xr = randomF16(rand, T * Hh * D, 8);
+      const cs = Float32Array.from({ length: T * half }, () => rand() * 2 - 1), sn = Float32Array.from({ length: T * half }, () => rand() * 2 - 1);
+      same16(H.refRopeF16(xr, cs, sn, T, Hh, D, off, rot, inter), N.ropeF16(xr, cs, sn, T, Hh, D, off, rot, inter), `rope ${D}/${off}/${rot}/${inter}`);
+    }
+    const g = randomF16(rand, 5000, 20), u = randomF16(rand, 5000, 20);
+    g[0] = 0x7e00;
+    u[1] = 0xfe00;
+    for (const lim of [0, 7, 10]) same16(H.refSwigluF16(g, u, lim), N.swigluF16(g, u, lim), `swiglu limit ${lim}`);
+    const a = randomF16(rand, 4001, 60000), b = randomF16(rand, 4001, 60000);
+    same16(H.refAddF16(a, b), N.addF16(a, b), 'add');
+    for (const sc of [0.3, 1e5, -2.5]) same16(H.refMulScalarF16(a, sc), N.mulScalarF16(a, sc), `mulScalar ${sc}`);
+  });
+
+  it('swiglu over every f16 gate value: ld_deepseek.h ld_swiglu_f32 (host ref) == ld_numerics.h ld_swiglu_clamp_f32 (emulation, kernels)', () => {
+    const g = Uint16Array.from({ length: 65536 }, (_, i) => i);
+    for (const upv of [0x3c00, 0xc500]) {
+      const u = new Uint16Array(65536).fill(upv);
+      for (const lim of [0, 7]) same16(H.refSwigluF16(g, u, lim), N.swigluF16(g, u, lim), `up 0x${upv.toString(16)} limit ${lim}`);
+    }
+  });
+
+  const ATT = [
+    { T: 37, Hq: 8, Hkv: 2, D: 64, Dv: 64, window: 0, sinks: false },
+    { T: 20, Hq: 4, Hkv: 1, D: 36, Dv: 20, window: 5, sinks: true },
+    { T: 9, Hq: 2, Hkv: 2, D: 512, Dv: 512, window: 128, sinks: true },
+  ];
+  for (const c of ATT) {
+    it(`attention T=${c.T} Hq=${c.Hq} Hkv=${c.Hkv} D=${c.D} Dv=${c.Dv} window=${c.window} sinks=${c.sinks}`, () => {
+      const rand = rng(4500 + c.T);
+      const q = randomF16(rand, c.T * c.Hq * c.D, 3), k = randomF16(rand, c.T * c.Hkv * c.D, 3), v = randomF16(rand, c.T * c.Hkv * c.Dv, 2);
+      const sinks = c.sinks ? Float32Array.from({ length: c.Hq }, () => (rand() - 0.5) * 8) : null;
+      const scale = 1 / Math.sqrt(c.D);
+      same16(H.refAttentionF16(q, k, v, c.T, c.Hq, c.Hkv, c.D, c.Dv, scale, c.window, sinks), N.attentionF16(q, k, v, c.T, c.Hq, c.Hkv, c.D, c.Dv, scale, c.window, sinks), 'attention');
+    });
+  }
+
+  it('softmax with and without a sink == the TypeScript model of the attention softmax (ld_expf, sequential sum, sink last)', () => {
+    const rand = rng(4600);
+    const rows = 6, n = 300;
+    const z = Float32Array.from({ length: rows * n }, () => (rand() - 0.5) * 60);
+    z[5] = -Infinity;
+    const sinks = Float32Array.from({ length: rows }, () => (rand() - 0.3) * 50);
+    for (const sk of [sinks, null]) {
+      const want = new Uint16Array(rows * n);
+      for (let r = 0; r < rows; r++) {
+        let m = sk !== null ? sk[r] : -Infinity;
+        for (let i = 0; i < n; i++) if (z[r * n + i] > m) m = z[r * n + i];
+        const e = Array.from({ length: n }, (_, i) => ldExpf(fr(z[r * n + i] - m)));
+        let l = 0;
+        for (const x of e) l = fr(l + x);
+        if (sk !== null) l = fr(l + ldExpf(fr(sk[r] - m)));
+        for (let i = 0; i < n; i++) want[r * n + i] = toF16(fr(e[i] / l));
+      }
+      same16(H.refSoftmaxF16(z, sk, rows, n), want, sk !== null ? 'with sink' : 'no sink');
+    }
+  });
+
+  it('MoE gather and combine (moeCombineF16), Sinkhorn (the DeepSeek model of ld_sinkhorn_f32)', () => {
+    const rand = rng(4700);
+    const T = 12, D = 40, rowToken = Int32Array.from([3, 0, 7, 3, 11, 0, 5, 5, 2, 9, 3, 1]);
+    const y = randomF16(rand, rowToken.length * D, 4), shared = randomF16(rand, T * D, 4);
+    same16(H.refMoeCombineF16(y, rowToken, shared, T, D), K.moeCombineF16(y, rowToken, shared, T, D), 'combine');
+    const x = randomF16(rand, T * D, 4);
+    const g = H.refMoeGatherF16(x, rowToken, T, D);
+    const want = new Uint16Array(rowToken.length * D);
+    rowToken.forEach((t, r) => want.set(x.subarray(t * D, (t + 1) * D), r * D));
+    same16(g, want, 'gather');
+    const hc = 4, iters = 20, Ts = 16;
+    const A = Float32Array.from({ length: Ts * hc * hc }, () => (rand() - 0.5) * 12);
+    const C = H.refSinkhornF32(A, Ts, hc, iters, 1e-6);
+    for (let t = 0; t < Ts; t++) {
+      const m = sinkhornModel(A.subarray(t * hc * hc, (t + 1) * hc * hc), hc, iters, 1e-6);
+      expect(firstF32Mismatch(C.subarray(t * hc * hc, (t + 1) * hc * hc), m), `token ${t}`).toBe(-1);
+    }
+  });
+});
+
+describe('emulation ops whose element math moved into ld_numerics.h: guards and NaN/Inf first', () => {
+  it('rmsnorm: an Inf in a row makes that row non-finite and leaves the others finite; views and guards intact', () => {
+    const rand = rng(4800);
+    const rows = 3, dim = 37;
+    const x = randomF16(rand, rows * dim, 2), w = randomF16(rand, dim, 1);
+    x[dim + 4] = 0x7c00;
+    const gx = guarded(x), gw = guarded(w);
+    const y = N.rmsnormF16(gx.view, gw.view, rows, dim, 1e-6);
+    expect(gx.intact() && gw.intact()).toBe(true);
+    expect(countNonFinite16(y.subarray(0, dim))).toBe(0);
+    expect(countNonFinite16(y.subarray(2 * dim))).toBe(0);
+    expect(countNonFinite16(y.subarray(dim, 2 * dim))).toBeGreaterThan(0);
+    same16(y, H.refRmsnormF16(x, w, rows, dim, 1e-6), 'vs host ref');
+  });
+
+  it('swiglu and mulScalar: NaN passes, overflow is Inf; subarray views and guards intact', () => {
+    const rand = rng(4801);
+    const g = randomF16(rand, 301, 30), u = randomF16(rand, 301, 30);
+    g[7] = 0x7e00;
+    u[9] = 0x7c00; // +Inf up: clamped to the limit, else Inf·silu
+    const gg = guarded(g), gu = guarded(u);
+    const y = N.swigluF16(gg.view, gu.view, 0);
+    const yl = N.swigluF16(gg.view, gu.view, 10);
+    expect(gg.intact() && gu.intact()).toBe(true);
+    expect((y[7] & 0x7c00) === 0x7c00 && (y[7] & 0x3ff) !== 0).toBe(true);
+    expect(Number.isFinite(fromF16(yl[9]))).toBe(true);
+    same16(y, H.refSwigluF16(g, u, 0), 'no limit');
+    same16(yl, H.refSwigluF16(g, u, 10), 'limit 10');
+    const ga = guarded(randomF16(rand, 100, 60000));
+    const p = N.mulScalarF16(ga.view, 1e5);
+    expect(ga.intact()).toBe(true);
+    expect(countNonFinite16(p)).toBeGreaterThan(0);
+  });
+
+  it('attention: k and v as views with guards; a NaN key poisons exactly the queries that see it', () => {
+    const rand = rng(4802);
+    const T = 10, Hh = 2, D = 16;
+    const q = randomF16(rand, T * Hh * D), k = randomF16(rand, T * Hh * D), v = randomF16(rand, T * Hh * D);
+    k[(4 * Hh + 1) * D + 3] = 0x7e00; // token 4, kv head 1
+    const gk = guarded(k), gv = guarded(v);
+    const y = N.attentionF16(q, gk.view, gv.view, T, Hh, Hh, D, D, 0.25, 3, null);
+    expect(gk.intact() && gv.intact()).toBe(true);
+    for (let t = 0; t < T; t++) {
+      for (let h = 0; h < Hh; h++) {
+        const row = y.subarray((t * Hh + h) * D, (t * Hh + h + 1) * D);
+        const sees = h === 1 && t >= 4 && t - 3 < 4; // window 3: keys t-2..t
+        expect(countNonFinite16(row) > 0, `t=${t} h=${h}`).toBe(sees);
+      }
+    }
+    same16(y, H.refAttentionF16(q, k, v, T, Hh, Hh, D, D, 0.25, 3, null), 'vs host ref');
+  });
+
+  it('mxfp4 dequant: weight and scale views with guards, nibble order (low nibble = even index) and its swap fault', () => {
+    const w = Uint8Array.from({ length: 16 }, (_, i) => (i === 0 ? 0x71 : 0)); // element 0: code 1 (0.5), element 1: code 7 (6)
+    const s = new Uint8Array([127]);
+    const gw = guarded(w), gs = guarded(s);
+    const y = N.dequantToF16(0, gw.view, gs.view, false, 1, 32, 1, 32, 0);
+    const ys = N.dequantToF16(0, gw.view, gs.view, false, 1, 32, 1, 32, 2);
+    expect(gw.intact() && gs.intact()).toBe(true);
+    expect([fromF16(y[0]), fromF16(y[1])]).toEqual([0.5, 6]);
+    expect([fromF16(ys[0]), fromF16(ys[1])]).toEqual([6, 0.5]);
+  });
+});
+
+describe('hip backend selection on a machine without an AMD GPU', () => {
+  const p = probeHip();
+  const gpu = hipProblem(p) === null;
+
+  it('the probe says what is missing: the library, or a device', () => {
+    if (gpu) return; // an AMD GPU is present: nothing is missing
+    expect(hipProblem(p)).toMatch(/HIP runtime was not found|no AMD GPU is visible|not built/);
+    if (p.library) expect(p.deviceCount).toBe(0);
+  });
+
+  it('--device hip without a GPU is an InputError (exit 2) naming what was missing; auto falls back to emulated and says why', () => {
+    if (gpu) return;
+    expect(() => selectBackend('hip')).toThrow(InputError);
+    expect(() => selectBackend('hip')).toThrow(/--device hip: .*(HIP runtime was not found|no AMD GPU is visible|not built).*--device emulated/);
+    const a = selectBackend('auto');
+    expect(a.identity.name).toBe('emulated');
+    expect(a.identity.fallback).toMatch(/hip not used/);
+    const e = selectBackend('emulated');
+    expect(e.identity.name).toBe('emulated');
+    expect(e.identity.fallback).toBeUndefined();
+    expect(e.identity.description).toMatch(/not GPU hardware/);
+  });
+
+  it('layerdiff diff --device hip exits 2 with one line saying what is missing', () => {
+    if (gpu) return;
+    const r = cli(['diff', '--device', 'hip']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/--device hip: .*(HIP runtime was not found|no AMD GPU is visible|not built)/);
+  });
+
+  it('the ld_hip GPU ops refuse to run before open()', () => {
+    expect(() => H.gemmF16(new Uint16Array(4), new Uint16Array(4), 1, 4, 1, 1)).toThrow(/open\(\) the hip backend first/);
+    if (!gpu) expect(() => H.open('/nonexistent/ld_kernels_gfx90a.co')).toThrow(/cannot read the code object|no device/);
+  });
+});
