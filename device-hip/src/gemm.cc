@@ -125,7 +125,10 @@ template <class Isa>
 void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
                float* out_f32) {
   constexpr int NR = Isa::NR;
-  const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
+  // Small products (a decode step's q/k/v projections) run on one thread: waking the OpenMP pool costs more
+  // than the work. Each output is computed by one thread in the same order either way, so bits don't change.
+  const int k8 = k & ~7, nblocks = (n + NR - 1) / NR;
+  const int nthreads = (double)m * k * n < 262144.0 ? 1 : omp_get_max_threads();
   // x widened once into [k slice][m][KB]: rows of a slice KB floats apart instead of k. With k a power of
   // two, rows k apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
   const int nslices = (k8 + KB - 1) / KB;

@@ -148,6 +148,7 @@ describe('the CLI as a user runs it', () => {
     expect(r.stdout).toMatch(/fp8-block/);
     const h = cli(['diff', '--device', 'hip']);
     expect(h.code).toBe(2);
-    expect(h.stderr).toMatch(/^layerdiff: error: --device hip: the HIP runtime was not found/);
+    // without ROCm the library is missing; with Debian's hipcc (CI's compile check) it loads but finds no GPU
+    expect(h.stderr).toMatch(/^layerdiff: error: --device hip: .*(the HIP runtime was not found|no AMD GPU is visible)/);
   });
 });
