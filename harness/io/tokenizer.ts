@@ -10,6 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { InputError } from '../errors.js';
+import { readJsonObject } from './checkpoint.js';
 
 /** The part of the library we use (its shipped .d.ts do not resolve under NodeNext, so we type it here). */
 interface HfTokenizer {
@@ -26,22 +27,6 @@ export function hasTokenizer(modelDir: string): boolean {
   return fs.existsSync(path.join(modelDir, TOKENIZER_FILE));
 }
 
-function readJson(file: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
-  }
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw new InputError('not valid JSON', { file });
-  }
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InputError('not a JSON object', { file });
-  return v as Record<string, unknown>;
-}
 
 function isIdMap(v: unknown): v is Record<string, number> {
   return v !== null && typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((id) => Number.isSafeInteger(id) && (id as number) >= 0);
@@ -67,9 +52,9 @@ export class TextTokenizer {
   /** Load `<modelDir>/tokenizer.json` and, if present, `<modelDir>/tokenizer_config.json`. */
   static load(modelDir: string): TextTokenizer {
     const file = path.join(modelDir, TOKENIZER_FILE);
-    const json = readJson(file);
+    const json = readJsonObject(file);
     const configFile = path.join(modelDir, TOKENIZER_CONFIG_FILE);
-    const config = fs.existsSync(configFile) ? readJson(configFile) : {};
+    const config = fs.existsSync(configFile) ? readJsonObject(configFile) : {};
     return TextTokenizer.fromJson(json, config, file);
   }
 

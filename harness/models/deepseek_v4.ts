@@ -17,6 +17,7 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import { type LinearFormat, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import { forEachRowChunk, readRows } from './rows.js';
 import { type DeepseekV4Config, loadDeepseekV4Config } from './deepseek_v4_config.js';
 
 export type { DeepseekV4Config, YarnConfig } from './deepseek_v4_config.js';
@@ -347,25 +348,12 @@ export class DeepseekV4Checkpoint {
 
   /** Embedding rows for the given tokens only (the vocab × hidden table is never read whole). */
   embedRows(tokens: number[]): StoredTensor {
-    const i = this.ck.info(this.embedName);
-    const rowBytes = (i.end - i.begin) / this.cfg.vocab;
-    const bytes = new Uint8Array(tokens.length * rowBytes);
-    tokens.forEach((t, r) => {
-      if (!Number.isInteger(t) || t < 0 || t >= this.cfg.vocab) throw new InputError(`token id ${t} is outside the vocabulary [0, ${this.cfg.vocab})`);
-      bytes.set(this.ck.readRange(this.embedName, t * rowBytes, rowBytes), r * rowBytes);
-    });
-    return { name: this.embedName, dtype: i.dtype, shape: [tokens.length, this.cfg.hidden], bytes, file: i.file };
+    return readRows(this.ck, this.embedName, this.cfg.vocab, this.cfg.hidden, tokens);
   }
 
-  /** Visit head.weight in row chunks so the vocab × hidden matrix is never held whole. */
+  /** Visit the head in row chunks so the vocab × hidden matrix is never held whole. */
   forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void {
-    const i = this.ck.info(this.headName);
-    const { vocab, hidden } = this.cfg;
-    const rowBytes = (i.end - i.begin) / vocab;
-    for (let r = 0; r < vocab; r += rowsPerChunk) {
-      const n = Math.min(rowsPerChunk, vocab - r);
-      const bytes = this.ck.readRange(this.headName, r * rowBytes, n * rowBytes);
-      fn(r, { name: this.headName, dtype: i.dtype, shape: [n, hidden], bytes, file: i.file });
-    }
+    forEachRowChunk(this.ck, this.headName, this.cfg.vocab, this.cfg.hidden, rowsPerChunk, fn);
   }
+
 }

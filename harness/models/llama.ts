@@ -5,6 +5,7 @@
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import { forEachRowChunk, readRows } from './rows.js';
 import { ConfigReader } from '../io/config.js';
 import { expectShape, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
 
@@ -135,27 +136,14 @@ export class LlamaCheckpoint {
     return expectShape(this.ck, 'model.norm.weight', [this.cfg.hidden], ['BF16', 'F16', 'F32']);
   }
 
-  /** Embedding rows for the given tokens only (a real vocab × hidden table is never read whole). */
+  /** Embedding rows for the given tokens only (the vocab × hidden table is never read whole). */
   embedRows(tokens: number[]): StoredTensor {
-    const i = this.ck.info(this.embedName);
-    const rowBytes = (i.end - i.begin) / this.cfg.vocab;
-    const bytes = new Uint8Array(tokens.length * rowBytes);
-    tokens.forEach((t, r) => {
-      if (!Number.isInteger(t) || t < 0 || t >= this.cfg.vocab) throw new InputError(`token id ${t} is outside the vocabulary [0, ${this.cfg.vocab})`);
-      bytes.set(this.ck.readRange(this.embedName, t * rowBytes, rowBytes), r * rowBytes);
-    });
-    return { name: this.embedName, dtype: i.dtype, shape: [tokens.length, this.cfg.hidden], bytes, file: i.file };
+    return readRows(this.ck, this.embedName, this.cfg.vocab, this.cfg.hidden, tokens);
   }
 
   /** Visit the head in row chunks so the vocab × hidden matrix is never held whole. */
   forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void {
-    const i = this.ck.info(this.headName);
-    const { vocab, hidden } = this.cfg;
-    const rowBytes = (i.end - i.begin) / vocab;
-    for (let r = 0; r < vocab; r += rowsPerChunk) {
-      const n = Math.min(rowsPerChunk, vocab - r);
-      const bytes = this.ck.readRange(this.headName, r * rowBytes, n * rowBytes);
-      fn(r, { name: this.headName, dtype: i.dtype, shape: [n, hidden], bytes, file: i.file });
-    }
+    forEachRowChunk(this.ck, this.headName, this.cfg.vocab, this.cfg.hidden, rowsPerChunk, fn);
   }
+
 }

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { packageRoot } from '../version.js';
+import { type DiffArgs, runDiffCommand } from '../cli/diff.js';
 
 export interface CliResult {
   code: number;
@@ -33,3 +34,14 @@ export function hashTree(dir: string): string {
 }
 
 export const LLAMA_TINY = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
+
+/** runDiffCommand in-process with the table on stdout suppressed (the tests read the report record). */
+export async function quietDiff(a: DiffArgs): ReturnType<typeof runDiffCommand> {
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  try {
+    return await runDiffCommand(a);
+  } finally {
+    process.stdout.write = write;
+  }
+}

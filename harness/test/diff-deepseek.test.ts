@@ -13,9 +13,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type DiffArgs, runDiffCommand } from '../cli/diff.js';
+import type { DiffArgs } from '../cli/diff.js';
 import { packageRoot } from '../version.js';
-import { hashTree } from './cli.js';
+import { hashTree, quietDiff } from './cli.js';
 
 const MODEL = () => path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
 const TOKENS = (JSON.parse(fs.readFileSync(path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny-golden', 'golden.json'), 'utf8')) as { tokens: number[] }).tokens;
@@ -25,15 +25,7 @@ const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
   model: MODEL(), tokens: TOKENS.join(','), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
   freeSelection: false, ...over,
 });
-const quiet = async (a: DiffArgs) => {
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
-  try {
-    return await runDiffCommand(a);
-  } finally {
-    process.stdout.write = write;
-  }
-};
+const quiet = quietDiff;
 
 /** FP16 spacing (one ulp) at magnitude v. */
 const ulp16 = (v: number) => 2 ** (Math.floor(Math.log2(Math.max(v, 2 ** -14))) - 10);

@@ -7,25 +7,17 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runDiffCommand, type DiffArgs } from '../cli/diff.js';
+import type { DiffArgs } from '../cli/diff.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { cli, hashTree, LLAMA_TINY } from './cli.js';
+import { cli, hashTree, LLAMA_TINY, quietDiff } from './cli.js';
 
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
   model: LLAMA_TINY(), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
   freeSelection: false, ...over,
 });
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-e2e-'));
-const quiet = async (a: DiffArgs) => {
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
-  try {
-    return await runDiffCommand(a);
-  } finally {
-    process.stdout.write = write;
-  }
-};
+const quiet = quietDiff;
 
 describe('layerdiff diff on llama-tiny', () => {
   it('a clean run passes and lists embed, every layer, final_norm, logits', async () => {

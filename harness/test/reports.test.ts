@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { runDiffCommand, type DiffArgs } from '../cli/diff.js';
+import type { DiffArgs } from '../cli/diff.js';
 import { diagnose, f16Ulp } from '../compare/diagnose.js';
 import { DEFAULT_POLICY } from '../compare/policy.js';
 import type { Report } from '../runner/report.js';
@@ -22,22 +22,14 @@ import { renderJunit } from '../../reports/junit.js';
 import { mdCell, renderMarkdown } from '../../reports/markdown.js';
 import { cliAsync } from './async-cli.js';
 import { dumpDom, screenshot } from './browser.js';
-import { cli, LLAMA_TINY } from './cli.js';
+import { cli, LLAMA_TINY, quietDiff } from './cli.js';
 import { children, parseXml } from './xml.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-reports-'));
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
   model: LLAMA_TINY(), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01, freeSelection: false, ...over,
 });
-const quiet = async (a: DiffArgs) => {
-  const write = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
-  try {
-    return await runDiffCommand(a);
-  } finally {
-    process.stdout.write = write;
-  }
-};
+const quiet = quietDiff;
 
 describe('JUnit and Markdown writers', () => {
   it('JUnit stays well formed with hostile text, and carries it back unchanged (minus non-XML characters)', async () => {
