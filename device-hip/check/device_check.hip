@@ -828,6 +828,214 @@ static void case_sinkhorn(int T, int hc, int iters) {
   row("sinkhorn", sh, "f32", c, false, ms, 8.0 * T * hc * hc, 0);
 }
 
+// ------------------------------------------------------------------------------------------------------
+// DeepSeek-V4 ops (deepseek.hip) against ldref (= src/deepseek_*.cc's loops). Outputs: every one checked.
+// ------------------------------------------------------------------------------------------------------
+static void cmp_i32(Cmp& c, long long idx, int32_t g, int32_t r) {
+  c.checked++;
+  if (g != r) {
+    if (c.first < 0) c.first = idx;
+    c.mism++;
+    c.maxulp = std::max(c.maxulp, std::llabs((long long)g - (long long)r));
+  }
+}
+
+static void case_hc(bool head, int T, int hc, int D, int iters) {
+  const int width = hc * D, nmix = head ? hc : (2 + hc) * hc;
+  const std::vector<uint16_t> x = rand_f16((size_t)T * width, 2.0, 201 + T + head);
+  const std::vector<float> fn = rand_f32((size_t)nmix * width, -0.05, 0.05, 202);
+  const std::vector<float> base = rand_f32(nmix, -1.0, 1.0, 203), scale = rand_f32(3, 0.5, 1.5, 204);
+  const float norm_eps = 1e-6f, hc_eps = 1e-6f;
+  DBuf<uint16_t> dx(x), du((size_t)T * D);
+  DBuf<float> dfn(fn), dbase(base), dscale(scale), dpost((size_t)T * hc), dcomb((size_t)T * hc * hc);
+  LdHcArgs a{dx.p, dfn.p, dbase.p, dscale.p, du.p, head ? nullptr : dpost.p, head ? nullptr : dcomb.p, T, hc, D, iters, norm_eps, hc_eps};
+  const LdLaunch L = head ? ld_plan_hc_head(&a) : ld_plan_hc_pre(&a);
+  need(L);
+  const double ms = head ? time_ms([&] { LAUNCH(ld_hc_head, L, a); }) : time_ms([&] { LAUNCH(ld_hc_pre, L, a); });
+  const std::vector<uint16_t> gu = du.down();
+  std::vector<uint16_t> ru((size_t)T * D);
+  std::vector<float> rp((size_t)T * hc), rc((size_t)T * hc * hc);
+  ldref::hc_pre_head(head, x.data(), fn.data(), base.data(), scale.data(), T, hc, D, norm_eps, hc_eps, iters, ru.data(), rp.data(),
+                     rc.data());
+  Cmp c;
+  for (size_t i = 0; i < ru.size(); i++) cmp16(c, (long long)i, gu[i], ru[i]);
+  if (!head) {
+    const std::vector<float> gp = dpost.down(), gc = dcomb.down();
+    for (size_t i = 0; i < rp.size(); i++) cmp32(c, (long long)(ru.size() + i), gp[i], rp[i]);
+    for (size_t i = 0; i < rc.size(); i++) cmp32(c, (long long)(ru.size() + rp.size() + i), gc[i], rc[i]);
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, head ? "T%d hc%d D%d" : "T%d hc%d D%d iters%d", T, hc, D, iters);
+  row(head ? "hc_head" : "hc_pre (u, post, comb)", sh, head ? "f16" : "mix", c, false, ms, 2.0 * T * width + 4.0 * nmix * width,
+      2.0 * T * (nmix + 1) * width);
+}
+
+static void case_hc_post(int T, int hc, int D) {
+  const std::vector<uint16_t> f = rand_f16((size_t)T * D, 3.0, 211), x = rand_f16((size_t)T * hc * D, 3.0, 212);
+  const std::vector<float> post = rand_f32((size_t)T * hc, 0.0, 2.0, 213), comb = rand_f32((size_t)T * hc * hc, 0.0, 1.0, 214);
+  DBuf<uint16_t> df(f), dx(x), dy((size_t)T * hc * D);
+  DBuf<float> dp(post), dc(comb);
+  LdHcPostArgs a{df.p, dx.p, dp.p, dc.p, dy.p, T, hc, D};
+  const LdLaunch L = ld_plan_hc_post(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_hc_post, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::hc_post(f.data(), x.data(), post.data(), comb.data(), T, hc, D, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  for (int t = 0; t < T; t += 7)
+    for (int k = 0; k < hc; k++)
+      for (int i = 0; i < D; i++) {
+        double v = (double)post[(size_t)t * hc + k] * f16v(f[(size_t)t * D + i]);
+        for (int j = 0; j < hc; j++) v += (double)comb[((size_t)t * hc + j) * hc + k] * f16v(x[((size_t)t * hc + j) * D + i]);
+        f64_16(c, g[((size_t)t * hc + k) * D + i], v);
+      }
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d hc%d D%d", T, hc, D);
+  row("hc_post", sh, "f16", c, false, ms, 2.0 * T * D + 2.0 * T * hc * D * (1 + hc) / hc + 2.0 * T * hc * D, 0);
+}
+
+static void case_compress_pool(int T, int r, int dc, bool overlap) {
+  const int w = (overlap ? 2 : 1) * dc, B = T / r;
+  const std::vector<float> K = rand_f32((size_t)T * w, -3.0, 3.0, 221), Z = rand_f32((size_t)T * w, -8.0, 8.0, 222);
+  const std::vector<float> ape = rand_f32((size_t)r * w, -1.0, 1.0, 223);
+  DBuf<float> dK(K), dZ(Z), dape(ape);
+  DBuf<uint16_t> dy((size_t)B * dc);
+  LdCompressPoolArgs a{dK.p, dZ.p, dape.p, dy.p, T, r, dc, overlap ? 1 : 0};
+  const LdLaunch L = ld_plan_compress_pool(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_compress_pool, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> ref(g.size());
+  ldref::compress_pool(K.data(), Z.data(), ape.data(), T, r, dc, overlap, ref.data());
+  Cmp c;
+  for (size_t i = 0; i < ref.size(); i++) cmp16(c, (long long)i, g[i], ref[i]);
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d ratio%d dc%d%s", T, r, dc, overlap ? " overlap" : "");
+  row("compress_pool", sh, "f16", c, false, ms, 8.0 * T * w + 2.0 * B * dc, 0);
+}
+
+// ties: logits and bias on a 1/4 grid, so many selection values are equal (ties → lowest id must hold).
+static void case_router(int T, int E, int k, bool bias, bool given, bool ties) {
+  std::vector<float> lg = rand_f32((size_t)T * E, -4.0, 4.0, 231), bs = rand_f32(E, -0.5, 0.5, 232);
+  if (ties) {
+    for (float& v : lg) v = floorf(v * 4.0f) / 4.0f;
+    for (float& v : bs) v = 0.0f;
+  }
+  std::vector<int32_t> gv((size_t)T * k);
+  {
+    Rng rg(233);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < k; j++) gv[(size_t)t * k + j] = (int32_t)(rg.next() % (uint64_t)E);
+  }
+  DBuf<float> dl(lg), db(bs), dw((size_t)T * k), ds((size_t)T * E);
+  DBuf<int32_t> dg(gv), di((size_t)T * k);
+  LdRouterArgs a{dl.p, bias ? db.p : nullptr, given ? dg.p : nullptr, di.p, dw.p, ds.p, T, E, k, 2.5f};
+  const LdLaunch L = ld_plan_router(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_router, L, a); });
+  const std::vector<int32_t> gi = di.down();
+  const std::vector<float> gw = dw.down(), gs = ds.down();
+  std::vector<int32_t> ri((size_t)T * k);
+  std::vector<float> rw((size_t)T * k), rs((size_t)T * E);
+  ldref::router(lg.data(), bias ? bs.data() : nullptr, given ? gv.data() : nullptr, T, E, k, 2.5f, ri.data(), rw.data(), rs.data());
+  Cmp c;
+  for (size_t i = 0; i < ri.size(); i++) cmp_i32(c, (long long)i, gi[i], ri[i]);
+  for (size_t i = 0; i < rw.size(); i++) cmp32(c, (long long)(ri.size() + i), gw[i], rw[i]);
+  for (size_t i = 0; i < rs.size(); i++) cmp32(c, (long long)(ri.size() + rw.size() + i), gs[i], rs[i]);
+  for (size_t i = 0; i < rs.size(); i++) {
+    const double l = lg[i];
+    f64_32(c, gs[i], sqrt(l > 20.0 ? l : log1p(exp(l))));
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d E%d top%d%s%s%s", T, E, k, bias ? " bias" : "", given ? " given" : "", ties ? " ties" : "");
+  row("router", sh, "mix", c, false, ms, 8.0 * T * E + 8.0 * T * k, 0);
+}
+
+static void case_swiglu_rows(int rows, int cols, bool weights, float limit) {
+  const std::vector<uint16_t> g = rand_f16((size_t)rows * cols, 12.0, 261), u = rand_f16((size_t)rows * cols, 12.0, 262);
+  const std::vector<float> rw = rand_f32(rows, 0.0, 1.0, 263);
+  DBuf<uint16_t> dg(g), du(u), dy((size_t)rows * cols);
+  DBuf<float> drw(rw);
+  LdSwigluRowsArgs a{dg.p, du.p, weights ? drw.p : nullptr, dy.p, rows, cols, limit};
+  const LdLaunch L = ld_plan_swiglu_rows(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_swiglu_rows, L, a); });
+  const std::vector<uint16_t> y = dy.down();
+  std::vector<uint16_t> r(y.size());
+  ldref::swiglu_rows(g.data(), u.data(), weights ? rw.data() : nullptr, rows, cols, limit, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, y[i], r[i]);
+  for (size_t i = 0; i < r.size(); i += 3) {
+    double gv = f16v(g[i]), uv = f16v(u[i]);
+    if (limit > 0) {
+      gv = std::min(gv, (double)limit);
+      uv = std::max(std::min(uv, (double)limit), -(double)limit);
+    }
+    f64_16(c, y[i], gv / (1.0 + exp(-gv)) * uv * (weights ? (double)rw[i / cols] : 1.0));
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "rows %d cols %d%s limit %g", rows, cols, weights ? " weights" : "", limit);
+  row("swiglu_rows", sh, "f16", c, false, ms, 6.0 * rows * cols, 0);
+}
+
+static void case_indexer(int T, int nh, int hd, int r, int topk, bool ties) {
+  const int B = T / r;
+  std::vector<uint16_t> q = rand_f16((size_t)T * nh * hd, 2.0, 241), w = rand_f16((size_t)T * nh, 1.0, 242);
+  std::vector<uint16_t> e = rand_f16((size_t)B * hd, 2.0, 243);
+  if (ties)  // every other compressed row repeats its predecessor: equal scores, ties → lowest block
+    for (int b = 1; b < B; b += 2) std::copy(e.begin() + (size_t)(b - 1) * hd, e.begin() + (size_t)b * hd, e.begin() + (size_t)b * hd);
+  const float scale = (float)(1.0 / sqrt((double)hd * nh));
+  DBuf<uint16_t> dq(q), dw(w), de(e);
+  DBuf<float> ds((size_t)T * B);
+  DBuf<int32_t> dp((size_t)T * topk);
+  LdIndexerArgs a{dq.p, dw.p, de.p, ds.p, dp.p, T, nh, hd, B, r, topk, scale};
+  const LdLaunch L = ld_plan_indexer_topk(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_indexer_topk, L, a); });
+  const std::vector<float> gs = ds.down();
+  const std::vector<int32_t> gp = dp.down();
+  std::vector<float> rs((size_t)T * B);
+  std::vector<int32_t> rp((size_t)T * topk);
+  ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, r, topk, scale, rs.data(), rp.data());
+  Cmp c;
+  for (size_t i = 0; i < rs.size(); i++) cmp32(c, (long long)i, gs[i], rs[i]);
+  for (size_t i = 0; i < rp.size(); i++) cmp_i32(c, (long long)(rs.size() + i), gp[i], rp[i]);
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d nh%d hd%d B%d top%d%s", T, nh, hd, B, topk, ties ? " ties" : "");
+  row("indexer_topk", sh, "mix", c, false, ms, 2.0 * T * nh * hd + 2.0 * B * hd + 4.0 * T * B, (double)T * B * nh * hd);
+}
+
+static void case_sparse_attention(int T, int H, int D, int window, int B, int K) {
+  const std::vector<uint16_t> q = rand_f16((size_t)T * H * D, 3.0, 251), kv = rand_f16((size_t)T * D, 3.0, 252);
+  const std::vector<uint16_t> comp = rand_f16((size_t)B * D, 3.0, 253);
+  const std::vector<float> sk = rand_f32(H, -4.0, 4.0, 254);
+  std::vector<int32_t> cand((size_t)T * K);
+  {
+    Rng rg(255);
+    for (auto& v : cand) v = (int32_t)(rg.next() % (uint64_t)(B + 1)) - 1;  // [−1, B)
+  }
+  const float scale = (float)(1.0 / sqrt((double)D));
+  DBuf<uint16_t> dq(q), dkv(kv), dcomp(comp), dy((size_t)T * H * D);
+  DBuf<int32_t> dcand(cand);
+  DBuf<float> ds(sk);
+  LdSparseAttnArgs a{dq.p, dkv.p, dcomp.p, dcand.p, ds.p, dy.p, T, H, D, B, window, K, scale};
+  const LdLaunch L = ld_plan_sparse_attention(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_sparse_attention, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::sparse_attention(q.data(), kv.data(), comp.data(), cand.data(), sk.data(), T, H, D, window, K, scale, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  char sh[80];
+  snprintf(sh, sizeof sh, "T%d H%d D%d w%d B%d K%d sink", T, H, D, window, B, K);
+  double flops = 0;
+  for (int t = 0; t < T; t++) flops += (double)(t - ld_attn_first_key(t, window) + 1 + K) * H * 4.0 * D;
+  row("sparse_attention", sh, "f16", c, false, ms, 2.0 * T * H * D * 2 + 2.0 * T * D + 2.0 * B * D + 4.0 * T * K, flops);
+}
+
 static std::string g_only;
 static bool g_no_ceilings = false;  // --no-ceilings: skip the copy/FMA measurements (HIP-CPU runs)  // --only=<substring>: run the cases whose op name contains it
 static bool want(const char* op) { return g_only.empty() || std::string(op).find(g_only) != std::string::npos; }
@@ -903,6 +1111,24 @@ int main(int argc, char** argv) {
   if (want("mul_scalar")) case_mul_scalar(1 << 20, 0.3f);
   if (want("moe")) case_moe(4096 / S, 6, 64, 4096);
   if (want("sinkhorn")) case_sinkhorn(65536 / S, 4, 20);
+  if (want("hc_pre")) case_hc(false, quick ? 64 : 4096, 4, quick ? 256 : 4096, 20);
+  if (want("hc_pre")) case_hc(false, 5, 3, 37, 3);
+  if (want("hc_head")) case_hc(true, quick ? 64 : 4096, 4, quick ? 256 : 4096, 0);
+  if (want("hc_head")) case_hc(true, 3, 8, 21, 0);
+  if (want("hc_post")) case_hc_post(quick ? 256 : 4096, 4, quick ? 512 : 4096);
+  if (want("hc_post")) case_hc_post(5, 3, 37);
+  if (want("compress_pool")) case_compress_pool(quick ? 512 : 8192, 4, quick ? 128 : 512, true);
+  if (want("compress_pool")) case_compress_pool(quick ? 512 : 8192, 128, quick ? 128 : 512, false);
+  if (want("compress_pool")) case_compress_pool(37, 3, 7, true);
+  if (want("router")) case_router(quick ? 256 : 4096, 256, 8, true, false, false);
+  if (want("router")) case_router(quick ? 256 : 4096, 64, 6, false, false, true);
+  if (want("router")) case_router(333, 64, 6, true, true, false);
+  if (want("swiglu_rows")) case_swiglu_rows(quick ? 512 : 24576, quick ? 512 : 2048, true, 7.0f);
+  if (want("swiglu_rows")) case_swiglu_rows(37, 101, false, 0.0f);
+  if (want("indexer_topk")) case_indexer(quick ? 256 : 4096, quick ? 8 : 64, quick ? 32 : 128, 4, quick ? 16 : 512, false);
+  if (want("indexer_topk")) case_indexer(97, 3, 20, 4, 5, true);
+  if (want("sparse_attention")) case_sparse_attention(quick ? 128 : 1024, quick ? 8 : 64, quick ? 64 : 512, 128, quick ? 32 : 256, quick ? 16 : 64);
+  if (want("sparse_attention")) case_sparse_attention(40, 3, 36, 5, 9, 6);
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   printf("\n%d cases, %d with bit differences from the host reference (= emulation numerics); %.1f s\n", g_rows, g_fail, secs);

@@ -398,6 +398,135 @@ Napi::Value ref_sinkhorn(const Napi::CallbackInfo& info) {
   return C;
 }
 
+// ---- DeepSeek-V4 ops: the same signatures as the ld_device addon's (src/deepseek_*.cc) ----
+
+Napi::Value ref_hc(const Napi::CallbackInfo& info, bool head) {
+  const char* fn = head ? "refHcHeadF16" : "refHcPreF16";
+  need_args(info, head ? 9 : 10, fn);
+  const int T = arg_int(info, 4, fn, "T", 1), hc = arg_int(info, 5, fn, "hc", 1), D = arg_int(info, 6, fn, "D", 1);
+  const size_t width = (size_t)hc * D, nmix = head ? (size_t)hc : (size_t)(2 + hc) * hc;
+  auto x = arg_array_len<uint16_t>(info, 0, fn, "x", (size_t)T * width, "T×hc×D");
+  auto w = arg_array_len<float>(info, 1, fn, "fn", nmix * width, "nmix×hc·D");
+  auto base = arg_array_len<float>(info, 2, fn, "base", nmix, "nmix");
+  auto scale = arg_array_len<float>(info, 3, fn, "scale", head ? 1 : 3, head ? "1" : "3");
+  const float norm_eps = (float)arg_num(info, 7, fn, "normEps"), hc_eps = (float)arg_num(info, 8, fn, "hcEps");
+  const int iters = head ? 0 : arg_int(info, 9, fn, "iters", 1);
+  const Napi::Env env = info.Env();
+  auto u = new_array<uint16_t>(env, (size_t)T * D);
+  auto post = new_array<float>(env, (size_t)T * hc);
+  auto comb = new_array<float>(env, (size_t)T * hc * hc);
+  ldref::hc_pre_head(head, x.data, w.data, base.data, scale.data, T, hc, D, norm_eps, hc_eps, iters, u.Data(), post.Data(), comb.Data());
+  if (head) return u;
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("u", u);
+  o.Set("post", post);
+  o.Set("comb", comb);
+  return o;
+}
+
+Napi::Value ref_hc_post(const Napi::CallbackInfo& info) {
+  const char* fn = "refHcPostF16";
+  need_args(info, 7, fn);
+  const int T = arg_int(info, 4, fn, "T", 1), hc = arg_int(info, 5, fn, "hc", 1), D = arg_int(info, 6, fn, "D", 1);
+  auto f = arg_array_len<uint16_t>(info, 0, fn, "f", (size_t)T * D, "T×D");
+  auto x = arg_array_len<uint16_t>(info, 1, fn, "x", (size_t)T * hc * D, "T×hc×D");
+  auto post = arg_array_len<float>(info, 2, fn, "post", (size_t)T * hc, "T×hc");
+  auto comb = arg_array_len<float>(info, 3, fn, "comb", (size_t)T * hc * hc, "T×hc×hc");
+  auto y = new_array<uint16_t>(info.Env(), x.len);
+  ldref::hc_post(f.data, x.data, post.data, comb.data, T, hc, D, y.Data());
+  return y;
+}
+
+Napi::Value ref_compress_pool(const Napi::CallbackInfo& info) {
+  const char* fn = "refCompressPoolF16";
+  need_args(info, 7, fn);
+  const int T = arg_int(info, 3, fn, "T", 1), r = arg_int(info, 4, fn, "ratio", 1), dc = arg_int(info, 5, fn, "dc", 1);
+  const bool overlap = arg_bool(info, 6, fn, "overlap");
+  const size_t w = (size_t)(overlap ? 2 : 1) * dc;
+  auto K = arg_array_len<float>(info, 0, fn, "K", (size_t)T * w, "T×c·dc");
+  auto Z = arg_array_len<float>(info, 1, fn, "Z", (size_t)T * w, "T×c·dc");
+  auto ape = arg_array_len<float>(info, 2, fn, "ape", (size_t)r * w, "ratio×c·dc");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)(T / r) * dc);
+  ldref::compress_pool(K.data, Z.data, ape.data, T, r, dc, overlap, y.Data());
+  return y;
+}
+
+Napi::Value ref_router(const Napi::CallbackInfo& info) {
+  const char* fn = "refRouterF32";
+  need_args(info, 7, fn);
+  const int T = arg_int(info, 2, fn, "T", 1), E = arg_int(info, 3, fn, "E", 1), k = arg_int(info, 4, fn, "topk", 1);
+  if (k > E) throw_range(info.Env(), std::string(fn) + ": topk exceeds E");
+  auto logits = arg_array_len<float>(info, 0, fn, "logits", (size_t)T * E, "T×E");
+  const float* bias = opt_f32(info, 1, fn, "bias", (size_t)E);
+  const int32_t* given = nullptr;
+  if (!info[6].IsNull() && !info[6].IsUndefined()) {
+    auto g = arg_i32(info, 6, fn, "given");
+    if (g.len != (size_t)T * k) throw_range(info.Env(), std::string(fn) + ": given must have T×topk elements");
+    for (size_t i = 0; i < g.len; i++)
+      if (g.data[i] < 0 || g.data[i] >= E) throw_range(info.Env(), std::string(fn) + ": given id out of range");
+    given = g.data;
+  }
+  const Napi::Env env = info.Env();
+  auto ids = new_array<int32_t>(env, (size_t)T * k);
+  auto weights = new_array<float>(env, (size_t)T * k);
+  auto scores = new_array<float>(env, (size_t)T * E);
+  ldref::router(logits.data, bias, given, T, E, k, (float)arg_num(info, 5, fn, "routeScale"), ids.Data(), weights.Data(), scores.Data());
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ids", ids);
+  o.Set("weights", weights);
+  o.Set("scores", scores);
+  return o;
+}
+
+Napi::Value ref_swiglu_rows(const Napi::CallbackInfo& info) {
+  const char* fn = "refSwigluRowsF16";
+  need_args(info, 6, fn);
+  const int rows = arg_int(info, 2, fn, "rows", 1), cols = arg_int(info, 3, fn, "cols", 1);
+  auto g = arg_array_len<uint16_t>(info, 0, fn, "gate", (size_t)rows * cols, "rows×cols");
+  auto u = arg_array_len<uint16_t>(info, 1, fn, "up", (size_t)rows * cols, "rows×cols");
+  const float* rw = opt_f32(info, 4, fn, "rowWeights", (size_t)rows);
+  auto y = new_array<uint16_t>(info.Env(), g.len);
+  ldref::swiglu_rows(g.data, u.data, rw, rows, cols, (float)arg_num(info, 5, fn, "limit"), y.Data());
+  return y;
+}
+
+Napi::Value ref_indexer_topk(const Napi::CallbackInfo& info) {
+  const char* fn = "refIndexerTopkF16";
+  need_args(info, 10, fn);
+  const int T = arg_int(info, 3, fn, "T", 1), nh = arg_int(info, 4, fn, "nh", 1), hd = arg_int(info, 5, fn, "hd", 1);
+  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), topk = arg_int(info, 8, fn, "topk", 1);
+  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * nh * hd, "T×nh×hd");
+  auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)T * nh, "T×nh");
+  auto e = arg_array_len<uint16_t>(info, 2, fn, "e", (size_t)B * hd, "B×hd");
+  const Napi::Env env = info.Env();
+  auto scores = new_array<float>(env, (size_t)T * B);
+  auto picks = new_array<int32_t>(env, (size_t)T * topk);
+  ldref::indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, (float)arg_num(info, 9, fn, "scale"), scores.Data(), picks.Data());
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("scores", scores);
+  o.Set("picks", picks);
+  return o;
+}
+
+Napi::Value ref_sparse_attention(const Napi::CallbackInfo& info) {
+  const char* fn = "refSparseAttentionF16";
+  need_args(info, 12, fn);
+  const int T = arg_int(info, 3, fn, "T", 1), H = arg_int(info, 4, fn, "H", 1), D = arg_int(info, 5, fn, "D", 1);
+  const int B = arg_int(info, 6, fn, "B", 0), window = arg_int(info, 7, fn, "window", 0), K = arg_int(info, 9, fn, "K", 0);
+  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * H * D, "T×H×D");
+  auto kv = arg_array_len<uint16_t>(info, 1, fn, "kv", (size_t)T * D, "T×D");
+  auto comp = arg_array_len<uint16_t>(info, 2, fn, "comp", (size_t)B * D, "B×D");
+  auto cand = arg_i32(info, 8, fn, "cand");
+  if (cand.len != (size_t)T * K) throw_range(info.Env(), std::string(fn) + ": cand must have T×K elements");
+  for (size_t i = 0; i < cand.len; i++)
+    if (cand.data[i] < -1 || cand.data[i] >= B) throw_range(info.Env(), std::string(fn) + ": cand entry out of range");
+  auto sinks = arg_array_len<float>(info, 10, fn, "sinks", (size_t)H, "H");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)T * H * D);
+  ldref::sparse_attention(q.data, kv.data, comp.data, cand.data, sinks.data, T, H, D, window, K, (float)arg_num(info, 11, fn, "scale"),
+                          y.Data());
+  return y;
+}
+
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, probe));
   exports.Set("open", Napi::Function::New(env, open));
@@ -424,6 +553,14 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("refMoeGatherF16", Napi::Function::New(env, ref_moe_gather));
   exports.Set("refMoeCombineF16", Napi::Function::New(env, ref_moe_combine));
   exports.Set("refSinkhornF32", Napi::Function::New(env, ref_sinkhorn));
+  exports.Set("refHcPreF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_hc(i, false); }));
+  exports.Set("refHcHeadF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_hc(i, true); }));
+  exports.Set("refHcPostF16", Napi::Function::New(env, ref_hc_post));
+  exports.Set("refCompressPoolF16", Napi::Function::New(env, ref_compress_pool));
+  exports.Set("refRouterF32", Napi::Function::New(env, ref_router));
+  exports.Set("refSwigluRowsF16", Napi::Function::New(env, ref_swiglu_rows));
+  exports.Set("refIndexerTopkF16", Napi::Function::New(env, ref_indexer_topk));
+  exports.Set("refSparseAttentionF16", Napi::Function::New(env, ref_sparse_attention));
   return exports;
 }
 

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { packageRoot } from '../../harness/version.js';
-import { type DeviceNative, loadDeviceNative, validatedDeviceNative } from '../binding.js';
+import { type DeepseekNative, type DeviceNative, loadDeviceNative, validatedDeviceNative } from '../binding.js';
 
 /** What `probe()` found; `error` is empty only when a device with a readable gfx arch is there. */
 export interface HipProbe {
@@ -47,6 +47,15 @@ export interface HostRef {
   refMoeCombineF16(y: Uint16Array, rowToken: Int32Array, shared: Uint16Array, T: number, D: number): Uint16Array;
   /** ld_sinkhorn_f32 per token: A f32 [T, hc, hc] */
   refSinkhornF32(A: Float32Array, T: number, hc: number, iters: number, eps: number): Float32Array;
+  /** the DeepSeek-V4 kernels' expected values (deepseek.hip), with the ld_device addon's signatures */
+  refHcPreF16: DeepseekNative['hcPreF16'];
+  refHcHeadF16: DeepseekNative['hcHeadF16'];
+  refHcPostF16: DeepseekNative['hcPostF16'];
+  refCompressPoolF16: DeepseekNative['compressPoolF16'];
+  refRouterF32: DeepseekNative['routerF32'];
+  refSwigluRowsF16: DeepseekNative['swigluRowsF16'];
+  refIndexerTopkF16: DeepseekNative['indexerTopkF16'];
+  refSparseAttentionF16: DeepseekNative['sparseAttentionF16'];
 }
 
 export interface HipAddon extends GpuOps, HostRef {

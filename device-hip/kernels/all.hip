@@ -5,4 +5,5 @@
 #include "rows.hip"
 #include "attention.hip"
 #include "moe.hip"
+#include "deepseek.hip"
 #include "util.hip"

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "ld_numerics.h"
@@ -208,6 +210,174 @@ inline void sinkhorn(const float* A, int T, int hc, int iters, float eps, float*
   memcpy(C, A, (size_t)T * q * 4);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < T; t++) ld_sinkhorn_f32(C + (size_t)t * q, hc, iters, eps);
+}
+
+/* ---- DeepSeek-V4 ops: the emulation's loops (src/deepseek_hc.cc, deepseek_attention.cc, deepseek_moe.cc)
+ * written plainly: dot products by ld_dot_f32 / ld_dot_f16 (the LD_LANES order), everything else sequential. */
+
+/* hcPreF16 (head = false: u, post, comb) / hcHeadF16 (head = true: u only; post, comb, iters unused). */
+inline void hc_pre_head(bool head, const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc,
+                        int D, float norm_eps, float hc_eps, int iters, uint16_t* u, float* post, float* comb) {
+  const int width = hc * D, nmix = head ? hc : (2 + hc) * hc;
+#pragma omp parallel
+  {
+    std::vector<float> xf((size_t)width), m((size_t)nmix), pre((size_t)hc), C((size_t)hc * hc);
+#pragma omp for schedule(static)
+    for (int t = 0; t < T; t++) {
+      const uint16_t* xt = x + (size_t)t * width;
+      for (int i = 0; i < width; i++) xf[i] = ld_f16_to_f32(xt[i]);
+      const float rho = ld_hc_rho(ld_dot_f32(xf.data(), xf.data(), width), width, norm_eps);
+      for (int j = 0; j < nmix; j++) m[j] = ld_dot_f32(xf.data(), fn + (size_t)j * width, width) * rho;
+      for (int j = 0; j < hc; j++) {
+        pre[j] = ld_hc_pre_weight(scale[0], m[j], base[j], hc_eps);
+        if (!head) post[(size_t)t * hc + j] = ld_hc_post_weight(scale[1], m[hc + j], base[hc + j]);
+      }
+      if (!head) {
+        for (int q = 0; q < hc * hc; q++) C[q] = scale[2] * m[2 * hc + q] + base[2 * hc + q];
+        ld_sinkhorn_f32(C.data(), hc, iters, hc_eps);
+        for (int q = 0; q < hc * hc; q++) comb[(size_t)t * hc * hc + q] = C[q];
+      }
+      for (int i = 0; i < D; i++) u[(size_t)t * D + i] = ld_f32_to_f16(ld_hc_collapse(pre.data(), xt + i, hc, (size_t)D));
+    }
+  }
+}
+
+/* hcPostF16. */
+inline void hc_post(const uint16_t* f, const uint16_t* x, const float* post, const float* comb, int T, int hc, int D,
+                    uint16_t* y) {
+#pragma omp parallel for schedule(static)
+  for (int tk = 0; tk < T * hc; tk++) {
+    const int t = tk / hc, k = tk % hc;
+    for (int i = 0; i < D; i++)
+      y[(size_t)tk * D + i] = ld_f32_to_f16(ld_hc_expand(post[tk], ld_f16_to_f32(f[(size_t)t * D + i]), comb + (size_t)t * hc * hc,
+                                                         k, x + (size_t)t * hc * D + i, hc, (size_t)D));
+  }
+}
+
+/* compressPoolF16 → y f16 [T/ratio, dc]. */
+inline void compress_pool(const float* K, const float* Z, const float* ape, int T, int r, int dc, bool overlap, uint16_t* y) {
+  const int w = (overlap ? 2 : 1) * dc, n = overlap ? 2 * r : r, B = T / r;
+#pragma omp parallel
+  {
+    std::vector<float> score((size_t)n), kv((size_t)n);
+#pragma omp for schedule(static)
+    for (int bc = 0; bc < B * dc; bc++) {
+      const int b = bc / dc, ch = bc % dc;
+      for (int i = 0; i < r; i++) {
+        const size_t cur = (size_t)b * r + i;
+        if (overlap) {
+          score[r + i] = Z[cur * w + dc + ch] + ape[(size_t)i * w + dc + ch];
+          kv[r + i] = K[cur * w + dc + ch];
+          score[i] = b > 0 ? Z[(cur - r) * w + ch] + ape[(size_t)i * w + ch] : ld_bits_f32(0xFF800000u);
+          kv[i] = b > 0 ? K[(cur - r) * w + ch] : 0.0f;
+        } else {
+          score[i] = Z[cur * w + ch] + ape[(size_t)i * w + ch];
+          kv[i] = K[cur * w + ch];
+        }
+      }
+      y[bc] = ld_f32_to_f16(ld_softmax_pool(score.data(), kv.data(), n));
+    }
+  }
+}
+
+/* routerF32 (bias, given may be NULL): ids ascending, weights, scores. Top-k by std::partial_sort in the
+ * ld_topk_before order, as the emulation (the kernel selects differently: the comparison holds them equal). */
+inline void router(const float* logits, const float* bias, const int32_t* given, int T, int E, int k, float route_scale,
+                   int32_t* ids, float* weights, float* scores) {
+#pragma omp parallel
+  {
+    std::vector<float> sel((size_t)E);
+    std::vector<int> ix((size_t)E);
+#pragma omp for schedule(static)
+    for (int t = 0; t < T; t++) {
+      float* s = scores + (size_t)t * E;
+      for (int e = 0; e < E; e++) s[e] = ld_sqrt_softplusf(logits[(size_t)t * E + e]);
+      int32_t* it = ids + (size_t)t * k;
+      if (given != nullptr) {
+        std::copy(given + (size_t)t * k, given + (size_t)(t + 1) * k, it);
+      } else {
+        for (int e = 0; e < E; e++) sel[e] = bias != nullptr ? s[e] + bias[e] : s[e];
+        std::iota(ix.begin(), ix.end(), 0);
+        const float* sv = sel.data();
+        std::partial_sort(ix.begin(), ix.begin() + k, ix.end(), [sv](int a, int b) { return ld_topk_before(sv[a], a, sv[b], b) != 0; });
+        std::copy(ix.begin(), ix.begin() + k, it);
+      }
+      std::sort(it, it + k);
+      float sum = 0.0f;
+      for (int j = 0; j < k; j++) sum += s[it[j]];
+      for (int j = 0; j < k; j++) weights[(size_t)t * k + j] = (route_scale * s[it[j]]) / sum;
+    }
+  }
+}
+
+/* swigluRowsF16 (rw may be NULL). */
+inline void swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, int rows, int cols, float limit, uint16_t* y) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < cols; c++) {
+      const size_t i = (size_t)r * cols + c;
+      float v = ld_swiglu_f32(ld_f16_to_f32(g[i]), ld_f16_to_f32(u[i]), limit);
+      if (rw != nullptr) v = v * rw[r];
+      y[i] = ld_f32_to_f16(v);
+    }
+}
+
+/* indexerTopkF16 → scores f32 [T, B], picks int32 [T, topk] (ascending, −1 padded). */
+inline void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int r, int topk,
+                         float scale, float* scores, int32_t* picks) {
+#pragma omp parallel
+  {
+    std::vector<float> wt((size_t)nh);
+    std::vector<int> ix((size_t)(B > 0 ? B : 1));
+#pragma omp for schedule(dynamic, 1)
+    for (int t = 0; t < T; t++) {
+      const int vis = std::min(B, (t + 1) / r);
+      for (int h = 0; h < nh; h++) wt[h] = ld_f16_to_f32(w[(size_t)t * nh + h]) * scale;
+      float* st = scores + (size_t)t * B;
+      for (int b = 0; b < B; b++) {
+        if (b >= vis) {
+          st[b] = ld_bits_f32(0xFF800000u);
+          continue;
+        }
+        float total = 0.0f;
+        for (int h = 0; h < nh; h++) total = ld_index_term(total, wt[h], ld_dot_f16(q + ((size_t)t * nh + h) * hd, e + (size_t)b * hd, hd));
+        st[b] = total;
+      }
+      const int k = std::min(topk, vis);
+      std::iota(ix.begin(), ix.begin() + vis, 0);
+      std::partial_sort(ix.begin(), ix.begin() + k, ix.begin() + vis, [st](int a, int b) { return ld_topk_before(st[a], a, st[b], b) != 0; });
+      std::sort(ix.begin(), ix.begin() + k);
+      for (int j = 0; j < topk; j++) picks[(size_t)t * topk + j] = j < k ? ix[j] : -1;
+    }
+  }
+}
+
+/* sparseAttentionF16 → y f16 [T, H, D]: raw rows then cand's compressed rows, ld_softmax_sink_exp, P·V with K = V. */
+inline void sparse_attention(const uint16_t* q, const uint16_t* kv, const uint16_t* comp, const int32_t* cand, const float* sinks,
+                             int T, int H, int D, int window, int K, float scale, uint16_t* y) {
+#pragma omp parallel
+  {
+    std::vector<const uint16_t*> rw((size_t)T + K);
+    std::vector<float> z((size_t)T + K), acc((size_t)D);
+#pragma omp for schedule(dynamic, 4)
+    for (int th = 0; th < T * H; th++) {
+      const int t = th / H, h = th % H;
+      int n = 0;
+      for (int s = ld_attn_first_key(t, window); s <= t; s++) rw[n++] = kv + (size_t)s * D;
+      for (int j = 0; j < K; j++) {
+        const int b = cand[(size_t)t * K + j];
+        if (b >= 0) rw[n++] = comp + (size_t)b * D;
+      }
+      for (int c = 0; c < n; c++) z[c] = ld_dot_f16(q + (size_t)th * D, rw[c], D) * scale;
+      const float l = ld_softmax_sink_exp(z.data(), n, sinks[h]);
+      for (int d = 0; d < D; d++) acc[d] = 0.0f;
+      for (int c = 0; c < n; c++) {
+        const float p = ld_attn_prob_f32(z[c], l);
+        for (int d = 0; d < D; d++) acc[d] = fmaf(p, ld_f16_to_f32(rw[c][d]), acc[d]);
+      }
+      for (int d = 0; d < D; d++) y[(size_t)th * D + d] = ld_f32_to_f16(acc[d]);
+    }
+  }
 }
 
 }  // namespace ldref

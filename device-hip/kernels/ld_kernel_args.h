@@ -133,6 +133,89 @@ typedef struct LdSinkhornArgs {
   float eps;
 } LdSinkhornArgs;
 
+/* ---- DeepSeek-V4 ops (deepseek.hip; the emulation: src/deepseek_hc.cc, deepseek_attention.cc, deepseek_moe.cc) ---- */
+
+/* hcPreF16 / hcHeadF16: x f16 [T, hc, D]; fn f32 [nmix, hc·D] (nmix = (2+hc)·hc for pre, hc for head); base
+ * f32 [nmix]; scale f32 [3] (pre) / [1] (head). Pre: u f16 [T, D], post f32 [T, hc], comb f32 [T, hc, hc];
+ * head: u = v f16 [T, D], post = comb = NULL, iters unused. */
+typedef struct LdHcArgs {
+  const uint16_t* x;
+  const float* fn;
+  const float* base;
+  const float* scale;
+  uint16_t* u;
+  float* post;
+  float* comb;
+  int T, hc, D, iters;
+  float norm_eps, hc_eps;
+} LdHcArgs;
+
+/* hcPostF16: y[t, k, i] = f16(ld_hc_expand(post[t, k], f[t, i], comb[t], k, x[t, ·, i])). */
+typedef struct LdHcPostArgs {
+  const uint16_t* f;
+  const uint16_t* x;
+  const float* post;
+  const float* comb;
+  uint16_t* y;
+  int T, hc, D;
+} LdHcPostArgs;
+
+/* compressPoolF16: K, Z f32 [T, c·dc], ape f32 [ratio, c·dc] (c = 2 with overlap, else 1) → y f16 [T/ratio, dc]. */
+typedef struct LdCompressPoolArgs {
+  const float* K;
+  const float* Z;
+  const float* ape;
+  uint16_t* y;
+  int T, ratio, dc, overlap;
+} LdCompressPoolArgs;
+
+/* routerF32: logits f32 [T, E], bias f32 [E] or NULL, given int32 [T, topk] or NULL → ids int32 [T, topk]
+ * (ascending), weights f32 [T, topk], scores f32 [T, E]. */
+typedef struct LdRouterArgs {
+  const float* logits;
+  const float* bias;
+  const int32_t* given;
+  int32_t* ids;
+  float* weights;
+  float* scores;
+  int T, E, topk;
+  float route_scale;
+} LdRouterArgs;
+
+/* indexerTopkF16: q f16 [T, nh, hd], w f16 [T, nh], e f16 [B, hd] → scores f32 [T, B], picks int32 [T, topk]. */
+typedef struct LdIndexerArgs {
+  const uint16_t* q;
+  const uint16_t* w;
+  const uint16_t* e;
+  float* scores;
+  int32_t* picks;
+  int T, nh, hd, B, ratio, topk;
+  float scale;
+} LdIndexerArgs;
+
+/* sparseAttentionF16: q f16 [T, H, D], kv f16 [T, D] (K = V), comp f16 [B, D], cand int32 [T, K] (−1 = none),
+ * sinks f32 [H] → y f16 [T, H, D]. */
+typedef struct LdSparseAttnArgs {
+  const uint16_t* q;
+  const uint16_t* kv;
+  const uint16_t* comp;
+  const int32_t* cand;
+  const float* sinks;
+  uint16_t* y;
+  int T, H, D, B, window, K;
+  float scale;
+} LdSparseAttnArgs;
+
+/* swigluRowsF16: y[r, c] = f16(ld_swiglu_f32(g, u, limit) · rw[r]) (rw NULL: no weight, as swigluF16). */
+typedef struct LdSwigluRowsArgs {
+  const uint16_t* g;
+  const uint16_t* u;
+  const float* rw;
+  uint16_t* y;
+  int rows, cols;
+  float limit;
+} LdSwigluRowsArgs;
+
 /* Self-check of the fast f16 widening: y[h] = bits(ld_widen_f16(h)) for h < 65536. */
 typedef struct LdWidenCheckArgs {
   uint32_t* y;
@@ -235,6 +318,53 @@ static inline LdLaunch ld_plan_moe_combine(const LdMoeCombineArgs* a) {
 static inline LdLaunch ld_plan_sinkhorn(const LdSinkhornArgs* a) {
   if (a->hc < 1 || a->hc > LD_HC_MAX) return ld_launch_fail("sinkhorn: hc must be 1..8");
   return ld_launch("ld_sinkhorn", ld_div_up(a->T, LD_THREADS), 1, 0);
+}
+
+/* hc_pre / hc_head: one workgroup per token (32 groups of 8 lanes: the nmix + 1 dots in the ld lane order),
+ * LDS: mixes [nmix] + pre [hc] + C [hc·hc]. */
+#define LD_HC_NMIX_MAX ((2 + LD_HC_MAX) * LD_HC_MAX)
+static inline LdLaunch ld_plan_hc_pre(const LdHcArgs* a) {
+  if (a->hc < 1 || a->hc > LD_HC_MAX) return ld_launch_fail("hc_pre: hc must be 1..8");
+  return ld_launch("ld_hc_pre", (unsigned)a->T, 1, 0);
+}
+static inline LdLaunch ld_plan_hc_head(const LdHcArgs* a) {
+  if (a->hc < 1 || a->hc > LD_HC_MAX) return ld_launch_fail("hc_head: hc must be 1..8");
+  return ld_launch("ld_hc_head", (unsigned)a->T, 1, 0);
+}
+static inline LdLaunch ld_plan_hc_post(const LdHcPostArgs* a) {
+  if (a->hc < 1 || a->hc > LD_HC_MAX) return ld_launch_fail("hc_post: hc must be 1..8");
+  return ld_launch("ld_hc_post", ld_elem_blocks((long long)a->T * a->hc * a->D), 1, 0);
+}
+/* compress_pool: thread per (block, channel), its n = (overlap ? 2 : 1)·ratio slots in private memory. */
+#define LD_POOL_MAX 256
+static inline LdLaunch ld_plan_compress_pool(const LdCompressPoolArgs* a) {
+  if ((a->overlap ? 2 : 1) * a->ratio > LD_POOL_MAX) return ld_launch_fail("compress_pool: (overlap ? 2 : 1)·ratio exceeds 256 slots");
+  return ld_launch("ld_compress_pool", ld_elem_blocks((long long)(a->T / a->ratio) * a->dc), 1, 0);
+}
+/* router: thread per token (E sequential sqrt-softplus, top-k by k selection passes in the ld_topk_before
+ * order, ascending ids, sequential sum). */
+static inline LdLaunch ld_plan_router(const LdRouterArgs* a) {
+  if (a->topk > a->E) return ld_launch_fail("router: topk exceeds E");
+  return ld_launch("ld_router", ld_div_up(a->T, LD_THREADS), 1, 0);
+}
+/* indexer: one workgroup per token: scores by 8-lane groups (one block b per group, heads sequential), then
+ * rank of every visible block in parallel (picked iff rank < k), picks written ascending by thread 0.
+ * LDS: one pick flag byte per block. */
+static inline LdLaunch ld_plan_indexer_topk(const LdIndexerArgs* a) {
+  long long bytes = ((long long)a->B + 16) & ~15LL;
+  if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("indexer_topk: more compressed blocks than the 64 KiB of LDS holds flags for");
+  return ld_launch("ld_indexer_topk", (unsigned)a->T, 1, (unsigned)bytes);
+}
+/* sparse attention: one workgroup per (query, head) as ld_attention; LDS: q [D] + scores [min(T, window) + K]
+ * + max tree [256] + denominator + compacted candidate ids [K]. */
+static inline LdLaunch ld_plan_sparse_attention(const LdSparseAttnArgs* a) {
+  long long nvis = a->window > 0 && a->window < a->T ? a->window : a->T;
+  long long bytes = 4 * ((long long)a->D + nvis + 2LL * a->K + LD_THREADS + 4);
+  if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("sparse_attention: D + candidates exceed the 64 KiB of LDS a workgroup has");
+  return ld_launch("ld_sparse_attention", (unsigned)a->T * (unsigned)a->H, 1, (unsigned)bytes);
+}
+static inline LdLaunch ld_plan_swiglu_rows(const LdSwigluRowsArgs* a) {
+  return ld_launch("ld_swiglu_rows", ld_elem_blocks((long long)a->rows * a->cols), 1, 0);
 }
 static inline LdLaunch ld_plan_widen_check(void) { return ld_launch("ld_widen_check", 65536 / LD_THREADS, 1, 0); }
 

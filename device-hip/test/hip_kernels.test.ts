@@ -182,6 +182,70 @@ describe('host reference of the HIP kernels == emulation', () => {
       expect(firstF32Mismatch(C.subarray(t * hc * hc, (t + 1) * hc * hc), m), `token ${t}`).toBe(-1);
     }
   });
+
+  it('DeepSeek-V4 ops (the expected values of deepseek.hip): hc pre/head/post, compressor pool, router, swigluRows, indexer, sparse attention', () => {
+    const rand = rng(4800);
+    const f32 = (n: number, lo: number, hi: number): Float32Array => Float32Array.from({ length: n }, () => lo + (hi - lo) * rand());
+    const sameF32 = (got: Float32Array, want: Float32Array, what: string): void => {
+      expect(firstF32Mismatch(got, want), what).toBe(-1);
+    };
+    const sameI32 = (got: Int32Array, want: Int32Array, what: string): void => expect(Array.from(got), what).toEqual(Array.from(want));
+    for (const [T, hc, D, iters] of [[5, 4, 64, 20], [3, 3, 37, 3], [2, 8, 21, 1]] as const) {
+      const x = randomF16(rand, T * hc * D, 2);
+      const nmix = (2 + hc) * hc;
+      const fn = f32(nmix * hc * D, -0.05, 0.05), base = f32(nmix, -1, 1), scale = f32(3, 0.5, 1.5);
+      const r = H.refHcPreF16(x, fn, base, scale, T, hc, D, 1e-6, 1e-6, iters), e = K.hcPreF16(x, fn, base, scale, T, hc, D, 1e-6, 1e-6, iters);
+      same16(r.u, e.u, `hcPre u ${T}/${hc}/${D}`);
+      sameF32(r.post, e.post, 'hcPre post');
+      sameF32(r.comb, e.comb, 'hcPre comb');
+      const hfn = fn.subarray(0, hc * hc * D), hb = base.subarray(0, hc), hs = scale.subarray(0, 1);
+      same16(H.refHcHeadF16(x, hfn, hb, hs, T, hc, D, 1e-6, 1e-6), K.hcHeadF16(x, hfn, hb, hs, T, hc, D, 1e-6, 1e-6), 'hcHead');
+      const f = randomF16(rand, T * D, 3);
+      same16(H.refHcPostF16(f, x, e.post, e.comb, T, hc, D), K.hcPostF16(f, x, e.post, e.comb, T, hc, D), 'hcPost');
+    }
+    for (const [T, r, dc, ov] of [[37, 3, 7, true], [64, 4, 16, false], [256, 128, 5, false], [40, 4, 6, true]] as const) {
+      const w = (ov ? 2 : 1) * dc;
+      const Kp = f32(T * w, -3, 3), Z = f32(T * w, -8, 8), ape = f32(r * w, -1, 1);
+      same16(H.refCompressPoolF16(Kp, Z, ape, T, r, dc, ov), K.compressPoolF16(Kp, Z, ape, T, r, dc, ov), `compressPool ${T}/${r}/${dc}/${ov}`);
+    }
+    {
+      const T = 40, E = 64, k = 6;
+      const logits = f32(T * E, -4, 4).map((v) => Math.floor(v * 4) / 4); // ties
+      logits[7] = NaN;
+      logits[E + 3] = 30;
+      const bias = f32(E, -0.5, 0.5);
+      const given = Int32Array.from({ length: T * k }, () => Math.floor(rand() * E));
+      for (const [b, g] of [[null, null], [bias, null], [bias, given]] as const) {
+        const r = H.refRouterF32(logits, b, T, E, k, 2.5, g), e = K.routerF32(logits, b, T, E, k, 2.5, g);
+        sameI32(r.ids, e.ids, 'router ids');
+        sameF32(r.weights, e.weights, 'router weights');
+        sameF32(r.scores, e.scores, 'router scores');
+      }
+    }
+    {
+      const rows = 9, cols = 77;
+      const g = randomF16(rand, rows * cols, 12), u = randomF16(rand, rows * cols, 12), rw = f32(rows, 0, 1);
+      g[5] = 0x7e00; // NaN gate
+      u[6] = 0x7c00; // +Inf up
+      for (const [wts, lim] of [[null, 0], [rw, 0], [rw, 7]] as const)
+        same16(H.refSwigluRowsF16(g, u, rows, cols, wts, lim), K.swigluRowsF16(g, u, rows, cols, wts, lim), `swigluRows limit ${lim}`);
+    }
+    for (const [T, nh, hd, ratio, topk, ties] of [[97, 3, 20, 4, 5, true], [64, 4, 33, 2, 40, false]] as const) {
+      const B = Math.floor(T / ratio);
+      const q = randomF16(rand, T * nh * hd, 2), w = randomF16(rand, T * nh, 1), e = randomF16(rand, B * hd, 2);
+      if (ties) for (let b = 1; b < B; b += 2) e.copyWithin(b * hd, (b - 1) * hd, b * hd);
+      const r = H.refIndexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, 0.1), m = K.indexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, 0.1);
+      sameF32(r.scores, m.scores, 'indexer scores');
+      sameI32(r.picks, m.picks, 'indexer picks');
+    }
+    for (const [T, Hh, D, window, B, Kc] of [[40, 3, 36, 5, 9, 6], [33, 2, 64, 0, 4, 3]] as const) {
+      const q = randomF16(rand, T * Hh * D, 3), kv = randomF16(rand, T * D, 3), comp = randomF16(rand, B * D, 3);
+      const cand = Int32Array.from({ length: T * Kc }, () => Math.floor(rand() * (B + 1)) - 1);
+      const sinks = f32(Hh, -4, 4);
+      same16(H.refSparseAttentionF16(q, kv, comp, T, Hh, D, B, window, cand, Kc, sinks, 0.125),
+        K.sparseAttentionF16(q, kv, comp, T, Hh, D, B, window, cand, Kc, sinks, 0.125), `sparseAttention ${T}/${window}`);
+    }
+  });
 });
 
 describe('emulation ops whose element math moved into ld_numerics.h: guards and NaN/Inf first', () => {
