@@ -4,6 +4,8 @@
  *     K/V cache, incremental decoding, prompts batched — on the device backend. It runs only under a
  *     passing acceptance record that matches this checkpoint, device, policy and tool (harness/gate/record.ts);
  *     otherwise exit 3 with what differs and the gate command that fixes it.
+ *     DeepSeek-V4: device-hip/deepseek_v4_decode.ts (window ring, compressor states and entries, indexer);
+ *     weights dequantized at load (no FP16 cache), prompts prefilled one position at a time.
  *   --path reference: the FP32 reference, always allowed (slow; DeepSeek-V4 by full recompute).
  * Output: with one prompt the continuation is streamed to stdout as it is produced; with several, one
  * line per token `[i] "<text>"` while decoding, then each completion in full. Statistics go to stderr.
@@ -27,7 +29,8 @@ import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
 import { LlamaCheckpoint } from '../models/llama.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf } from '../runner/model.js';
-import { loadDecodeNative } from '../../device-hip/binding.js';
+import { loadDecodeNative, loadDeepseekNative } from '../../device-hip/binding.js';
+import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
 import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
@@ -108,8 +111,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   const ck = Checkpoint.open(a.model);
   try {
     const arch = archOf(ck);
-    if (a.path === 'device' && arch !== 'llama') {
-      throw new InputError(`--path device: the optimized generation path supports Llama only so far (${arch} has no KV-cache decoder yet); use --path reference`);
+    if (a.path === 'device' && arch === 'deepseek_v4' && a.fp16Cache !== undefined) {
+      throw new InputError('--fp16-cache: the FP16 weight cache holds Llama checkpoints only; DeepSeek-V4 dequantizes at load (drop --fp16-cache)');
     }
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
@@ -160,7 +163,13 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     } else {
       const m = new DeepseekV4Checkpoint(ck);
       // Layers are kept between steps unless the checkpoint is large (then re-read each step: slow, bounded).
-      decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), ck.totalBytes() < 2 ** 31);
+      const keep = ck.totalBytes() < 2 ** 31;
+      if (backend !== null) {
+        weights = 'dequant-at-load';
+        decoder = new DeepseekV4DeviceDecoder(m, backend.native, loadDeepseekNative(), keep);
+      } else {
+        decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), keep);
+      }
     }
     const loadMs = performance.now() - t0;
 
@@ -188,7 +197,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
     const n = result.tokens.reduce((s, t) => s + t.length, 0);
     const decodeRate = result.decodeMs > 0 ? (n - B) / (result.decodeMs / 1000) : 0;
-    const how = backend !== null ? `device ${backend.identity.name}, FP16 weights ${weights === 'fp16-cache' ? 'from the cache' : 'dequantized at load'}, KV cache` : `reference FP32${arch === 'llama' ? ', KV cache' : ', full recompute'}`;
+    const how = backend !== null ? `device ${backend.identity.name}, FP16 weights ${weights === 'fp16-cache' ? 'from the cache' : 'dequantized at load'}, ${arch === 'llama' ? 'KV cache' : 'KV cache (window ring + compressed entries)'}` : `reference FP32${arch === 'llama' ? ', KV cache' : ', full recompute'}`;
     io.stderr.write(
       `layerdiff: ${n} tokens for ${B} prompt${B > 1 ? 's' : ''} · load ${loadMs.toFixed(0)} ms · prefill ${result.prefillMs.toFixed(0)} ms · decode ${decodeRate.toFixed(1)} tok/s · seed ${seed} · ${how}\n`,
     );

@@ -1,6 +1,7 @@
 /**
  * What the generation loop needs of a forward pass: start a batch of sequences, then extend them one token
  * at a time. Implementations: device-hip/llama_decode.ts (FP16 weights + KV cache, the optimized path),
+ * device-hip/deepseek_v4_decode.ts (DeepSeek-V4's optimized path: window ring, compressor states and entries),
  * reference-cpu/llama_decode.ts (FP32 + KV cache) and harness/generate/recompute.ts (full recompute over
  * any StagePath: the oracle, and DeepSeek-V4's reference generation).
  */

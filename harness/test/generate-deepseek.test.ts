@@ -1,0 +1,122 @@
+/**
+ * DeepSeek-V4 incremental decoding on the device path (device-hip/deepseek_v4_decode.ts): cached logits equal
+ * a DeepseekV4Device full recompute bit for bit over enough positions that the window ring wraps (window 20),
+ * ratio-4 and ratio-16 blocks are emitted and the indexer ranks more entries than index_topk (4); ragged
+ * batching; greedy generation deterministic and equal to full-recompute generation; `layerdiff generate
+ * --path device` on DeepSeek-V4 through the built CLI.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Decoder } from '../generate/decoder.js';
+import { generate } from '../generate/engine.js';
+import { RecomputeDecoder } from '../generate/recompute.js';
+import { argmax } from '../generate/sampler.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
+import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
+import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
+import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
+import { cli, LLAMA_TINY } from './cli.js';
+
+process.env.OMP_NUM_THREADS ??= '1';
+
+let ck: Checkpoint;
+let m: DeepseekV4Checkpoint;
+let N: DeviceNative;
+let K: DeepseekNative;
+
+beforeAll(() => {
+  ck = Checkpoint.open(path.join(path.dirname(LLAMA_TINY()), 'deepseek-v4-tiny'));
+  m = new DeepseekV4Checkpoint(ck);
+  N = loadDeviceNative();
+  K = loadDeepseekNative();
+});
+afterAll(() => ck.close());
+
+const recompute = (ref = false) =>
+  new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, ref ? new DeepseekV4Reference(m) : new DeepseekV4Device(m, N, null, K));
+const sameBits = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+const maxAbs = (a: Float32Array, b: Float32Array) => a.reduce((mx, v, i) => Math.max(mx, Math.abs(v - b[i])), 0);
+
+describe('DeepSeek-V4 device incremental decoding', () => {
+  it('the fixture exercises the window, ratio-4 and ratio-16 emission and the indexer ranking', () => {
+    expect(m.cfg.window).toBe(20);
+    expect(m.cfg.compressRatios.slice(0, m.cfg.layers)).toEqual([0, 4, 16, 4]);
+    expect(m.cfg.indexTopk).toBe(4);
+  });
+
+  it('cached logits equal the device full recompute bit for bit over 44 generated positions (ragged batch, a sequence leaving)', () => {
+    const prompts = [[0, 5, 17, 42, 9], [0, 300, 7]];
+    const cached = new DeepseekV4DeviceDecoder(m, N, K);
+    const full = recompute();
+    let a = cached.prefill(prompts, 64);
+    let b = full.prefill(prompts, 64);
+    let seqs = [0, 1];
+    const check = (step: number) =>
+      a.forEach((l, j) => {
+        expect(sameBits(l, b[j]), `step ${step} seq ${seqs[j]}`).toBe(true);
+      });
+    check(0);
+    for (let step = 1; step <= 44; step++) {
+      const toks = a.map((l) => argmax(l));
+      if (step === 30) {
+        // sequence 1 finishes: 0 goes on alone
+        seqs = [0];
+        toks.length = 1;
+      }
+      a = cached.step(seqs, toks);
+      b = full.step(seqs, toks);
+      check(step);
+    }
+    expect(cached.lengths()).toEqual([prompts[0].length + 44, prompts[1].length + 29]);
+  });
+
+  it('is within max_abs 0.1 of the FP32 reference (full recompute) at the end of a long decode', () => {
+    const prompt = [[0, 5, 17, 42, 9]];
+    const cached = new DeepseekV4DeviceDecoder(m, N, K);
+    let l = cached.prefill(prompt, 64)[0];
+    const toks: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      toks.push(argmax(l));
+      l = cached.step([0], [toks[i]])[0];
+    }
+    const ref = recompute(true).forward([...prompt[0], ...toks]);
+    const d = maxAbs(l, ref);
+    expect(d).toBeLessThan(0.1);
+    expect(d).toBeGreaterThan(0);
+  });
+
+  it('greedy generation is deterministic and equals full-recompute generation token for token', () => {
+    const opts = (seed: number) => ({ maxNewTokens: 42, sampling: { temperature: 0, topP: 1, repetitionPenalty: 1 }, seed, eos: new Set<number>() });
+    const run = (d: Decoder, seed: number) => generate(d, [[0, 5, 17, 42, 9]], opts(seed));
+    const x = run(new DeepseekV4DeviceDecoder(m, N, K), 1);
+    const y = run(new DeepseekV4DeviceDecoder(m, N, K), 2);
+    expect(x.tokens[0]).toHaveLength(42);
+    expect(y.tokens).toEqual(x.tokens);
+    expect(run(recompute(), 1).tokens).toEqual(x.tokens);
+  });
+
+  it('layerdiff generate --path device runs it under a DeepSeek-V4 acceptance record (CLI, end to end)', () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-gen-ds-'));
+    try {
+      const env = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'cache'), OMP_NUM_THREADS: process.env.OMP_NUM_THREADS! };
+      const rec = path.join(tmp, 'accept.json');
+      const policy = ['--fail-above', '2', '--warn-above', '1'];
+      const g = cli(['gate', ck.dir, '--record', rec, ...policy], env);
+      expect(g.code, g.stderr).toBe(0);
+      const out = path.join(tmp, 'gen.json');
+      const r = cli(['generate', ck.dir, '--record', rec, ...policy, '--tokens', '0,5,17,42,9', '--max-new-tokens', '24', '--temperature', '0', '--top-p', '1', '--repetition-penalty', '1', '--seed', '1', '--json', out], env);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/KV cache \(window ring \+ compressed entries\)/);
+      const j = JSON.parse(fs.readFileSync(out, 'utf8')) as { path: string; outputs: Array<{ tokens: number[] }> };
+      expect(j.path).toBe('device');
+      const want = generate(new DeepseekV4DeviceDecoder(m, N, K), [[0, 5, 17, 42, 9]], { maxNewTokens: 24, sampling: { temperature: 0, topP: 1, repetitionPenalty: 1 }, seed: 1, eos: new Set([1]) });
+      expect(j.outputs[0].tokens).toEqual(want.tokens[0]);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
