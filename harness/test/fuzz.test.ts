@@ -50,37 +50,48 @@ function mutate(rng: Rng): Mutation {
   return { file, bytes: b, what: `${n} data bytes` };
 }
 
-describe('fuzz: mutated checkpoints end as exit 2 or a valid report', () => {
-  it(`${CASES} seeded mutations`, async () => {
-    const rng = new Rng(20261129);
-    const write = process.stdout.write.bind(process.stdout);
-    const counts = { badInput: 0, pass: 0, fail: 0 };
-    process.stdout.write = (() => true) as typeof process.stdout.write;
-    try {
-      for (let i = 0; i < CASES; i++) {
-        const m = mutate(rng);
-        fs.writeFileSync(path.join(dir, m.file), m.bytes);
-        try {
-          const { report } = await runDiffCommand({
-            model: dir, tokens: '0,5,9,77,200,383', layers: 'all', device: 'emulated', mode: 'both', metric: 'max_abs',
-            failAbove: 0.1, warnAbove: 0.01, freeSelection: false, prompt: undefined,
-          });
-          expect(report.stages.map((s) => s.name)).toEqual(['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits']);
-          for (const s of report.stages) expect(['pass', 'warn', 'fail']).toContain(s.status);
-          counts[report.verdict]++;
-        } catch (e) {
-          if (!(e instanceof InputError)) throw new Error(`case ${i} (${m.file}: ${m.what}) raised ${String(e)}`);
-          expect(e.message.length).toBeGreaterThan(0);
-          counts.badInput++;
-        } finally {
-          fs.writeFileSync(path.join(dir, m.file), originals.get(m.file)!);
-        }
+const CHUNK = 250;
+const counts = { badInput: 0, pass: 0, fail: 0 };
+
+/** Run cases [from, to) — each case's mutation comes from its own seeded stream, so chunks are independent. */
+async function runCases(from: number, to: number): Promise<void> {
+  const write = process.stdout.write.bind(process.stdout);
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  try {
+    for (let i = from; i < to; i++) {
+      const m = mutate(Rng.forKey(20261129, `case ${i}`));
+      fs.writeFileSync(path.join(dir, m.file), m.bytes);
+      try {
+        const { report } = await runDiffCommand({
+          model: dir, tokens: '0,5,9,77,200,383', layers: 'all', device: 'emulated', mode: 'both', metric: 'max_abs',
+          failAbove: 0.1, warnAbove: 0.01, freeSelection: false, prompt: undefined,
+        });
+        expect(report.stages.map((s) => s.name)).toEqual(['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits']);
+        for (const s of report.stages) expect(['pass', 'warn', 'fail']).toContain(s.status);
+        counts[report.verdict]++;
+      } catch (e) {
+        if (!(e instanceof InputError)) throw new Error(`case ${i} (${m.file}: ${m.what}) raised ${String(e)}`);
+        expect(e.message.length).toBeGreaterThan(0);
+        counts.badInput++;
+      } finally {
+        fs.writeFileSync(path.join(dir, m.file), originals.get(m.file)!);
       }
-    } finally {
-      process.stdout.write = write;
     }
-    // the mix must exercise both outcomes, or the fuzzer is not reaching the runner
+  } finally {
+    process.stdout.write = write;
+  }
+}
+
+// Chunks of 250 so one slow machine cannot time out the whole run; vitest runs them in order.
+describe('fuzz: mutated checkpoints end as exit 2 or a valid report', () => {
+  for (let from = 0; from < CASES; from += CHUNK) {
+    const to = Math.min(CASES, from + CHUNK);
+    it(`seeded mutations ${from}–${to - 1}`, () => runCases(from, to), 600_000);
+  }
+  it(`the ${CASES} cases reach both outcomes`, () => {
+    // the mix must exercise both, or the fuzzer is not reaching the runner
+    expect(counts.badInput + counts.pass + counts.fail).toBe(CASES);
     expect(counts.badInput).toBeGreaterThan(CASES / 10);
     expect(counts.pass + counts.fail).toBeGreaterThan(CASES / 10);
-  }, 600_000);
+  });
 });
