@@ -7,10 +7,10 @@
 // ((p0+p4) + (p2+p6)) + ((p1+p5) + (p3+p7)). Its error bound is that of an 8-way split sum, ≤ ~(k/8+3)·u·Σ|x·w|.
 //
 // Speed: W is streamed from memory once; x is repacked once by k slice. For each block of NR W rows and
-// each KB-long k slice, the slice is copied into a panel laid out [KB/8][NR][8] (8 consecutive k of
-// each row side by side) that stays in L1 while all rows of x pass over it; tiles of accumulators live
-// in a per-thread buffer between slices, which keeps the order above. OpenMP splits the row blocks
-// statically, so each thread streams a contiguous part of W.
+// each KB-long k slice, the first tile of x rows reads the slice from memory and leaves it in a panel
+// laid out [KB/8][NR][8] (8 consecutive k of each row side by side) that stays in L1 while the other
+// rows of x pass over it; tiles of accumulators live in a per-thread buffer between slices, which keeps
+// the order above. OpenMP splits the row blocks statically, so each thread streams a contiguous part of W.
 //   AVX2:    a 3×4 tile of ymm accumulators (12 + 3 x + 1 w = 16 registers).
 //   AVX-512: a 6×8 tile held as 6×4 zmm, each zmm = two W rows' 8-lane accumulators side by side (the
 //            x chunk is broadcast to both halves). Per output that is still 8 lanes over k ≡ l (mod 8):
@@ -51,18 +51,29 @@ inline float dot_scalar(const float* x, const float* w, int k) {
 }
 
 // acc layout: [row i][W row j][8 lanes]; the tile for x rows [i, i+R) starts at acc + i·NR·8.
-template <int R>
-__attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int ldx, const float* panel, int len, float* acc) {
+// FILL: the first tile of a slice reads the W rows straight from memory, so the DRAM stream overlaps its
+// FMAs, and leaves them in the panel [len/8][NR][8] for the slice's other tiles.
+template <int R, bool FILL>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int ldx, const float* const* wr, float* panel,
+                                                   int len, float* acc) {
   constexpr int NR = 4;
+  const float* rows[NR];  // a local copy: the panel stores could alias wr, so loads of wr[j] would repeat
+  for (int j = 0; j < NR; j++) rows[j] = FILL ? wr[j] : nullptr;
   __m256 c[R][NR];
   for (int r = 0; r < R; r++)
     for (int j = 0; j < NR; j++) c[r][j] = _mm256_loadu_ps(acc + (r * NR + j) * 8);
   for (int kk = 0; kk < len; kk += 8) {
     __m256 xv[R];
     for (int r = 0; r < R; r++) xv[r] = _mm256_loadu_ps(x + (size_t)r * ldx + kk);
-    const float* pw = panel + kk * NR;
+    float* pw = panel + kk * NR;
     for (int j = 0; j < NR; j++) {
-      const __m256 wv = _mm256_load_ps(pw + j * 8);
+      __m256 wv;
+      if constexpr (FILL) {
+        wv = _mm256_loadu_ps(rows[j] + kk);
+        _mm256_store_ps(pw + j * 8, wv);
+      } else {
+        wv = _mm256_load_ps(pw + j * 8);
+      }
       for (int r = 0; r < R; r++) c[r][j] = _mm256_fmadd_ps(xv[r], wv, c[r][j]);
     }
   }
@@ -70,17 +81,29 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* x, int ldx, cons
     for (int j = 0; j < NR; j++) _mm256_storeu_ps(acc + (r * NR + j) * 8, c[r][j]);
 }
 
-template <int R>
-__attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* x, int ldx, const float* panel, int len,
-                                                              float* acc) {
+template <int R, bool FILL>
+__attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* x, int ldx, const float* const* wr,
+                                                              float* panel, int len, float* acc) {
   constexpr int NR = 8, NP = NR / 2;
+  const float* rows[NR];  // a local copy: the panel stores could alias wr, so loads of wr[j] would repeat
+  for (int j = 0; j < NR; j++) rows[j] = FILL ? wr[j] : nullptr;
   __m512 c[R][NP];
   for (int r = 0; r < R; r++)
     for (int p = 0; p < NP; p++) c[r][p] = _mm512_loadu_ps(acc + (r * NR + 2 * p) * 8);
   for (int kk = 0; kk < len; kk += 8) {
-    const float* pw = panel + kk * NR;
+    float* pw = panel + kk * NR;
     __m512 wv[NP];
-    for (int p = 0; p < NP; p++) wv[p] = _mm512_load_ps(pw + p * 16);
+    for (int p = 0; p < NP; p++) {
+      if constexpr (FILL) {
+        const __m256d lo = _mm256_castps_pd(_mm256_loadu_ps(rows[2 * p] + kk));
+        const __m256d hi = _mm256_castps_pd(_mm256_loadu_ps(rows[2 * p + 1] + kk));
+        // rows 2p | 2p+1 in the low | high half (the all-ones maskz form: GCC 12 warns on the plain one)
+        wv[p] = _mm512_castpd_ps(_mm512_maskz_insertf64x4((__mmask8)0xFF, _mm512_castpd256_pd512(lo), hi, 1));
+        _mm512_store_ps(pw + p * 16, wv[p]);
+      } else {
+        wv[p] = _mm512_load_ps(pw + p * 16);
+      }
+    }
     for (int r = 0; r < R; r++) {
       // x[kk..kk+8) in both 256-bit halves: vbroadcastf64x4 is AVX-512F (the f32x8 form needs DQ); the
       // all-ones maskz form is the same instruction without GCC 12's uninitialized-value warning.
@@ -93,29 +116,34 @@ __attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* x, int
     for (int p = 0; p < NP; p++) _mm512_storeu_ps(acc + (r * NR + 2 * p) * 8, c[r][p]);
 }
 
-struct Avx2 {
-  static constexpr int NR = 4, MR = 3;
-  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
-    switch (R) {
-      case 3: tile_avx2<3>(x, ldx, panel, len, acc); break;
-      case 2: tile_avx2<2>(x, ldx, panel, len, acc); break;
-      default: tile_avx2<1>(x, ldx, panel, len, acc); break;
+// Tile dispatch on the number of x rows left (1..MR) and on FILL.
+template <template <int, bool> class Tile, int MR>
+struct Tiles {
+  template <int R = MR>
+  static void run(int rows, bool fill, const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) {
+    if constexpr (R > 1) {
+      if (rows < R) return run<R - 1>(rows, fill, x, ldx, wr, panel, len, acc);
     }
+    if (fill) Tile<R, true>::call(x, ldx, wr, panel, len, acc);
+    else Tile<R, false>::call(x, ldx, wr, panel, len, acc);
   }
 };
+template <int R, bool F>
+struct Avx2Tile {
+  static void call(const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) { tile_avx2<R, F>(x, ldx, wr, panel, len, acc); }
+};
+template <int R, bool F>
+struct Avx512Tile {
+  static void call(const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) { tile_avx512<R, F>(x, ldx, wr, panel, len, acc); }
+};
 
+struct Avx2 {
+  static constexpr int NR = 4, MR = 3;
+  using T = Tiles<Avx2Tile, MR>;
+};
 struct Avx512 {
   static constexpr int NR = 8, MR = 6;
-  static void tile(int R, const float* x, int ldx, const float* panel, int len, float* acc) {
-    switch (R) {
-      case 6: tile_avx512<6>(x, ldx, panel, len, acc); break;
-      case 5: tile_avx512<5>(x, ldx, panel, len, acc); break;
-      case 4: tile_avx512<4>(x, ldx, panel, len, acc); break;
-      case 3: tile_avx512<3>(x, ldx, panel, len, acc); break;
-      case 2: tile_avx512<2>(x, ldx, panel, len, acc); break;
-      default: tile_avx512<1>(x, ldx, panel, len, acc); break;
-    }
-  }
+  using T = Tiles<Avx512Tile, MR>;
 };
 
 template <class Isa>
@@ -144,16 +172,12 @@ void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
       std::fill(acc, acc + accn, 0.0f);
       for (int k0 = 0; k0 < k8; k0 += KB) {
         const int len = std::min(KB, k8 - k0);
-        // Rows past n are zeros: their tiles are computed and never stored, so one tile shape serves all.
-        for (int kk = 0; kk < len; kk += 8)
-          for (int j = 0; j < NR; j++) {
-            float* dst = panel + kk * NR + j * 8;
-            if (j < nr) std::memcpy(dst, w + (size_t)(j0 + j) * k + k0 + kk, 8 * sizeof(float));
-            else std::fill(dst, dst + 8, 0.0f);
-          }
+        // Rows past n repeat the last row: computed, never stored, so one tile shape serves all blocks.
+        const float* wr[NR];
+        for (int j = 0; j < NR; j++) wr[j] = w + (size_t)(j0 + std::min(j, nr - 1)) * k + k0;
         const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
         for (int i = 0; i < m; i += Isa::MR)
-          Isa::tile(std::min(Isa::MR, m - i), xs + (size_t)i * KB, KB, panel, len, acc + (size_t)i * NR * 8);
+          Isa::T::run(std::min(Isa::MR, m - i), i == 0, xs + (size_t)i * KB, KB, wr, panel, len, acc + (size_t)i * NR * 8);
       }
       for (int i = 0; i < m; i++) {
         for (int j = 0; j < nr; j++) {
