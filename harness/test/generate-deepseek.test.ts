@@ -104,11 +104,12 @@ describe('DeepSeek-V4 device incremental decoding', () => {
     try {
       const env = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'cache'), OMP_NUM_THREADS: process.env.OMP_NUM_THREADS! };
       const rec = path.join(tmp, 'accept.json');
-      const policy = ['--fail-above', '2', '--warn-above', '1'];
-      const g = cli(['gate', ck.dir, '--record', rec, ...policy], env);
+      // the default policy (max_abs 0.1) over the built-in acceptance prompts: the fixture's margins hold on all of them
+      const g = cli(['gate', ck.dir, '--record', rec], env);
       expect(g.code, g.stderr).toBe(0);
+      expect(g.stdout).toMatch(/PASS — all 6 acceptance prompts passed/);
       const out = path.join(tmp, 'gen.json');
-      const r = cli(['generate', ck.dir, '--record', rec, ...policy, '--tokens', '0,5,17,42,9', '--max-new-tokens', '24', '--temperature', '0', '--top-p', '1', '--repetition-penalty', '1', '--seed', '1', '--json', out], env);
+      const r = cli(['generate', ck.dir, '--record', rec, '--tokens', '0,5,17,42,9', '--max-new-tokens', '24', '--temperature', '0', '--top-p', '1', '--repetition-penalty', '1', '--seed', '1', '--json', out], env);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toMatch(/KV cache \(window ring \+ compressed entries\)/);
       const j = JSON.parse(fs.readFileSync(out, 'utf8')) as { path: string; outputs: Array<{ tokens: number[] }> };
