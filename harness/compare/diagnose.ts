@@ -9,7 +9,9 @@
  *    own input has a bug of its own): new Inf/NaN → fp16-overflow when an Inf is there (the device's FP16
  *    range ran out; NaN follows from Inf − Inf or 0 · Inf downstream); a max_abs failure smaller than two
  *    FP16 ulps at the stage's largest |r| → fp16-resolution (the threshold, not the device, is wrong);
- *    failing only in accumulated mode → drift; anything else → "unknown", with the evidence seen.
+ *    failing only in accumulated mode → selection-flip when a top-k choice (MoE experts, indexer blocks) went
+ *    another way than the reference's at this stage or before (DESIGN §5: a near-tie flipped by FP16 drift, not
+ *    a kernel bug), else drift; anything else → "unknown", with the evidence seen.
  */
 import type { RunResult, StageResult } from '../runner/run.js';
 import type { TensorCheck, WeightsReport } from '../weights/check.js';
@@ -17,7 +19,7 @@ import { READING_TEXT, WEIGHT_CAUSES, type WeightCause } from '../weights/decode
 import type { StageMetrics } from './metrics.js';
 import { newNonFinite, type Policy } from './policy.js';
 
-export const CAUSES = [...WEIGHT_CAUSES, 'fp16-overflow', 'fp16-resolution', 'unknown'] as const;
+export const CAUSES = [...WEIGHT_CAUSES, 'fp16-overflow', 'fp16-resolution', 'selection-flip', 'unknown'] as const;
 export type Cause = (typeof CAUSES)[number];
 
 export interface Diagnosis {
@@ -54,7 +56,7 @@ export function diagnose(run: RunResult, policy: Policy, weights: WeightsReport 
   const first = run.stages.find((s) => s.name === run.first_failure);
   if (first !== undefined && !out.some((d) => d.stage === first.name)) {
     const weightsClean = weights !== null && weights.mismatched === 0 && weights.checked > 0 ? `; its quantized weights dequantize exactly (${weights.checked} tensors checked)` : '';
-    out.push(diagnoseActivations(first, policy, weightsClean));
+    out.push(diagnoseActivations(first, policy, weightsClean, run.stages));
   }
   const order = (d: Diagnosis) => run.stages.findIndex((s) => s.name === d.stage);
   return out.sort((a, b) => order(a) - order(b));
@@ -133,7 +135,7 @@ function exampleText(t: TensorCheck, cause: WeightCause | null): string {
   return `e.g. ${t.name}: ${t.bad_blocks}/${t.blocks} scale blocks differ, max |Δw| ${fmt(t.max_abs)}; w[${e.at.join(', ')}] is ${fmt(e.device)} on the device, ${fmt(e.reference)} in the reference${ratio}`;
 }
 
-function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: string): Diagnosis {
+function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: string, stages: StageResult[]): Diagnosis {
   const drill = s.drill?.first_failing ?? undefined;
   const sub = drill !== undefined ? { substage: drill } : {};
   const inDrill = drill !== undefined ? `; first failing sub-stage: ${drill}` : '';
@@ -181,6 +183,18 @@ function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: strin
     };
   }
   if (!isoFails && s.isolated !== null) {
+    const upTo = stages.slice(0, stages.indexOf(s) + 1);
+    const flipped = upTo.find((x) => (x.accumulated?.selection_flips ?? 0) > 0);
+    if (flipped !== undefined) {
+      const n = flipped.accumulated!.selection_flips;
+      return {
+        stage: s.name,
+        cause: 'selection-flip',
+        source: 'activations',
+        evidence: `fails only in accumulated mode (accumulated ${policy.metric} ${fmt(s.accumulated?.[policy.metric] ?? NaN)}, isolated ${fmt(s.isolated[policy.metric])}), and at ${flipped.name} ${n} token${n === 1 ? '' : 's'} chose another top-k set (MoE experts or indexer blocks) than the reference: a near-tie that FP16 drift tipped the other way; on the reference's choices (isolated mode) the stage passes${weightsClean}`,
+        hint: 'not a kernel bug: these inputs sit on a top-k near-tie; confirm with --mode isolated --free-selection (flips on its own input mean a scoring bug), and gate on prompts away from ties or judge this stage with --metric rel_l2',
+      };
+    }
     return {
       stage: s.name,
       cause: 'unknown',

@@ -195,7 +195,7 @@ describe('diagnosis from activations', () => {
     expect(report.weights!.mismatched).toBe(0);
   });
 
-  it('drift (fails only accumulated), NaN without Inf, and f16Ulp', () => {
+  it('drift (fails only accumulated), a selection flip, NaN without Inf, and f16Ulp', () => {
     const m = (over: Partial<StageResult['isolated'] & object> = {}) => ({
       max_abs: 0.05, max_at: [0, 0], mean_abs: 0.01, rms: 0.01, rel_l2: 0.01, cosine: 1, max_ref: 4, nan: { reference: 0, device: 0 }, inf: { reference: 0, device: 0 }, selection_flips: 0, ...over,
     });
@@ -204,6 +204,16 @@ describe('diagnosis from activations', () => {
     const drift = diagnose(run(stage(m(), m({ max_abs: 0.5 }))), DEFAULT_POLICY);
     expect(drift[0]).toMatchObject({ cause: 'unknown' });
     expect(drift[0].evidence).toMatch(/fails only in accumulated mode .* drift/);
+    // a top-k choice that went the other way (here two stages before the failure) names the flip, not drift
+    const flipAt: StageResult = { ...stage(m({ max_abs: 0.004 }), m({ max_abs: 0.02, selection_flips: 2 })), name: 'layer.5', status: 'warn' };
+    const calm: StageResult = { ...stage(m({ max_abs: 0.004 }), m({ max_abs: 0.03 })), name: 'layer.6', status: 'warn' };
+    const failing = stage(m(), m({ max_abs: 0.7 }));
+    const flip = diagnose({ stages: [flipAt, calm, failing], first_failure: 'layer.7', verdict: 'fail' }, DEFAULT_POLICY);
+    expect(flip[0]).toMatchObject({ stage: 'layer.7', cause: 'selection-flip', source: 'activations' });
+    expect(flip[0].evidence).toMatch(/accumulated max_abs 0\.7, isolated 0\.05\), and at layer\.5 2 tokens chose another top-k set/);
+    expect(flip[0].hint).toMatch(/not a kernel bug/);
+    // a flip after the failing stage is not evidence for it
+    expect(diagnose({ stages: [failing, { ...flipAt, name: 'layer.8' }], first_failure: 'layer.7', verdict: 'fail' }, DEFAULT_POLICY)[0].cause).toBe('unknown');
     const nan = diagnose(run(stage(m({ nan: { reference: 0, device: 5 } }), m())), DEFAULT_POLICY);
     expect(nan[0].cause).toBe('unknown');
     expect(nan[0].evidence).toMatch(/no Inf before the NaN .* not an overflow/);
