@@ -1091,7 +1091,7 @@ const GOLDEN = path.join(import.meta.dirname, '..', '..', 'fixtures', 'deepseek-
  * fixtures/deepseek-v4-tiny (FP8/FP4 weights, 3 shards) against scripts/golden/deepseek_v4_numpy.py, a float64
  * numpy forward written independently from the same spec. Same tolerance argument as above: FP32 floor vs
  * float64, so 2e-6 of the stage's max |value|; selections must agree exactly (the fixture generator keeps every
- * router and indexer choice ≥ 2% of the score scale ahead of its runner-up, and the golden checks that).
+ * router and indexer choice ≥ 1% of the score scale ahead of its runner-up, and the golden checks that).
  * Both are committed: a missing file fails here, it does not skip.
  */
 describe('deepseek_v4 fixture vs numpy golden', () => {
