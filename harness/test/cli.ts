@@ -4,7 +4,9 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { packageRoot } from '../version.js';
+import { expect, it } from 'vitest';
 import { type DiffArgs, runDiffCommand } from '../cli/diff.js';
+import type { StageResult } from '../runner/run.js';
 
 export interface CliResult {
   code: number;
@@ -43,5 +45,28 @@ export async function quietDiff(a: DiffArgs): ReturnType<typeof runDiffCommand> 
     return await runDiffCommand(a);
   } finally {
     process.stdout.write = write;
+  }
+}
+
+/**
+ * One test per `--inject FAULT[@L]` case: the run fails (exit 1) first at the expected stage, names the fault,
+ * and that stage's isolated error is a real failure (above 0.1 or non-finite). For a layer-local fault
+ * (`@L`), `otherLayer` checks every other layer's isolated metrics stay at their clean level.
+ */
+export function injectedFaultTests(cases: ReadonlyArray<readonly [string, string]>, args: (inject: string) => DiffArgs, otherLayer: (s: StageResult) => void): void {
+  for (const [inject, first] of cases) {
+    it(`--inject ${inject} fails first at ${first}`, async () => {
+      const { code, report } = await quietDiff(args(inject));
+      expect(code).toBe(1);
+      expect(report.verdict).toBe('fail');
+      expect(report.first_failure).toBe(first);
+      expect(report.injected?.fault).toBe(inject.split('@')[0]);
+      const st = report.stages.find((s) => s.name === first)!;
+      expect(st.status).toBe('fail');
+      const iso = st.isolated!;
+      if (inject.startsWith('fp16-overflow')) expect(iso.nan.device + iso.inf.device).toBeGreaterThan(0);
+      else expect(iso.max_abs > 0.1 || iso.nan.device + iso.inf.device > 0).toBe(true);
+      if (inject.includes('@')) for (const s of report.stages) if (s.name.startsWith('layer.') && s.name !== first) otherLayer(s);
+    });
   }
 }

@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DiffArgs } from '../cli/diff.js';
 import { packageRoot } from '../version.js';
-import { hashTree, quietDiff } from './cli.js';
+import { hashTree, injectedFaultTests, quietDiff } from './cli.js';
 
 const MODEL = () => path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
 const TOKENS = (JSON.parse(fs.readFileSync(path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny-golden', 'golden.json'), 'utf8')) as { tokens: number[] }).tokens;
@@ -112,27 +112,10 @@ describe('layerdiff diff on deepseek-v4-tiny', () => {
       ['e8m0-as-int@1', 'layer.1'],
       ['fp16-overflow@2', 'layer.2'],
     ];
-    for (const [inject, first] of cases) {
-      it(`--inject ${inject} fails first at ${first}`, async () => {
-        const { code, report } = await quiet(base({ inject }));
-        expect(code).toBe(1);
-        expect(report.verdict).toBe('fail');
-        expect(report.first_failure).toBe(first);
-        expect(report.injected?.fault).toBe(inject.split('@')[0]);
-        const st = report.stages.find((s) => s.name === first)!;
-        expect(st.status).toBe('fail');
-        const iso = st.isolated!;
-        if (inject.startsWith('fp16-overflow')) expect(iso.nan.device + iso.inf.device).toBeGreaterThan(0);
-        else expect(iso.max_abs > 0.1 || iso.nan.device + iso.inf.device > 0).toBe(true);
-        if (inject.includes('@')) {
-          // a layer-local bug: every other layer's isolated error stays at its clean level
-          for (const s of report.stages) {
-            if (!s.name.startsWith('layer.') || s.name === first) continue;
-            expect(s.isolated!.rel_l2, s.name).toBeLessThan(2e-3);
-            expect(s.isolated!.max_abs, s.name).toBeLessThan(0.1);
-          }
-        }
-      });
-    }
+    // a layer-local bug: every other layer's isolated error stays at its clean level
+    injectedFaultTests(cases, (inject) => base({ inject }), (s) => {
+      expect(s.isolated!.rel_l2, s.name).toBeLessThan(2e-3);
+      expect(s.isolated!.max_abs, s.name).toBeLessThan(0.1);
+    });
   });
 });

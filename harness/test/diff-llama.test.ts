@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { DiffArgs } from '../cli/diff.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { cli, hashTree, LLAMA_TINY, quietDiff } from './cli.js';
+import { cli, hashTree, injectedFaultTests, LLAMA_TINY, quietDiff } from './cli.js';
 
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
   model: LLAMA_TINY(), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
@@ -51,22 +51,8 @@ describe('layerdiff diff on llama-tiny', () => {
     ['fp16-overflow@2', 'layer.2'],
     ['nibble-swap@3', 'layer.3'],
   ];
-  for (const [inject, first] of cases) {
-    it(`--inject ${inject} fails first at ${first}`, async () => {
-      const { code, report } = await quiet(base({ inject }));
-      expect(code).toBe(1);
-      expect(report.verdict).toBe('fail');
-      expect(report.first_failure).toBe(first);
-      expect(report.injected?.fault).toBe(inject.split('@')[0]);
-      const st = report.stages.find((s) => s.name === first)!;
-      expect(st.status).toBe('fail');
-      expect(st.isolated!.max_abs > 0.1 || st.isolated!.nan.device + st.isolated!.inf.device > 0).toBe(true);
-      if (inject.includes('@')) {
-        // a layer-local bug: the isolated error of every other layer stays small
-        for (const s of report.stages) if (s.name.startsWith('layer.') && s.name !== first) expect(s.isolated!.max_abs).toBeLessThan(0.1);
-      }
-    });
-  }
+  // a layer-local bug: the isolated error of every other layer stays small
+  injectedFaultTests(cases, (inject) => base({ inject }), (s) => expect(s.isolated!.max_abs, s.name).toBeLessThan(0.1));
 
   it('a checkpoint whose activations really exceed FP16 fails where it happens, with Inf/NaN counts', async () => {
     const dir = path.join(tmp, 'overflow');
