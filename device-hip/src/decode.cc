@@ -10,8 +10,9 @@
 // o = f16(Σ_s fmaf(P_s, v_s, acc)) from +0 in increasing s). Keys at the same positions therefore give
 // the same bits as a full causal recompute: prefill + decode equals recompute, bit for bit, as long as the
 // cached K/V rows are the recompute's rows (row-wise ops and the row-independent GEMM make them so).
-// attention.cc is not modified or called: that file belongs to the kernels, and this one is checked
-// against it by the tests (device-hip numerics must not fork silently).
+// The element math is ld_numerics.h's (ld_attn_first_key, ld_max_step, ld_attn_prob_f32, ld_kv_cache_row): the
+// HIP kernel ld_attention_decode (kernels/attention.hip) and its host reference (ldref::attention_decode) call
+// the same functions, and the tests hold this file equal to attention.cc and to that host reference.
 #include <omp.h>
 
 #include <cmath>
@@ -83,18 +84,18 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
   for (int r = 0; r < rows; r++) {
     const int b = r / (Tq * Hq), t = (r / Hq) % Tq, h = r % Hq, hk = h / group;
     const int pos = start.data[b] + t;
-    const size_t base = (size_t)slot.data[b] * cap;
+    const int seq = slot.data[b];
     float* p = scratch.data() + (size_t)omp_get_thread_num() * ((size_t)cap + Dv);
     float* acc = p + cap;
-    const int s0 = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int s0 = ld_attn_first_key(pos, window);
     const uint16_t* qv = q.data + (size_t)r * D;
     float m = -std::numeric_limits<float>::infinity();
     for (int s = s0; s <= pos; s++) {
-      const float z = dot_f16(qv, k.data + ((base + s) * Hkv + hk) * D, D) * scale;
+      const float z = dot_f16(qv, k.data + ld_kv_cache_row(seq, cap, s, Hkv, hk) * D, D) * scale;
       p[s] = z;
-      if (z > m) m = z;
+      m = ld_max_step(m, z);
     }
-    if (sinks != nullptr && sinks[h] > m) m = sinks[h];
+    if (sinks != nullptr) m = ld_max_step(m, sinks[h]);
     float l = 0.0f;
     for (int s = s0; s <= pos; s++) {
       p[s] = ld_expf(p[s] - m);
@@ -103,8 +104,8 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
     if (sinks != nullptr) l += ld_expf(sinks[h] - m);
     for (int d = 0; d < Dv; d++) acc[d] = 0.0f;
     for (int s = s0; s <= pos; s++) {
-      const float P = ld_f16_to_f32(ld_f32_to_f16(p[s] / l));
-      axpy_f16(P, v.data + ((base + s) * Hkv + hk) * Dv, acc, Dv);
+      const float P = ld_attn_prob_f32(p[s], l);
+      axpy_f16(P, v.data + ld_kv_cache_row(seq, cap, s, Hkv, hk) * Dv, acc, Dv);
     }
     for (int d = 0; d < Dv; d++) yo[(size_t)r * Dv + d] = ld_f32_to_f16(acc[d]);
   }
