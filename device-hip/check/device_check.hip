@@ -620,6 +620,69 @@ static void case_attention(int T, int Hq, int Hkv, int D, int Dv, int window, bo
   row("attention", sh, "f16", c, sample_rows > 0, ms, 2.0 * T * (Hq * D + Hkv * D + Hkv * Dv + Hq * Dv), flops);
 }
 
+// Decode over a KV cache (ld_attention_decode = attentionDecodeF16). slot/start empty: group b reads cache sequence
+// (3b + 1) mod Bc from a seeded random position (so groups share sequences and read them out of order).
+static void case_attention_decode(int B, int Tq, int Bc, int cap, int Hq, int Hkv, int D, int Dv, int window, bool sinks,
+                                  std::vector<int32_t> slot, std::vector<int32_t> start) {
+  if (slot.empty()) {
+    Rng r(301 + B);
+    for (int b = 0; b < B; b++) {
+      slot.push_back((3 * b + 1) % Bc);
+      start.push_back((int32_t)(r.next() % (uint64_t)(cap - Tq + 1)));
+    }
+    start[0] = cap - Tq;  // one group ends at the last slot of the cache
+  }
+  const std::vector<uint16_t> q = rand_f16((size_t)B * Tq * Hq * D, 3.0, 302 + cap);
+  const std::vector<uint16_t> k = rand_f16((size_t)Bc * cap * Hkv * D, 3.0, 303 + cap), v = rand_f16((size_t)Bc * cap * Hkv * Dv, 2.0, 304);
+  const std::vector<float> sk = rand_f32(Hq, -4.0, 4.0, 305);
+  const float scale = (float)(1.0 / sqrt((double)D));
+  int max_len = 1;
+  for (int b = 0; b < B; b++) max_len = std::max(max_len, start[b] + Tq);
+  DBuf<uint16_t> dq(q), dk(k), dv(v), dy((size_t)B * Tq * Hq * Dv);
+  DBuf<int32_t> dsl(slot), dst(start);
+  DBuf<float> ds(sk);
+  LdAttentionDecodeArgs a{dq.p, dk.p, dv.p, dsl.p, dst.p, sinks ? ds.p : nullptr, dy.p, B, Tq, cap, Hq, Hkv, D, Dv, window, max_len, scale};
+  const LdLaunch L = ld_plan_attention_decode(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_attention_decode, L, a); });
+  const std::vector<uint16_t> g = dy.down();
+  std::vector<uint16_t> r(g.size());
+  ldref::attention_decode(q.data(), k.data(), v.data(), slot.data(), start.data(), sinks ? sk.data() : nullptr, B, Tq, cap, Hq, Hkv, D, Dv,
+                          scale, window, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, g[i], r[i]);
+  double flops = 0, bytes = 2.0 * B * Tq * Hq * (D + Dv);
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < Tq; t++) {  // float64 of every row; traffic: each group's visible K/V rows once per kv head
+      const int pos = start[b] + t, s0 = ld_attn_first_key(pos, window);
+      flops += (double)(pos - s0 + 1) * Hq * (2.0 * D + 2.0 * Dv);
+      bytes += 2.0 * (pos - s0 + 1) * Hkv * (D + Dv);
+      for (int h = 0; h < Hq; h++) {
+        const int hk = h / (Hq / Hkv);
+        const size_t qr = ((size_t)(b * Tq + t) * Hq + h);
+        std::vector<double> z((size_t)(pos - s0 + 1));
+        double m = sinks ? (double)sk[h] : -INFINITY, l = 0;
+        for (int s = s0; s <= pos; s++) {
+          double d = 0;
+          const size_t kr = ld_kv_cache_row(slot[b], cap, s, Hkv, hk) * D;
+          for (int e = 0; e < D; e++) d += f16v(q[qr * D + e]) * f16v(k[kr + e]);
+          z[s - s0] = d * (double)scale;
+          m = std::max(m, z[s - s0]);
+        }
+        for (double& x : z) l += (x = exp(x - m));
+        if (sinks) l += exp((double)sk[h] - m);
+        for (int e = 0; e < Dv; e++) {
+          double o = 0;
+          for (int s = s0; s <= pos; s++) o += z[s - s0] / l * f16v(v[ld_kv_cache_row(slot[b], cap, s, Hkv, hk) * Dv + e]);
+          f64_16(c, g[qr * Dv + e], o);
+        }
+      }
+    }
+  char sh[96];
+  snprintf(sh, sizeof sh, "B%d Tq%d cap%d Hq%d Hkv%d D%d w%d%s", B, Tq, cap, Hq, Hkv, D, window, sinks ? " sink" : "");
+  row("attention_decode", sh, "f16", c, false, ms, bytes, flops);
+}
+
 static void case_softmax(int rows, int n, bool sinks) {
   const std::vector<float> z = rand_f32((size_t)rows * n, -30.0, 30.0, 81 + n);
   const std::vector<float> sk = rand_f32(rows, -10.0, 40.0, 82);
@@ -1103,6 +1166,10 @@ int main(int argc, char** argv) {
   if (want("attention")) case_attention(2048 / S, 16, 1, 512, 512, 128, true, 512);
   if (want("attention")) case_attention(37, 8, 2, 64, 64, 0, false, 0);
   if (want("attention")) case_attention(20, 4, 1, 36, 20, 5, true, 0);
+  if (want("attention_decode")) case_attention_decode(8, 1, 8, 4096 / S, 32, 8, 128, 128, 0, false, {}, {});
+  if (want("attention_decode")) case_attention_decode(4, 1, 4, 2048 / S, 16, 1, 512, 512, 128, true, {}, {});
+  if (want("attention_decode")) case_attention_decode(3, 5, 2, 40, 8, 2, 36, 20, 6, true, {1, 1, 0}, {0, 17, 35});
+  if (want("attention_decode")) case_attention_decode(4, 1, 4, 16, 3, 1, 8, 8, 16, false, {3, 2, 1, 0}, {15, 0, 7, 14});
   if (want("softmax")) case_softmax(4096 / S, 4096, true);
   if (want("softmax")) case_softmax(100, 1000, false);
   if (want("swiglu")) case_swiglu(0, 0.0f, true);

@@ -99,30 +99,37 @@ inline void rope(const uint16_t* x, const float* cs, const float* sn, int T, int
   }
 }
 
+/* One attention row over n keys in increasing position, attention.cc's order: query qv [D], key i's K row at
+ * kb + i·kstride and V row at vb + i·vstride, sink logit *sink (NULL: none) → out [Dv]; p: scratch [n]. The
+ * same pointer walk as the kernels' ld_attention_keys. */
+inline void attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_t* vb, size_t kstride, size_t vstride, int n, int D,
+                           int Dv, float scale, const float* sink, uint16_t* out, float* p) {
+  float m = ld_bits_f32(0xFF800000u);
+  for (int i = 0; i < n; i++) {
+    p[i] = ld_dot_f16(qv, kb + (size_t)i * kstride, D) * scale;
+    m = ld_max_step(m, p[i]);
+  }
+  if (sink != nullptr) m = ld_max_step(m, *sink);
+  float l = 0.0f;
+  for (int i = 0; i < n; i++) {
+    p[i] = ld_expf(p[i] - m);
+    l += p[i];
+  }
+  if (sink != nullptr) l += ld_expf(*sink - m);
+  for (int d = 0; d < Dv; d++) {
+    float acc = 0.0f;
+    for (int i = 0; i < n; i++) acc = fmaf(ld_attn_prob_f32(p[i], l), ld_f16_to_f32(vb[(size_t)i * vstride + d]), acc);
+    out[d] = ld_f32_to_f16(acc);
+  }
+}
+
 /* One attention row (query t, head h) into out[Dv], attention.cc's order; p: scratch [T]. */
 inline void attention_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* sinks, int T, int Hq,
                           int Hkv, int D, int Dv, float scale, int window, int t, int h, uint16_t* out, float* p) {
   (void)T;
   const int hk = h / (Hq / Hkv), s0 = ld_attn_first_key(t, window);
-  const uint16_t* qv = q + ((size_t)t * Hq + h) * D;
-  float m = ld_bits_f32(0xFF800000u);
-  for (int s = s0; s <= t; s++) {
-    p[s] = ld_dot_f16(qv, k + ((size_t)s * Hkv + hk) * D, D) * scale;
-    m = ld_max_step(m, p[s]);
-  }
-  if (sinks != nullptr) m = ld_max_step(m, sinks[h]);
-  float l = 0.0f;
-  for (int s = s0; s <= t; s++) {
-    p[s] = ld_expf(p[s] - m);
-    l += p[s];
-  }
-  if (sinks != nullptr) l += ld_expf(sinks[h] - m);
-  for (int d = 0; d < Dv; d++) {
-    float acc = 0.0f;
-    for (int s = s0; s <= t; s++)
-      acc = fmaf(ld_attn_prob_f32(p[s], l), ld_f16_to_f32(v[((size_t)s * Hkv + hk) * Dv + d]), acc);
-    out[d] = ld_f32_to_f16(acc);
-  }
+  attention_keys(q + ((size_t)t * Hq + h) * D, k + ((size_t)s0 * Hkv + hk) * D, v + ((size_t)s0 * Hkv + hk) * Dv, (size_t)Hkv * D,
+                 (size_t)Hkv * Dv, t - s0 + 1, D, Dv, scale, sinks != nullptr ? sinks + h : nullptr, out, p);
 }
 
 inline void attention(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* sinks, int T, int Hq, int Hkv,
@@ -133,6 +140,25 @@ inline void attention(const uint16_t* q, const uint16_t* k, const uint16_t* v, c
 #pragma omp for schedule(dynamic, 4)
     for (int th = 0; th < T * Hq; th++)
       attention_row(q, k, v, sinks, T, Hq, Hkv, D, Dv, scale, window, th / Hq, th % Hq, y + (size_t)th * Dv, p.data());
+  }
+}
+
+/* attentionDecodeF16 (src/decode.cc): row r = (b, t, h) over cache sequence slot[b]'s keys
+ * ld_attn_first_key(pos, window) .. pos, pos = start[b] + t, found by ld_kv_cache_row. Shapes as LdAttentionDecodeArgs. */
+inline void attention_decode(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* slot, const int32_t* start,
+                             const float* sinks, int B, int Tq, int cap, int Hq, int Hkv, int D, int Dv, float scale, int window,
+                             uint16_t* y) {
+#pragma omp parallel
+  {
+    std::vector<float> p((size_t)cap);
+#pragma omp for schedule(dynamic, 4)
+    for (int r = 0; r < B * Tq * Hq; r++) {
+      const int b = r / (Tq * Hq), t = (r / Hq) % Tq, h = r % Hq, hk = h / (Hq / Hkv);
+      const int pos = start[b] + t, s0 = ld_attn_first_key(pos, window);
+      const size_t row0 = ld_kv_cache_row(slot[b], cap, s0, Hkv, hk);
+      attention_keys(q + (size_t)r * D, k + row0 * D, v + row0 * Dv, (size_t)Hkv * D, (size_t)Hkv * Dv, pos - s0 + 1, D, Dv, scale,
+                     sinks != nullptr ? sinks + h : nullptr, y + (size_t)r * Dv, p.data());
+    }
   }
 }
 

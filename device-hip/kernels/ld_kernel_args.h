@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ld_numerics.h" /* LD_INLINE: the few plan helpers the kernels also call (LDS layouts) */
+
 #define LD_THREADS 256 /* every kernel's block size (a multiple of 64: whole wavefronts on CDNA2, warps on CUDA) */
 
 /* GEMM tiling (gemm.hip) */
@@ -75,6 +77,23 @@ typedef struct LdAttentionArgs {
   int T, Hq, Hkv, D, Dv, window;
   float scale;
 } LdAttentionArgs;
+
+/* attentionDecodeF16 (src/decode.cc): attention of B groups of Tq new queries over a KV cache of cap slots per
+ * sequence (slot s = position s). q f16 [B, Tq, Hq, D], k f16 [Bc, cap, Hkv, D], v f16 [Bc, cap, Hkv, Dv],
+ * slot int32 [B] (the cache sequence group b reads), start int32 [B] (the position of its query 0), sinks f32
+ * [Hq] or NULL → y f16 [B, Tq, Hq, Dv]. max_len = max_b (start[b] + Tq): the longest row the launch sees, set by
+ * the launcher from the host copies of start (it sizes LDS; the kernel trusts it). */
+typedef struct LdAttentionDecodeArgs {
+  const uint16_t* q;
+  const uint16_t* k;
+  const uint16_t* v;
+  const int32_t* slot;
+  const int32_t* start;
+  const float* sinks;
+  uint16_t* y;
+  int B, Tq, cap, Hq, Hkv, D, Dv, window, max_len;
+  float scale;
+} LdAttentionDecodeArgs;
 
 /* Row softmax as the attention kernels do it: P = f16(e_i / l), e_i = ld_expf(z_i − m), m = max(z, sink),
  * l = sequential sum + ld_expf(sink − m) last. z f32 [rows, n], sinks f32 [rows] or NULL. */
@@ -298,6 +317,18 @@ static inline LdLaunch ld_plan_attention(const LdAttentionArgs* a) {
   long long bytes = 4 * ((long long)a->D + nvis + LD_THREADS + 4);
   if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("attention: D + visible keys exceed the 64 KiB of LDS a workgroup has");
   return ld_launch("ld_attention", (unsigned)a->T * (unsigned)a->Hq, 1, (unsigned)bytes);
+}
+
+/* Decode: one workgroup per (group b, query t, head h), ld_attention's row over the cache sequence's keys
+ * ld_attn_first_key(pos, window) .. pos. LDS as ld_attention with min(window, max_len) visible keys. */
+LD_INLINE int ld_decode_max_keys(const LdAttentionDecodeArgs* a) {
+  return a->window > 0 && a->window < a->max_len ? a->window : a->max_len;
+}
+static inline LdLaunch ld_plan_attention_decode(const LdAttentionDecodeArgs* a) {
+  if (a->max_len < 1 || a->max_len > a->cap) return ld_launch_fail("attention_decode: max_len must be 1..cap (max over groups of start + Tq)");
+  long long bytes = 4 * ((long long)a->D + ld_decode_max_keys(a) + LD_THREADS + 4);
+  if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("attention_decode: D + visible keys exceed the 64 KiB of LDS a workgroup has");
+  return ld_launch("ld_attention_decode", (unsigned)a->B * (unsigned)a->Tq * (unsigned)a->Hq, 1, (unsigned)bytes);
 }
 
 static inline LdLaunch ld_plan_softmax(const LdSoftmaxArgs* a) {
