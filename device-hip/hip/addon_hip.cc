@@ -2,6 +2,8 @@
 //   probe()                      what the HIP runtime offers (dlopen libamdhip64; never throws)
 //   open(codeObjectPath)         load the runtime, the code object and every kernel, run the self-check
 //   dequantToF16 … mulScalarF16  the DeviceNative ops on the GPU (same signatures as the ld_device addon's)
+//   hcPreF16 … moeCombineF16     the DeepseekNative ops on the GPU (deepseek.hip, moe.hip), same signatures
+//   attentionDecodeF16           the DecodeNative op on the GPU (ld_attention_decode), same signature
 //   ref*                         ld_host_ref.h — the expected values the device check compares the GPU with —
 //                                so a CPU test can hold them equal to the emulation (ld_device) on random inputs.
 // No link-time dependency on ROCm: this addon builds and loads on any machine (the runtime is dlopen'ed).
@@ -370,9 +372,23 @@ Napi::Value ref_moe_gather(const Napi::CallbackInfo& info) {
   return y;
 }
 
-// refMoeCombineF16(y [R, D], rowToken Int32 [R], shared [T, D], T, D) → [T, D] (moeCombineF16's signature)
-Napi::Value ref_moe_combine(const Napi::CallbackInfo& info) {
-  const char* fn = "refMoeCombineF16";
+// ---- ops whose GPU kernel and host reference share one argument reader: `where` picks the implementation ----
+// Gpu: the kernel through the backend (the DeepseekNative / DecodeNative surface, the emulation's signatures);
+// Ref: ld_host_ref.h (the ref* exports). The JS name in messages is the emulation's, "ref"-prefixed for Ref.
+enum class Where { Gpu, Ref };
+
+std::string op_name(Where w, const char* name) {
+  if (w == Where::Gpu) return name;
+  std::string n = std::string("ref") + name;
+  n[3] = (char)(n[3] - 'a' + 'A');
+  return n;
+}
+
+// (ref)moeCombineF16(y [R, D], rowToken Int32 [R], shared [T, D], T, D) → [T, D]: rowToken → CSR on the host
+// (ldref::moe_csr, as moeCombineF16 builds it), then ld_moe_combine.
+Napi::Value moe_combine_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "moeCombineF16");
+  const char* fn = name.c_str();
   need_args(info, 5, fn);
   const int T = arg_int(info, 3, fn, "T", 1), D = arg_int(info, 4, fn, "D", 1);
   auto rt = arg_i32(info, 1, fn, "rowToken");
@@ -383,7 +399,11 @@ Napi::Value ref_moe_combine(const Napi::CallbackInfo& info) {
   std::vector<int32_t> start((size_t)T + 1), rows(rt.len);
   ldref::moe_csr(rt.data, (int)rt.len, T, start.data(), rows.data());
   auto out = new_array<uint16_t>(info.Env(), (size_t)T * D);
-  ldref::moe_combine(y.data, start.data(), rows.data(), sh.data, T, D, out.Data());
+  if (where == Where::Gpu) {
+    gpu(info.Env(), [&] { backend(info.Env()).moe_combine(y.data, (int)rt.len, start.data(), rows.data(), sh.data, T, D, out.Data()); });
+  } else {
+    ldref::moe_combine(y.data, start.data(), rows.data(), sh.data, T, D, out.Data());
+  }
   return out;
 }
 
@@ -398,10 +418,50 @@ Napi::Value ref_sinkhorn(const Napi::CallbackInfo& info) {
   return C;
 }
 
+// (ref)attentionDecodeF16: DecodeNative's signature (q, k, v, B, Tq, Bc, cap, slot, start, Hq, Hkv, D, Dv, scale,
+// window, sinks) and decode.cc's checks (slot inside the cache, start + Tq ≤ cap).
+Napi::Value attention_decode_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "attentionDecodeF16");
+  const char* fn = name.c_str();
+  const Napi::Env env = info.Env();
+  need_args(info, 16, fn);
+  const int B = arg_int(info, 3, fn, "B", 1), Tq = arg_int(info, 4, fn, "Tq", 1);
+  const int Bc = arg_int(info, 5, fn, "Bc", 1), cap = arg_int(info, 6, fn, "cap", 1);
+  const int Hq = arg_int(info, 9, fn, "Hq", 1), Hkv = arg_int(info, 10, fn, "Hkv", 1);
+  const int D = arg_int(info, 11, fn, "D", 1), Dv = arg_int(info, 12, fn, "Dv", 1);
+  const float scale = (float)arg_num(info, 13, fn, "scale");
+  const int window = arg_int(info, 14, fn, "window", 0);
+  if (Hq % Hkv != 0) throw_range(env, std::string(fn) + ": Hq is not a multiple of Hkv");
+  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)B * Tq * Hq * D, "B×Tq×Hq×D");
+  auto k = arg_array_len<uint16_t>(info, 1, fn, "k", (size_t)Bc * cap * Hkv * D, "Bc×cap×Hkv×D");
+  auto v = arg_array_len<uint16_t>(info, 2, fn, "v", (size_t)Bc * cap * Hkv * Dv, "Bc×cap×Hkv×Dv");
+  auto slot = arg_i32(info, 7, fn, "slot");
+  auto start = arg_i32(info, 8, fn, "start");
+  if (slot.len != (size_t)B || start.len != (size_t)B) throw_range(env, std::string(fn) + ": slot and start must have B elements");
+  for (int b = 0; b < B; b++) {
+    if (slot.data[b] < 0 || slot.data[b] >= Bc) throw_range(env, std::string(fn) + ": slot[" + std::to_string(b) + "] is outside the cache's sequences");
+    if (start.data[b] < 0 || (long long)start.data[b] + Tq > cap) {
+      throw_range(env, std::string(fn) + ": start[" + std::to_string(b) + "] + Tq does not fit the cache capacity");
+    }
+  }
+  const float* sinks = opt_f32(info, 15, fn, "sinks", (size_t)Hq);
+  auto y = new_array<uint16_t>(env, (size_t)B * Tq * Hq * Dv);
+  if (where == Where::Gpu) {
+    gpu(env, [&] {
+      backend(env).attention_decode(q.data, k.data, v.data, slot.data, start.data, sinks, B, Tq, Bc, cap, Hq, Hkv, D, Dv, scale, window,
+                                    y.Data());
+    });
+  } else {
+    ldref::attention_decode(q.data, k.data, v.data, slot.data, start.data, sinks, B, Tq, cap, Hq, Hkv, D, Dv, scale, window, y.Data());
+  }
+  return y;
+}
+
 // ---- DeepSeek-V4 ops: the same signatures as the ld_device addon's (src/deepseek_*.cc) ----
 
-Napi::Value ref_hc(const Napi::CallbackInfo& info, bool head) {
-  const char* fn = head ? "refHcHeadF16" : "refHcPreF16";
+Napi::Value hc_op(const Napi::CallbackInfo& info, bool head, Where where) {
+  const std::string name = op_name(where, head ? "hcHeadF16" : "hcPreF16");
+  const char* fn = name.c_str();
   need_args(info, head ? 9 : 10, fn);
   const int T = arg_int(info, 4, fn, "T", 1), hc = arg_int(info, 5, fn, "hc", 1), D = arg_int(info, 6, fn, "D", 1);
   const size_t width = (size_t)hc * D, nmix = head ? (size_t)hc : (size_t)(2 + hc) * hc;
@@ -415,7 +475,14 @@ Napi::Value ref_hc(const Napi::CallbackInfo& info, bool head) {
   auto u = new_array<uint16_t>(env, (size_t)T * D);
   auto post = new_array<float>(env, (size_t)T * hc);
   auto comb = new_array<float>(env, (size_t)T * hc * hc);
-  ldref::hc_pre_head(head, x.data, w.data, base.data, scale.data, T, hc, D, norm_eps, hc_eps, iters, u.Data(), post.Data(), comb.Data());
+  if (where == Where::Gpu) {
+    gpu(env, [&] {
+      if (head) backend(env).hc_head(x.data, w.data, base.data, scale.data, T, hc, D, norm_eps, hc_eps, u.Data());
+      else backend(env).hc_pre(x.data, w.data, base.data, scale.data, T, hc, D, norm_eps, hc_eps, iters, u.Data(), post.Data(), comb.Data());
+    });
+  } else {
+    ldref::hc_pre_head(head, x.data, w.data, base.data, scale.data, T, hc, D, norm_eps, hc_eps, iters, u.Data(), post.Data(), comb.Data());
+  }
   if (head) return u;
   Napi::Object o = Napi::Object::New(env);
   o.Set("u", u);
@@ -424,8 +491,9 @@ Napi::Value ref_hc(const Napi::CallbackInfo& info, bool head) {
   return o;
 }
 
-Napi::Value ref_hc_post(const Napi::CallbackInfo& info) {
-  const char* fn = "refHcPostF16";
+Napi::Value hc_post_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "hcPostF16");
+  const char* fn = name.c_str();
   need_args(info, 7, fn);
   const int T = arg_int(info, 4, fn, "T", 1), hc = arg_int(info, 5, fn, "hc", 1), D = arg_int(info, 6, fn, "D", 1);
   auto f = arg_array_len<uint16_t>(info, 0, fn, "f", (size_t)T * D, "T×D");
@@ -433,12 +501,14 @@ Napi::Value ref_hc_post(const Napi::CallbackInfo& info) {
   auto post = arg_array_len<float>(info, 2, fn, "post", (size_t)T * hc, "T×hc");
   auto comb = arg_array_len<float>(info, 3, fn, "comb", (size_t)T * hc * hc, "T×hc×hc");
   auto y = new_array<uint16_t>(info.Env(), x.len);
-  ldref::hc_post(f.data, x.data, post.data, comb.data, T, hc, D, y.Data());
+  if (where == Where::Gpu) gpu(info.Env(), [&] { backend(info.Env()).hc_post(f.data, x.data, post.data, comb.data, T, hc, D, y.Data()); });
+  else ldref::hc_post(f.data, x.data, post.data, comb.data, T, hc, D, y.Data());
   return y;
 }
 
-Napi::Value ref_compress_pool(const Napi::CallbackInfo& info) {
-  const char* fn = "refCompressPoolF16";
+Napi::Value compress_pool_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "compressPoolF16");
+  const char* fn = name.c_str();
   need_args(info, 7, fn);
   const int T = arg_int(info, 3, fn, "T", 1), r = arg_int(info, 4, fn, "ratio", 1), dc = arg_int(info, 5, fn, "dc", 1);
   const bool overlap = arg_bool(info, 6, fn, "overlap");
@@ -447,17 +517,20 @@ Napi::Value ref_compress_pool(const Napi::CallbackInfo& info) {
   auto Z = arg_array_len<float>(info, 1, fn, "Z", (size_t)T * w, "T×c·dc");
   auto ape = arg_array_len<float>(info, 2, fn, "ape", (size_t)r * w, "ratio×c·dc");
   auto y = new_array<uint16_t>(info.Env(), (size_t)(T / r) * dc);
-  ldref::compress_pool(K.data, Z.data, ape.data, T, r, dc, overlap, y.Data());
+  if (where == Where::Gpu) gpu(info.Env(), [&] { backend(info.Env()).compress_pool(K.data, Z.data, ape.data, T, r, dc, overlap, y.Data()); });
+  else ldref::compress_pool(K.data, Z.data, ape.data, T, r, dc, overlap, y.Data());
   return y;
 }
 
-Napi::Value ref_router(const Napi::CallbackInfo& info) {
-  const char* fn = "refRouterF32";
+Napi::Value router_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "routerF32");
+  const char* fn = name.c_str();
   need_args(info, 7, fn);
   const int T = arg_int(info, 2, fn, "T", 1), E = arg_int(info, 3, fn, "E", 1), k = arg_int(info, 4, fn, "topk", 1);
   if (k > E) throw_range(info.Env(), std::string(fn) + ": topk exceeds E");
   auto logits = arg_array_len<float>(info, 0, fn, "logits", (size_t)T * E, "T×E");
   const float* bias = opt_f32(info, 1, fn, "bias", (size_t)E);
+  const float route_scale = (float)arg_num(info, 5, fn, "routeScale");
   const int32_t* given = nullptr;
   if (!info[6].IsNull() && !info[6].IsUndefined()) {
     auto g = arg_i32(info, 6, fn, "given");
@@ -470,7 +543,11 @@ Napi::Value ref_router(const Napi::CallbackInfo& info) {
   auto ids = new_array<int32_t>(env, (size_t)T * k);
   auto weights = new_array<float>(env, (size_t)T * k);
   auto scores = new_array<float>(env, (size_t)T * E);
-  ldref::router(logits.data, bias, given, T, E, k, (float)arg_num(info, 5, fn, "routeScale"), ids.Data(), weights.Data(), scores.Data());
+  if (where == Where::Gpu) {
+    gpu(env, [&] { backend(env).router(logits.data, bias, given, T, E, k, route_scale, ids.Data(), weights.Data(), scores.Data()); });
+  } else {
+    ldref::router(logits.data, bias, given, T, E, k, route_scale, ids.Data(), weights.Data(), scores.Data());
+  }
   Napi::Object o = Napi::Object::New(env);
   o.Set("ids", ids);
   o.Set("weights", weights);
@@ -478,38 +555,48 @@ Napi::Value ref_router(const Napi::CallbackInfo& info) {
   return o;
 }
 
-Napi::Value ref_swiglu_rows(const Napi::CallbackInfo& info) {
-  const char* fn = "refSwigluRowsF16";
+Napi::Value swiglu_rows_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "swigluRowsF16");
+  const char* fn = name.c_str();
   need_args(info, 6, fn);
   const int rows = arg_int(info, 2, fn, "rows", 1), cols = arg_int(info, 3, fn, "cols", 1);
   auto g = arg_array_len<uint16_t>(info, 0, fn, "gate", (size_t)rows * cols, "rows×cols");
   auto u = arg_array_len<uint16_t>(info, 1, fn, "up", (size_t)rows * cols, "rows×cols");
   const float* rw = opt_f32(info, 4, fn, "rowWeights", (size_t)rows);
+  const float limit = (float)arg_num(info, 5, fn, "limit");
   auto y = new_array<uint16_t>(info.Env(), g.len);
-  ldref::swiglu_rows(g.data, u.data, rw, rows, cols, (float)arg_num(info, 5, fn, "limit"), y.Data());
+  if (where == Where::Gpu) gpu(info.Env(), [&] { backend(info.Env()).swiglu_rows(g.data, u.data, rw, rows, cols, limit, y.Data()); });
+  else ldref::swiglu_rows(g.data, u.data, rw, rows, cols, limit, y.Data());
   return y;
 }
 
-Napi::Value ref_indexer_topk(const Napi::CallbackInfo& info) {
-  const char* fn = "refIndexerTopkF16";
+Napi::Value indexer_topk_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "indexerTopkF16");
+  const char* fn = name.c_str();
   need_args(info, 10, fn);
   const int T = arg_int(info, 3, fn, "T", 1), nh = arg_int(info, 4, fn, "nh", 1), hd = arg_int(info, 5, fn, "hd", 1);
   const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), topk = arg_int(info, 8, fn, "topk", 1);
   auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * nh * hd, "T×nh×hd");
   auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)T * nh, "T×nh");
   auto e = arg_array_len<uint16_t>(info, 2, fn, "e", (size_t)B * hd, "B×hd");
+  const float scale = (float)arg_num(info, 9, fn, "scale");
   const Napi::Env env = info.Env();
   auto scores = new_array<float>(env, (size_t)T * B);
   auto picks = new_array<int32_t>(env, (size_t)T * topk);
-  ldref::indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, (float)arg_num(info, 9, fn, "scale"), scores.Data(), picks.Data());
+  if (where == Where::Gpu) {
+    gpu(env, [&] { backend(env).indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, scale, scores.Data(), picks.Data()); });
+  } else {
+    ldref::indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, scale, scores.Data(), picks.Data());
+  }
   Napi::Object o = Napi::Object::New(env);
   o.Set("scores", scores);
   o.Set("picks", picks);
   return o;
 }
 
-Napi::Value ref_sparse_attention(const Napi::CallbackInfo& info) {
-  const char* fn = "refSparseAttentionF16";
+Napi::Value sparse_attention_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "sparseAttentionF16");
+  const char* fn = name.c_str();
   need_args(info, 12, fn);
   const int T = arg_int(info, 3, fn, "T", 1), H = arg_int(info, 4, fn, "H", 1), D = arg_int(info, 5, fn, "D", 1);
   const int B = arg_int(info, 6, fn, "B", 0), window = arg_int(info, 7, fn, "window", 0), K = arg_int(info, 9, fn, "K", 0);
@@ -521,11 +608,27 @@ Napi::Value ref_sparse_attention(const Napi::CallbackInfo& info) {
   for (size_t i = 0; i < cand.len; i++)
     if (cand.data[i] < -1 || cand.data[i] >= B) throw_range(info.Env(), std::string(fn) + ": cand entry out of range");
   auto sinks = arg_array_len<float>(info, 10, fn, "sinks", (size_t)H, "H");
+  const float scale = (float)arg_num(info, 11, fn, "scale");
   auto y = new_array<uint16_t>(info.Env(), (size_t)T * H * D);
-  ldref::sparse_attention(q.data, kv.data, comp.data, cand.data, sinks.data, T, H, D, window, K, (float)arg_num(info, 11, fn, "scale"),
-                          y.Data());
+  if (where == Where::Gpu) {
+    gpu(info.Env(), [&] {
+      backend(info.Env()).sparse_attention(q.data, kv.data, comp.data, cand.data, sinks.data, T, H, D, B, window, K, scale, y.Data());
+    });
+  } else {
+    ldref::sparse_attention(q.data, kv.data, comp.data, cand.data, sinks.data, T, H, D, window, K, scale, y.Data());
+  }
   return y;
 }
+
+// Exports `name` (the GPU op) and `refName` (its host reference) from one `op(info, where)`.
+template <Napi::Value (*Op)(const Napi::CallbackInfo&, Where)>
+void export_pair(Napi::Env env, Napi::Object exports, const char* name) {
+  exports.Set(name, Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Op(i, Where::Gpu); }));
+  exports.Set(op_name(Where::Ref, name), Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Op(i, Where::Ref); }));
+}
+
+Napi::Value hc_pre_op(const Napi::CallbackInfo& info, Where where) { return hc_op(info, false, where); }
+Napi::Value hc_head_op(const Napi::CallbackInfo& info, Where where) { return hc_op(info, true, where); }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, probe));
@@ -551,16 +654,17 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("refAddF16", Napi::Function::New(env, ref_add));
   exports.Set("refMulScalarF16", Napi::Function::New(env, ref_mul_scalar));
   exports.Set("refMoeGatherF16", Napi::Function::New(env, ref_moe_gather));
-  exports.Set("refMoeCombineF16", Napi::Function::New(env, ref_moe_combine));
   exports.Set("refSinkhornF32", Napi::Function::New(env, ref_sinkhorn));
-  exports.Set("refHcPreF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_hc(i, false); }));
-  exports.Set("refHcHeadF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_hc(i, true); }));
-  exports.Set("refHcPostF16", Napi::Function::New(env, ref_hc_post));
-  exports.Set("refCompressPoolF16", Napi::Function::New(env, ref_compress_pool));
-  exports.Set("refRouterF32", Napi::Function::New(env, ref_router));
-  exports.Set("refSwigluRowsF16", Napi::Function::New(env, ref_swiglu_rows));
-  exports.Set("refIndexerTopkF16", Napi::Function::New(env, ref_indexer_topk));
-  exports.Set("refSparseAttentionF16", Napi::Function::New(env, ref_sparse_attention));
+  export_pair<moe_combine_op>(env, exports, "moeCombineF16");
+  export_pair<attention_decode_op>(env, exports, "attentionDecodeF16");
+  export_pair<hc_pre_op>(env, exports, "hcPreF16");
+  export_pair<hc_head_op>(env, exports, "hcHeadF16");
+  export_pair<hc_post_op>(env, exports, "hcPostF16");
+  export_pair<compress_pool_op>(env, exports, "compressPoolF16");
+  export_pair<router_op>(env, exports, "routerF32");
+  export_pair<swiglu_rows_op>(env, exports, "swigluRowsF16");
+  export_pair<indexer_topk_op>(env, exports, "indexerTopkF16");
+  export_pair<sparse_attention_op>(env, exports, "sparseAttentionF16");
   return exports;
 }
 

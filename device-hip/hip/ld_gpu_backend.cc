@@ -35,7 +35,8 @@ const std::vector<std::string>& Backend::kernel_names() {
       "ld_gemm_skinny_f16_1", "ld_gemm_skinny_f16_2", "ld_gemm_skinny_f16_4", "ld_gemm_skinny_f16_8",
       "ld_gemm_skinny_mxfp4_1", "ld_gemm_skinny_mxfp4_2", "ld_gemm_skinny_mxfp4_4", "ld_gemm_skinny_mxfp4_8",
       "ld_rmsnorm", "ld_rope", "ld_swiglu", "ld_add", "ld_mul_scalar", "ld_attention", "ld_softmax", "ld_moe_gather",
-      "ld_moe_combine", "ld_sinkhorn", "ld_widen_check"};
+      "ld_moe_combine", "ld_sinkhorn", "ld_widen_check", "ld_attention_decode", "ld_hc_pre", "ld_hc_head", "ld_hc_post",
+      "ld_compress_pool", "ld_router", "ld_swiglu_rows", "ld_indexer_topk", "ld_sparse_attention"};
   return names;
 }
 
@@ -55,7 +56,13 @@ uint64_t Backend::alloc(size_t bytes) {
 
 void Backend::open(Flavour f, const std::vector<char>& image) {
   std::string err;
-  if (!open_api(api_, f, &err)) throw std::runtime_error("hip backend: " + err);
+  Api api;
+  if (!open_api(api, f, &err)) throw std::runtime_error("hip backend: " + err);
+  open(api, image);
+}
+
+void Backend::open(const Api& api, const std::vector<char>& image) {
+  api_ = api;
   int count = 0;
   const int e = api_.device_count(api_, &count);
   if (e != 0 || count == 0) throw std::runtime_error("hip backend: no device (" + (e != 0 ? api_.error_string(api_, e) : std::string("0 devices")) + ")");
@@ -191,6 +198,107 @@ void Backend::sinkhorn(const float* A, int T, int hc, int iters, float eps, floa
   LdSinkhornArgs a{dA.ptr<float>(), dC.ptr<float>(), T, hc, iters, eps};
   launch(ld_plan_sinkhorn(&a), &a);
   dC.down(C, n * 4);
+}
+
+void Backend::attention_decode(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* slot, const int32_t* start,
+                               const float* sinks, int B, int Tq, int Bc, int cap, int Hq, int Hkv, int D, int Dv, float scale,
+                               int window, uint16_t* y) {
+  int max_len = 1;  // sizes the kernel's LDS: the longest row of this launch, not the whole capacity
+  for (int b = 0; b < B; b++) max_len = start[b] + Tq > max_len ? start[b] + Tq : max_len;
+  const size_t nq = (size_t)B * Tq * Hq, rows = (size_t)Bc * cap * Hkv;
+  Buf dq(this, q, nq * D * 2), dk(this, k, rows * D * 2), dv(this, v, rows * Dv * 2);
+  Buf dsl(this, slot, (size_t)B * 4), dst(this, start, (size_t)B * 4);
+  Buf ds(this, sinks, sinks != nullptr ? (size_t)Hq * 4 : 0), dy(this, nq * Dv * 2);
+  LdAttentionDecodeArgs a{dq.ptr<uint16_t>(), dk.ptr<uint16_t>(), dv.ptr<uint16_t>(), dsl.ptr<int32_t>(), dst.ptr<int32_t>(),
+                          sinks != nullptr ? ds.ptr<float>() : nullptr, dy.ptr<uint16_t>(), B, Tq, cap, Hq, Hkv, D, Dv, window,
+                          max_len, scale};
+  launch(ld_plan_attention_decode(&a), &a);
+  dy.down(y, nq * Dv * 2);
+}
+
+void Backend::hc(bool head, const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D,
+                 float norm_eps, float hc_eps, int iters, uint16_t* u, float* post, float* comb) {
+  const size_t width = (size_t)hc * D, nmix = head ? (size_t)hc : (size_t)(2 + hc) * hc;
+  Buf dx(this, x, (size_t)T * width * 2), dfn(this, fn, nmix * width * 4), dbase(this, base, nmix * 4);
+  Buf dscale(this, scale, head ? 4 : 12), du(this, (size_t)T * D * 2);
+  Buf dpost(this, head ? 0 : (size_t)T * hc * 4), dcomb(this, head ? 0 : (size_t)T * hc * hc * 4);
+  LdHcArgs a{dx.ptr<uint16_t>(), dfn.ptr<float>(), dbase.ptr<float>(), dscale.ptr<float>(), du.ptr<uint16_t>(),
+             head ? nullptr : dpost.ptr<float>(), head ? nullptr : dcomb.ptr<float>(), T, hc, D, iters, norm_eps, hc_eps};
+  launch(head ? ld_plan_hc_head(&a) : ld_plan_hc_pre(&a), &a);
+  du.down(u, (size_t)T * D * 2);
+  if (!head) {
+    dpost.down(post, (size_t)T * hc * 4);
+    dcomb.down(comb, (size_t)T * hc * hc * 4);
+  }
+}
+
+void Backend::hc_pre(const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D, float norm_eps,
+                     float hc_eps, int iters, uint16_t* u, float* post, float* comb) {
+  this->hc(false, x, fn, base, scale, T, hc, D, norm_eps, hc_eps, iters, u, post, comb);
+}
+
+void Backend::hc_head(const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D, float norm_eps,
+                      float hc_eps, uint16_t* u) {
+  this->hc(true, x, fn, base, scale, T, hc, D, norm_eps, hc_eps, 0, u, nullptr, nullptr);
+}
+
+void Backend::hc_post(const uint16_t* f, const uint16_t* x, const float* post, const float* comb, int T, int hc, int D, uint16_t* y) {
+  const size_t n = (size_t)T * hc * D;
+  Buf df(this, f, (size_t)T * D * 2), dx(this, x, n * 2), dp(this, post, (size_t)T * hc * 4), dc(this, comb, (size_t)T * hc * hc * 4);
+  Buf dy(this, n * 2);
+  LdHcPostArgs a{df.ptr<uint16_t>(), dx.ptr<uint16_t>(), dp.ptr<float>(), dc.ptr<float>(), dy.ptr<uint16_t>(), T, hc, D};
+  launch(ld_plan_hc_post(&a), &a);
+  dy.down(y, n * 2);
+}
+
+void Backend::compress_pool(const float* K, const float* Z, const float* ape, int T, int ratio, int dc, bool overlap, uint16_t* y) {
+  const size_t w = (size_t)(overlap ? 2 : 1) * dc, nout = (size_t)(T / ratio) * dc;
+  Buf dK(this, K, (size_t)T * w * 4), dZ(this, Z, (size_t)T * w * 4), dape(this, ape, (size_t)ratio * w * 4), dy(this, nout * 2);
+  LdCompressPoolArgs a{dK.ptr<float>(), dZ.ptr<float>(), dape.ptr<float>(), dy.ptr<uint16_t>(), T, ratio, dc, overlap ? 1 : 0};
+  launch(ld_plan_compress_pool(&a), &a);
+  dy.down(y, nout * 2);
+}
+
+void Backend::router(const float* logits, const float* bias, const int32_t* given, int T, int E, int topk, float route_scale,
+                     int32_t* ids, float* weights, float* scores) {
+  const size_t nk = (size_t)T * topk;
+  Buf dl(this, logits, (size_t)T * E * 4), db(this, bias, bias != nullptr ? (size_t)E * 4 : 0);
+  Buf dg(this, given, given != nullptr ? nk * 4 : 0), di(this, nk * 4), dw(this, nk * 4), ds(this, (size_t)T * E * 4);
+  LdRouterArgs a{dl.ptr<float>(), bias != nullptr ? db.ptr<float>() : nullptr, given != nullptr ? dg.ptr<int32_t>() : nullptr,
+                 di.ptr<int32_t>(), dw.ptr<float>(), ds.ptr<float>(), T, E, topk, route_scale};
+  launch(ld_plan_router(&a), &a);
+  di.down(ids, nk * 4);
+  dw.down(weights, nk * 4);
+  ds.down(scores, (size_t)T * E * 4);
+}
+
+void Backend::swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, int rows, int cols, float limit, uint16_t* y) {
+  const size_t n = (size_t)rows * cols;
+  Buf dg(this, g, n * 2), du(this, u, n * 2), drw(this, rw, rw != nullptr ? (size_t)rows * 4 : 0), dy(this, n * 2);
+  LdSwigluRowsArgs a{dg.ptr<uint16_t>(), du.ptr<uint16_t>(), rw != nullptr ? drw.ptr<float>() : nullptr, dy.ptr<uint16_t>(), rows, cols, limit};
+  launch(ld_plan_swiglu_rows(&a), &a);
+  dy.down(y, n * 2);
+}
+
+void Backend::indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int topk,
+                           float scale, float* scores, int32_t* picks) {
+  Buf dq(this, q, (size_t)T * nh * hd * 2), dw(this, w, (size_t)T * nh * 2), de(this, e, (size_t)B * hd * 2);
+  Buf ds(this, (size_t)T * B * 4), dp(this, (size_t)T * topk * 4);
+  LdIndexerArgs a{dq.ptr<uint16_t>(), dw.ptr<uint16_t>(), de.ptr<uint16_t>(), ds.ptr<float>(), dp.ptr<int32_t>(), T, nh, hd, B, ratio, topk, scale};
+  launch(ld_plan_indexer_topk(&a), &a);
+  ds.down(scores, (size_t)T * B * 4);
+  dp.down(picks, (size_t)T * topk * 4);
+}
+
+void Backend::sparse_attention(const uint16_t* q, const uint16_t* kv, const uint16_t* comp, const int32_t* cand, const float* sinks,
+                               int T, int H, int D, int B, int window, int K, float scale, uint16_t* y) {
+  const size_t n = (size_t)T * H * D;
+  Buf dq(this, q, n * 2), dkv(this, kv, (size_t)T * D * 2), dcomp(this, comp, (size_t)B * D * 2);
+  Buf dcand(this, cand, (size_t)T * K * 4), ds(this, sinks, (size_t)H * 4), dy(this, n * 2);
+  LdSparseAttnArgs a{dq.ptr<uint16_t>(), dkv.ptr<uint16_t>(), dcomp.ptr<uint16_t>(), dcand.ptr<int32_t>(), ds.ptr<float>(),
+                     dy.ptr<uint16_t>(), T, H, D, B, window, K, scale};
+  launch(ld_plan_sparse_attention(&a), &a);
+  dy.down(y, n * 2);
 }
 
 }  // namespace ldgpu
