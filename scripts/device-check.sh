@@ -8,7 +8,8 @@
 #   scripts/device-check.sh --cuda     NVIDIA: nvcc -x cu through kernels/hip_to_cuda.h, arch from nvidia-smi
 #   scripts/device-check.sh --hip      AMD: hipcc --offload-arch=$LD_HIP_ARCH (default: rocminfo's, else gfx90a)
 #   scripts/device-check.sh --cpu      no GPU: HIP-CPU (header-only CPU HIP runtime; HIP_CPU_INCLUDE=<its include/>,
-#                                      libtbb-dev) steps through the same kernels, with --quick shapes
+#                                      libtbb-dev) steps through the same kernels, with --quick shapes, and runs
+#                                      module_check over HIP-CPU (the backend's host code, kernels compiled in)
 # Extra arguments after the mode go to device_check (--quick: smaller shapes).
 # Exit: 0 all bit-identical, 1 a mismatch or a failed step, 2 no usable GPU/toolchain.
 set -uo pipefail
@@ -79,11 +80,22 @@ case "$mode" in
     ;;
   cpu)
     : "${HIP_CPU_INCLUDE:?set HIP_CPU_INCLUDE to the include/ directory of HIP-CPU (github.com/ROCm/HIP-CPU)}"
-    step "g++ with HIP-CPU: device_check --quick"
-    g++ -std=c++17 -O2 -ffp-contract=off -DLD_HIP_CPU -x c++ -I"$HIP_CPU_INCLUDE" "${inc[@]}" -fopenmp \
-      device-hip/check/device_check.hip -o "$build/device_check_cpu" -ltbb -lpthread || exit 1
+    step "g++ with HIP-CPU: device_check --quick, module_check cpu (parallel)"
+    cpu_flags=(-std=c++17 -O2 -ffp-contract=off -DLD_HIP_CPU -I"$HIP_CPU_INCLUDE" "${inc[@]}" -fopenmp)
+    g++ "${cpu_flags[@]}" -x c++ device-hip/check/device_check.hip -o "$build/device_check_cpu" -ltbb -lpthread 2>"$build/dc_cpu.log" &
+    p1=$!
+    # module_check with the kernels compiled in: the backend's host code (hip/ld_gpu_backend.cc) over HIP-CPU
+    g++ "${cpu_flags[@]}" device-hip/hip/ld_gpu_api.cc device-hip/hip/ld_gpu_backend.cc device-hip/check/module_check.cc \
+      -o "$build/module_check_cpu" -ltbb -lpthread -ldl 2>"$build/mc_cpu.log" &
+    p2=$!
+    wait $p1 || { grep -v 'for simd' "$build/dc_cpu.log"; echo "device-check: device_check did not build" >&2; exit 1; }
+    wait $p2 || { grep -v 'for simd' "$build/mc_cpu.log"; status=1; }
     step "device_check (kernels stepped on the CPU; timings meaningless)"
     "$build/device_check_cpu" --quick "$@" || status=1
+    if [ -f "$build/module_check_cpu" ]; then
+      step "module_check cpu (the hip backend's host code, kernels stepped by HIP-CPU)"
+      "$build/module_check_cpu" cpu || status=1
+    fi
     ;;
   *) echo "device-check: unknown mode $mode" >&2; exit 2 ;;
 esac

@@ -4,9 +4,12 @@
 //   module_check amd  <code object built by hipcc --genco --offload-arch=gfx90a>   (an MI250: the real backend)
 //   module_check cuda <cubin built by nvcc --cubin from the same kernels/all.hip>  (the lent NVIDIA GPU: the CUDA
 //                      driver's module API, called through the same Backend class)
+//   module_check cpu   (built with -DLD_HIP_CPU against HIP-CPU: module_check_cpu.h's runtime table steps the kernels
+//                      compiled into the binary on the CPU — the backend's host code checked without a GPU)
 // Plain C++: no HIP or CUDA headers, the runtime is dlopen'ed. Exit 0 all equal, 1 a mismatch, 2 no GPU/library.
 #include <stdio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -15,6 +18,9 @@
 
 #include "ld_gpu_backend.h"
 #include "ld_host_ref.h"
+#ifdef LD_HIP_CPU
+#include "module_check_cpu.h"
+#endif
 
 namespace {
 
@@ -166,27 +172,135 @@ void run(ldgpu::Backend& b) {
     ldref::sinkhorn(A.data(), T, hc, iters, 1e-6f, r.data());
     report("sinkhorn", g, r);
   }
+  {  // decode over a KV cache: window starting inside the cache, groups in reverse slot order, two on one sequence
+    const int B = 3, Tq = 2, Bc = 2, cap = 40, Hq = 8, Hkv = 2, D = 64, Dv = 48, window = 9;
+    const std::vector<int32_t> slot = {1, 0, 1}, start = {30, 3, 12};
+    auto q = f16s((size_t)B * Tq * Hq * D, 3), k = f16s((size_t)Bc * cap * Hkv * D, 3), v = f16s((size_t)Bc * cap * Hkv * Dv, 2);
+    auto sk = f32s(Hq, -4, 4);
+    std::vector<uint16_t> g((size_t)B * Tq * Hq * Dv), r(g.size());
+    b.attention_decode(q.data(), k.data(), v.data(), slot.data(), start.data(), sk.data(), B, Tq, Bc, cap, Hq, Hkv, D, Dv, 0.125f, window,
+                       g.data());
+    ldref::attention_decode(q.data(), k.data(), v.data(), slot.data(), start.data(), sk.data(), B, Tq, cap, Hq, Hkv, D, Dv, 0.125f,
+                            window, r.data());
+    report("attention_decode window+sink", g, r);
+  }
+  // ---- DeepSeek-V4 (deepseek.hip) ----
+  {
+    const int T = 7, hc = 4, D = 96, width = hc * D, iters = 20;
+    for (bool head : {false, true}) {
+      const int nmix = head ? hc : (2 + hc) * hc;
+      auto x = f16s((size_t)T * width, 2);
+      auto fn = f32s((size_t)nmix * width, -0.05, 0.05), base = f32s(nmix, -1, 1), sc = f32s(3, 0.5, 1.5);
+      std::vector<uint16_t> gu((size_t)T * D), ru(gu.size());
+      std::vector<float> gp((size_t)T * hc), rp(gp.size()), gc((size_t)T * hc * hc), rc(gc.size());
+      if (head) b.hc_head(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, gu.data());
+      else b.hc_pre(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, iters, gu.data(), gp.data(), gc.data());
+      ldref::hc_pre_head(head, x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, iters, ru.data(), rp.data(), rc.data());
+      report(head ? "hc_head" : "hc_pre u", gu, ru);
+      if (!head) {
+        report("hc_pre post", gp, rp);
+        report("hc_pre comb", gc, rc);
+      }
+    }
+    auto f = f16s((size_t)T * D, 3), x = f16s((size_t)T * width, 3);
+    auto post = f32s((size_t)T * hc, 0, 2), comb = f32s((size_t)T * hc * hc, 0, 1);
+    std::vector<uint16_t> g((size_t)T * width), r(g.size());
+    b.hc_post(f.data(), x.data(), post.data(), comb.data(), T, hc, D, g.data());
+    ldref::hc_post(f.data(), x.data(), post.data(), comb.data(), T, hc, D, r.data());
+    report("hc_post", g, r);
+  }
+  for (bool overlap : {true, false}) {
+    const int T = 67, ratio = overlap ? 4 : 16, dc = 40, w = (overlap ? 2 : 1) * dc;
+    auto K = f32s((size_t)T * w, -3, 3), Z = f32s((size_t)T * w, -8, 8), ape = f32s((size_t)ratio * w, -1, 1);
+    std::vector<uint16_t> g((size_t)(T / ratio) * dc), r(g.size());
+    b.compress_pool(K.data(), Z.data(), ape.data(), T, ratio, dc, overlap, g.data());
+    ldref::compress_pool(K.data(), Z.data(), ape.data(), T, ratio, dc, overlap, r.data());
+    report(overlap ? "compress_pool overlap" : "compress_pool", g, r);
+  }
+  {
+    const int T = 50, E = 64, k = 6;
+    auto lg = f32s((size_t)T * E, -4, 4), bias = f32s(E, -0.5, 0.5);
+    for (float& l : lg) l = (float)((int)(l * 4.0f)) / 4.0f;  // a 1/4 grid: tied scores, ties → lowest id
+    std::vector<int32_t> given((size_t)T * k);
+    for (auto& id : given) id = (int32_t)(rnd() % (uint64_t)E);
+    for (int variant = 0; variant < 2; variant++) {
+      const int32_t* gv = variant == 1 ? given.data() : nullptr;
+      std::vector<int32_t> gi((size_t)T * k), ri(gi.size());
+      std::vector<float> gw((size_t)T * k), rw(gw.size()), gs((size_t)T * E), rs(gs.size());
+      b.router(lg.data(), bias.data(), gv, T, E, k, 2.5f, gi.data(), gw.data(), gs.data());
+      ldref::router(lg.data(), bias.data(), gv, T, E, k, 2.5f, ri.data(), rw.data(), rs.data());
+      report(variant == 1 ? "router ids (given)" : "router ids (bias, ties)", gi, ri);
+      report(variant == 1 ? "router weights (given)" : "router weights", gw, rw);
+      report("router scores", gs, rs);
+    }
+  }
+  {
+    const int rows = 37, cols = 301;
+    auto g = f16s((size_t)rows * cols, 12), u = f16s((size_t)rows * cols, 12);
+    auto rw = f32s(rows, 0, 1);
+    std::vector<uint16_t> go(g.size()), ro(g.size());
+    b.swiglu_rows(g.data(), u.data(), rw.data(), rows, cols, 7.0f, go.data());
+    ldref::swiglu_rows(g.data(), u.data(), rw.data(), rows, cols, 7.0f, ro.data());
+    report("swiglu_rows weights limit 7", go, ro);
+  }
+  {
+    const int T = 97, nh = 4, hd = 40, ratio = 4, topk = 7, B = T / ratio;
+    auto q = f16s((size_t)T * nh * hd, 2), w = f16s((size_t)T * nh, 1), e = f16s((size_t)B * hd, 2);
+    for (int bl = 1; bl < B; bl += 2) std::copy(e.begin() + (size_t)(bl - 1) * hd, e.begin() + (size_t)bl * hd, e.begin() + (size_t)bl * hd);
+    std::vector<float> gs((size_t)T * B), rs(gs.size());
+    std::vector<int32_t> gp((size_t)T * topk), rp(gp.size());
+    b.indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, topk, 0.1f, gs.data(), gp.data());
+    ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, topk, 0.1f, rs.data(), rp.data());
+    report("indexer_topk scores (ties)", gs, rs);
+    report("indexer_topk picks", gp, rp);
+  }
+  {
+    const int T = 45, H = 4, D = 72, B = 11, window = 8, K = 6;
+    auto q = f16s((size_t)T * H * D, 3), kv = f16s((size_t)T * D, 3), comp = f16s((size_t)B * D, 3);
+    auto sk = f32s(H, -4, 4);
+    std::vector<int32_t> cand((size_t)T * K);
+    for (auto& c : cand) c = (int32_t)(rnd() % (uint64_t)(B + 1)) - 1;
+    std::vector<uint16_t> g((size_t)T * H * D), r(g.size());
+    b.sparse_attention(q.data(), kv.data(), comp.data(), cand.data(), sk.data(), T, H, D, B, window, K, 0.125f, g.data());
+    ldref::sparse_attention(q.data(), kv.data(), comp.data(), cand.data(), sk.data(), T, H, D, window, K, 0.125f, r.data());
+    report("sparse_attention window+sink", g, r);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
+  const std::string mode = argc >= 2 ? argv[1] : "";
+#ifdef LD_HIP_CPU
+  // The HIP-CPU build: the same Backend over module_check_cpu.h's table (kernels compiled in, stepped on the CPU).
+  if (mode != "cpu") {
+    fprintf(stderr, "usage: module_check cpu   (this is the HIP-CPU build)\n");
+    return 2;
+  }
+  printf("module_check: HIP-CPU: the kernels compiled into this binary, stepped on the CPU (no GPU, no code object)\n");
+  const std::vector<char> image = {'h', 'i', 'p', '-', 'c', 'p', 'u'};
+  auto open_backend = [&](ldgpu::Backend& b) { b.open(ldcpu::api(), image); };
+  const char* what = "kernels compiled in";
+#else
+  if (argc < 3 || (mode != "amd" && mode != "cuda")) {
     fprintf(stderr, "usage: module_check amd|cuda <code object>\n");
     return 2;
   }
-  const ldgpu::Flavour f = std::string(argv[1]) == "cuda" ? ldgpu::Flavour::Cuda : ldgpu::Flavour::Amd;
+  const ldgpu::Flavour f = mode == "cuda" ? ldgpu::Flavour::Cuda : ldgpu::Flavour::Amd;
   const ldgpu::ProbeResult p = f == ldgpu::Flavour::Cuda ? ldgpu::probe_cuda() : ldgpu::probe_amd();
   printf("module_check: probe: library %s (%s), %d device(s), name '%s', arch '%s', runtime %d, driver %d%s%s\n",
          p.library ? "loaded" : "missing", p.library_name.c_str(), p.device_count, p.device_name.c_str(), p.arch.c_str(),
          p.runtime_version, p.driver_version, p.error.empty() ? "" : "; ", p.error.c_str());
   if (p.device_count == 0) return 2;
   std::ifstream in(argv[2], std::ios::binary);
-  std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto open_backend = [&](ldgpu::Backend& b) { b.open(f, image); };
+  const char* what = argv[2];
+#endif
   try {
     ldgpu::Backend b;
-    b.open(f, image);
-    printf("module_check: code object %s (%zu bytes) loaded, %zu kernels resolved, widen self-check passed\n", argv[2], image.size(),
+    open_backend(b);
+    printf("module_check: code object %s (%zu bytes) loaded, %zu kernels resolved, widen self-check passed\n", what, image.size(),
            ldgpu::Backend::kernel_names().size());
     run(b);
   } catch (const std::exception& e) {
