@@ -34,7 +34,8 @@ export type NativeFault = keyof typeof FAULT_CODES;
 export const DEQUANT_KINDS = { mxfp4: 0, 'fp8-block': 1, bf16: 2, f16: 3, f32: 4 } as const;
 
 export interface DeviceInfo {
-  backend: 'emulated';
+  /** which backend computes the ops; under 'hip' the fields below describe the host side (f16/bf16/f32 conversions) */
+  backend: 'emulated' | 'hip';
   /** avx512 differs from avx2 only in the GEMM tile; every level gives the same bits */
   simd: 'avx512' | 'avx2' | 'scalar';
   openmpThreads: number;
@@ -241,15 +242,9 @@ export interface DecodeNative {
   ): Uint16Array;
 }
 
-let cachedDecode: DecodeNative | undefined;
-
-/** The decode kernels of the emulated backend, argument-checked like the rest of this file. */
-export function loadDecodeNative(): DecodeNative {
-  if (cachedDecode !== undefined) return cachedDecode;
-  const raw = loadAddon('ld_device') as Partial<DecodeNative>;
-  if (typeof raw.attentionDecodeF16 !== 'function') throw new Error('native addon lacks attentionDecodeF16: rebuild it with npm run build:native');
-  const f = raw.attentionDecodeF16.bind(raw);
-  cachedDecode = {
+/** DecodeNative's argument checks around any implementation (the emulation's, or the hip backend's). */
+export function validatedDecodeNative(raw: DecodeNative): DecodeNative {
+  return {
     attentionDecodeF16(q, k, v, B, Tq, Bc, cap, slot, start, Hq, Hkv, D, Dv, scale, window, sinks) {
       const fn = 'attentionDecodeF16';
       for (const [name, x, min] of [['B', B, 1], ['Tq', Tq, 1], ['Bc', Bc, 1], ['cap', cap, 1], ['Hq', Hq, 1], ['Hkv', Hkv, 1], ['D', D, 1], ['Dv', Dv, 1], ['window', window, 0]] as const) {
@@ -266,9 +261,19 @@ export function loadDecodeNative(): DecodeNative {
         if (start[b] < 0 || start[b] + Tq > cap) throw new RangeError(`${fn}: start[${b}] = ${start[b]} + Tq ${Tq} does not fit the cache capacity ${cap}`);
       }
       if (sinks !== null) arr(fn, 'sinks', sinks, Float32Array, Hq, `Hq [${Hq}]`);
-      return f(q, k, v, B, Tq, Bc, cap, slot, start, Hq, Hkv, D, Dv, num(fn, 'scale', scale), window, sinks);
+      return raw.attentionDecodeF16(q, k, v, B, Tq, Bc, cap, slot, start, Hq, Hkv, D, Dv, num(fn, 'scale', scale), window, sinks);
     },
   };
+}
+
+let cachedDecode: DecodeNative | undefined;
+
+/** The decode kernels of the emulated backend, argument-checked like the rest of this file. */
+export function loadDecodeNative(): DecodeNative {
+  if (cachedDecode !== undefined) return cachedDecode;
+  const raw = loadAddon('ld_device') as Partial<DecodeNative>;
+  if (typeof raw.attentionDecodeF16 !== 'function') throw new Error('native addon lacks attentionDecodeF16: rebuild it with npm run build:native');
+  cachedDecode = validatedDecodeNative(raw as DecodeNative);
   return cachedDecode;
 }
 
@@ -348,7 +353,8 @@ function hcArgs(fn: string, x: unknown, fnW: unknown, base: unknown, scale: unkn
   arr(fn, 'scale', scale, Float32Array, nscale, `[${nscale}]`);
 }
 
-function validatedDeepseek(raw: DeepseekNative): DeepseekNative {
+/** DeepseekNative's argument checks around any implementation (the emulation's, or the hip backend's). */
+export function validatedDeepseekNative(raw: DeepseekNative): DeepseekNative {
   return {
     hcPreF16(x, fnW, base, scale, T, hc, D, normEps, hcEps, iters) {
       const fn = 'hcPreF16';
@@ -452,13 +458,13 @@ export function loadDeepseekNative(): DeepseekNative {
   if (cachedDeepseek !== undefined) return cachedDeepseek;
   const raw = loadAddon('ld_device') as Partial<DeepseekNative>;
   if (typeof raw.hcPreF16 !== 'function') throw new Error('native addon lacks the DeepSeek-V4 kernels (hcPreF16, …): rebuild it with npm run build:native');
-  cachedDeepseek = validatedDeepseek(raw as DeepseekNative);
+  cachedDeepseek = validatedDeepseekNative(raw as DeepseekNative);
   return cachedDeepseek;
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The `hip` backend (device-hip/hip/hip_native.ts) offers this same DeviceNative surface with its ops on an
-// AMD GPU, and needs the same argument checks: the validator above, exported.
+// The `hip` backend (device-hip/hip/hip_native.ts) offers these same surfaces (DeviceNative, DecodeNative,
+// DeepseekNative) with their ops on an AMD GPU, and needs the same argument checks: the validators, exported.
 // ---------------------------------------------------------------------------------------------------
 
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */

@@ -1,15 +1,24 @@
 /**
  * The `hip` device backend's TypeScript side: the `ld_hip` addon (device-hip/hip/addon_hip.cc) probes the HIP
  * runtime with dlopen("libamdhip64.so") at run time — no link-time ROCm dependency — and, on a machine with an
- * AMD GPU, runs the DeviceNative ops through the kernels' code object (hipModuleLoadData / hipModuleLaunchKernel).
- * The addon also exposes the kernels' host reference (ld_host_ref.h) for the CPU tests.
+ * AMD GPU, runs the DeviceNative, DeepseekNative and DecodeNative ops through the kernels' code object
+ * (hipModuleLoadData / hipModuleLaunchKernel). The addon also exposes the kernels' host reference (ld_host_ref.h)
+ * for the CPU tests.
  */
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { packageRoot } from '../../harness/version.js';
-import { type DeepseekNative, type DeviceNative, loadDeviceNative, validatedDeviceNative } from '../binding.js';
+import {
+  type DecodeNative,
+  type DeepseekNative,
+  type DeviceNative,
+  loadDeviceNative,
+  validatedDecodeNative,
+  validatedDeepseekNative,
+  validatedDeviceNative,
+} from '../binding.js';
 
 /** What `probe()` found; `error` is empty only when a device with a readable gfx arch is there. */
 export interface HipProbe {
@@ -56,9 +65,12 @@ export interface HostRef {
   refSwigluRowsF16: DeepseekNative['swigluRowsF16'];
   refIndexerTopkF16: DeepseekNative['indexerTopkF16'];
   refSparseAttentionF16: DeepseekNative['sparseAttentionF16'];
+  /** the decode kernel's expected values (ld_attention_decode), attentionDecodeF16's signature */
+  refAttentionDecodeF16: DecodeNative['attentionDecodeF16'];
 }
 
-export interface HipAddon extends GpuOps, HostRef {
+/** The addon's GPU ops: DeviceNative's kernels, and all of DeepseekNative and DecodeNative (same signatures). */
+export interface HipAddon extends GpuOps, DeepseekNative, DecodeNative, HostRef {
   probe(): HipProbe;
   /** load the runtime, the code object and its kernels, run the self-check; throws with what failed */
   open(codeObjectPath: string): void;
@@ -124,12 +136,22 @@ export function codeObjectFor(gfx: string): { file: string } | { error: string }
   return { error: `no kernels code object for ${gfx} (${why}); install hipcc (ROCm) and run npm run build:native` };
 }
 
+/** The hip backend's three native surfaces, argument-checked like the emulation's. */
+export interface HipNatives {
+  native: DeviceNative;
+  deepseek: DeepseekNative;
+  decode: DecodeNative;
+  codeObject: string;
+}
+
 /**
  * Open the hip backend on the probed device: DeviceNative with dequant, GEMM, RMSNorm, RoPE, attention, SwiGLU,
- * add and scalar multiply on the GPU; the f16/bf16/f32 conversions, info() and setSimd() are host-side and
- * come from the emulation addon. Throws Error saying what failed.
+ * add and scalar multiply on the GPU, the whole DeepseekNative (hc pre/post/head, compressor pooling, indexer
+ * top-k, sparse attention, router, expert SwiGLU rows, MoE combine) and DecodeNative (the KV-cache attention)
+ * on the GPU; the f16/bf16/f32 conversions and setSimd() are host-side and come from the emulation addon
+ * (they are exact conversions, not device numerics). Throws Error saying what failed.
  */
-export function openHipNative(p: HipProbe): { native: DeviceNative; codeObject: string } {
+export function openHipNative(p: HipProbe): HipNatives {
   const a = loadHipAddon();
   if (a === null) throw new Error('the ld_hip addon is not built (run npm run build:native)');
   const gfx = p.arch.split(':')[0] ?? p.arch;
@@ -150,8 +172,8 @@ export function openHipNative(p: HipProbe): { native: DeviceNative; codeObject: 
     f32ToF16: (x) => host.f32ToF16(x),
     f16ToF32: (x) => host.f16ToF32(x),
     bf16ToF16: (x) => host.bf16ToF16(x),
-    info: () => host.info(),
+    info: () => ({ ...host.info(), backend: 'hip' }),
     setSimd: (mode) => host.setSimd(mode),
   };
-  return { native: validatedDeviceNative(raw), codeObject: co.file };
+  return { native: validatedDeviceNative(raw), deepseek: validatedDeepseekNative(a), decode: validatedDecodeNative(a), codeObject: co.file };
 }

@@ -7,7 +7,16 @@
  * ld_numerics.h for the kernels (rmsnorm, rope, swiglu, add, mulScalar, attention, MXFP4 nibbles).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../binding.js';
+import {
+  type DecodeNative,
+  type DeepseekNative,
+  type DeviceNative,
+  loadDecodeNative,
+  loadDeepseekNative,
+  loadDeviceNative,
+  validatedDecodeNative,
+  validatedDeepseekNative,
+} from '../binding.js';
 import { type HipAddon, hipProblem, loadHipAddon, probeHip } from '../hip/hip_native.js';
 import { selectBackend } from '../../harness/runner/backend.js';
 import { InputError } from '../../harness/errors.js';
@@ -17,10 +26,12 @@ import { countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, ldEx
 
 let N: DeviceNative;
 let K: DeepseekNative;
+let Dec: DecodeNative;
 let H: HipAddon;
 beforeAll(() => {
   N = loadDeviceNative();
   K = loadDeepseekNative();
+  Dec = loadDecodeNative();
   const h = loadHipAddon();
   if (h === null) throw new Error('ld_hip addon not built: run npm run build:native');
   H = h;
@@ -248,6 +259,79 @@ describe('host reference of the HIP kernels == emulation', () => {
   });
 });
 
+/**
+ * ld_attention_decode's expected values (ldref::attention_decode) == attentionDecodeF16 (src/decode.cc). Cache:
+ * Bc sequences × cap slots, slot s = position s; group b reads sequence slot[b] from position start[b]. The
+ * shapes cover a window that starts inside the cache (pos − window + 1 > 0) next to rows shorter than the window,
+ * window = cap, the last slot of the cache, several groups on one cache sequence, groups in reverse slot order,
+ * chunks (Tq > 1) whose window start moves inside the chunk, GQA/MQA and D = 512.
+ */
+describe('decode attention: host reference of ld_attention_decode == emulation (attentionDecodeF16)', () => {
+  interface DecodeCase { B: number; Tq: number; Bc: number; cap: number; Hq: number; Hkv: number; D: number; Dv: number; window: number; sinks: boolean; slot: number[]; start: number[] }
+  const name = (c: DecodeCase): string =>
+    `attention_decode(B=${c.B},Tq=${c.Tq},cap=${c.cap},Bc=${c.Bc},Hq=${c.Hq},Hkv=${c.Hkv},D=${c.D},Dv=${c.Dv},window=${c.window},sinks=${c.sinks},slot=[${c.slot}],start=[${c.start}])`;
+  const inputs = (c: DecodeCase, seed: number) => {
+    const rand = rng(seed);
+    return {
+      q: randomF16(rand, c.B * c.Tq * c.Hq * c.D, 3),
+      k: randomF16(rand, c.Bc * c.cap * c.Hkv * c.D, 3),
+      v: randomF16(rand, c.Bc * c.cap * c.Hkv * c.Dv, 2),
+      sinks: c.sinks ? Float32Array.from({ length: c.Hq }, () => (rand() - 0.5) * 8) : null,
+    };
+  };
+  const DECODE: DecodeCase[] = [
+    { B: 2, Tq: 1, Bc: 3, cap: 32, Hq: 4, Hkv: 2, D: 64, Dv: 64, window: 0, sinks: false, slot: [2, 0], start: [31, 9] },
+    { B: 2, Tq: 1, Bc: 2, cap: 32, Hq: 4, Hkv: 1, D: 36, Dv: 20, window: 8, sinks: true, slot: [1, 0], start: [25, 3] },
+    { B: 3, Tq: 5, Bc: 2, cap: 40, Hq: 8, Hkv: 2, D: 16, Dv: 16, window: 6, sinks: true, slot: [1, 1, 0], start: [0, 17, 35] },
+    { B: 4, Tq: 1, Bc: 4, cap: 16, Hq: 3, Hkv: 1, D: 8, Dv: 8, window: 16, sinks: false, slot: [3, 2, 1, 0], start: [15, 0, 7, 14] },
+    { B: 1, Tq: 3, Bc: 1, cap: 200, Hq: 2, Hkv: 2, D: 512, Dv: 512, window: 128, sinks: true, slot: [0], start: [150] },
+  ];
+  DECODE.forEach((c, i) => {
+    it(name(c), () => {
+      const { q, k, v, sinks } = inputs(c, 4900 + i);
+      const slot = Int32Array.from(c.slot), start = Int32Array.from(c.start), scale = 1 / Math.sqrt(c.D);
+      const want = Dec.attentionDecodeF16(q, k, v, c.B, c.Tq, c.Bc, c.cap, slot, start, c.Hq, c.Hkv, c.D, c.Dv, scale, c.window, sinks);
+      expect(countNonFinite16(want), 'finite inputs give finite outputs').toBe(0);
+      same16(H.refAttentionDecodeF16(q, k, v, c.B, c.Tq, c.Bc, c.cap, slot, start, c.Hq, c.Hkv, c.D, c.Dv, scale, c.window, sinks), want, name(c));
+    });
+  });
+
+  it('attention_decode(B=2,Tq=2,cap=24,window=5) NaN key / Inf value: exactly the rows that see them are non-finite, then bit for bit', () => {
+    const c: DecodeCase = { B: 3, Tq: 2, Bc: 2, cap: 24, Hq: 4, Hkv: 2, D: 16, Dv: 8, window: 5, sinks: true, slot: [1, 0, 1], start: [12, 3, 6], };
+    const { q, k, v, sinks } = inputs(c, 4990);
+    const nanSeq = 1, nanPos = 10, nanHead = 0; // a NaN key in sequence 1 at position 10, kv head 0
+    const infSeq = 0, infPos = 2, infHead = 1; // an Inf value in sequence 0 at position 2, kv head 1
+    k[((nanSeq * c.cap + nanPos) * c.Hkv + nanHead) * c.D + 3] = 0x7e00;
+    v[((infSeq * c.cap + infPos) * c.Hkv + infHead) * c.Dv + 5] = 0x7c00;
+    const slot = Int32Array.from(c.slot), start = Int32Array.from(c.start);
+    const got = Dec.attentionDecodeF16(q, k, v, c.B, c.Tq, c.Bc, c.cap, slot, start, c.Hq, c.Hkv, c.D, c.Dv, 0.25, c.window, sinks);
+    let poisoned = 0;
+    for (let b = 0; b < c.B; b++) {
+      for (let t = 0; t < c.Tq; t++) {
+        const pos = c.start[b] + t, s0 = Math.max(0, pos - c.window + 1);
+        for (let h = 0; h < c.Hq; h++) {
+          const hk = Math.floor(h / (c.Hq / c.Hkv));
+          const sees = (seq: number, p: number, head: number): boolean => c.slot[b] === seq && hk === head && s0 <= p && p <= pos;
+          const bad = sees(nanSeq, nanPos, nanHead) || sees(infSeq, infPos, infHead);
+          const r = ((b * c.Tq + t) * c.Hq + h) * c.Dv;
+          expect(countNonFinite16(got.subarray(r, r + c.Dv)) > 0, `b=${b} t=${t} h=${h}`).toBe(bad);
+          if (bad) poisoned++;
+        }
+      }
+    }
+    expect(poisoned, 'the case reaches both poisoned entries').toBeGreaterThan(2);
+    same16(H.refAttentionDecodeF16(q, k, v, c.B, c.Tq, c.Bc, c.cap, slot, start, c.Hq, c.Hkv, c.D, c.Dv, 0.25, c.window, sinks), got, 'NaN/Inf case');
+  });
+
+  it('refAttentionDecodeF16 and the GPU entry reject what decode.cc rejects: a slot outside the cache, start + Tq past cap', () => {
+    const q = new Uint16Array(8), kc = new Uint16Array(4 * 8);
+    for (const f of [H.refAttentionDecodeF16, H.attentionDecodeF16]) {
+      expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(1), Int32Array.of(0), 1, 1, 8, 8, 1, 0, null)).toThrow(/slot/);
+      expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(4), 1, 1, 8, 8, 1, 0, null)).toThrow(RangeError);
+    }
+  });
+});
+
 describe('emulation ops whose element math moved into ld_numerics.h: guards and NaN/Inf first', () => {
   it('rmsnorm: an Inf in a row makes that row non-finite and leaves the others finite; views and guards intact', () => {
     const rand = rng(4800);
@@ -346,5 +430,35 @@ describe('hip backend selection on a machine without an AMD GPU', () => {
   it('the ld_hip GPU ops refuse to run before open()', () => {
     expect(() => H.gemmF16(new Uint16Array(4), new Uint16Array(4), 1, 4, 1, 1)).toThrow(/open\(\) the hip backend first/);
     if (!gpu) expect(() => H.open('/nonexistent/ld_kernels_gfx90a.co')).toThrow(/cannot read the code object|no device/);
+  });
+
+  it('the hip DeepseekNative and DecodeNative: every op passes the emulation signature\'s checks, reaches its GPU entry, and refuses before open()', () => {
+    // The wrappers openHipNative builds, around the addon: a wrong shape is the emulation's TypeError/RangeError,
+    // a right one reaches the native entry point (which reads every argument before it needs the device).
+    const ds = validatedDeepseekNative(H), dec = validatedDecodeNative(H);
+    const u16 = (n: number) => new Uint16Array(n), f32 = (n: number) => new Float32Array(n);
+    const T = 4, hc = 2, D = 8, w = hc * D;
+    const calls: Array<[string, () => unknown]> = [
+      ['hcPreF16', () => ds.hcPreF16(u16(T * w), f32((2 + hc) * hc * w), f32((2 + hc) * hc), f32(3), T, hc, D, 1e-6, 1e-6, 2)],
+      ['hcHeadF16', () => ds.hcHeadF16(u16(T * w), f32(hc * w), f32(hc), f32(1), T, hc, D, 1e-6, 1e-6)],
+      ['hcPostF16', () => ds.hcPostF16(u16(T * D), u16(T * w), f32(T * hc), f32(T * hc * hc), T, hc, D)],
+      ['compressPoolF16', () => ds.compressPoolF16(f32(T * 2 * D), f32(T * 2 * D), f32(2 * 2 * D), T, 2, D, true)],
+      ['indexerTopkF16', () => ds.indexerTopkF16(u16(T * 2 * D), u16(T * 2), u16(2 * D), T, 2, D, 2, 2, 1, 0.5)],
+      ['sparseAttentionF16', () => ds.sparseAttentionF16(u16(T * 2 * D), u16(T * D), u16(2 * D), T, 2, D, 2, 0, Int32Array.of(0, -1, 1, 0, -1, -1, 1, 1), 2, f32(2), 0.5)],
+      ['routerF32', () => ds.routerF32(f32(T * 6), f32(6), T, 6, 2, 1.5, null)],
+      ['swigluRowsF16', () => ds.swigluRowsF16(u16(T * D), u16(T * D), T, D, f32(T), 7)],
+      ['moeCombineF16', () => ds.moeCombineF16(u16(3 * D), Int32Array.of(0, 3, 0), u16(T * D), T, D)],
+      ['attentionDecodeF16', () => dec.attentionDecodeF16(u16(2 * 4 * D), u16(2 * 6 * D), u16(2 * 6 * D), 2, 1, 2, 6, Int32Array.of(1, 0), Int32Array.of(5, 2), 4, 1, D, D, 0.3, 3, null)],
+    ];
+    for (const [op, call] of calls) expect(call, op).toThrow(/open\(\) the hip backend first/);
+    expect(() => ds.hcPreF16(u16(T * w - 1), f32((2 + hc) * hc * w), f32((2 + hc) * hc), f32(3), T, hc, D, 1e-6, 1e-6, 2)).toThrow(RangeError);
+    expect(() => dec.attentionDecodeF16(u16(8), u16(32), u16(32), 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(4), 1, 1, 8, 8, 1, 0, null)).toThrow(/does not fit the cache capacity/);
+  });
+
+  it('the emulated backend carries the emulation\'s DeepseekNative and DecodeNative', () => {
+    const e = selectBackend('emulated');
+    expect(e.deepseek).toBe(loadDeepseekNative());
+    expect(e.decode).toBe(loadDecodeNative());
+    expect(e.native.info().backend).toBe('emulated');
   });
 });

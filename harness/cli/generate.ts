@@ -29,7 +29,6 @@ import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
 import { LlamaCheckpoint } from '../models/llama.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf } from '../runner/model.js';
-import { loadDecodeNative, loadDeepseekNative } from '../../device-hip/binding.js';
 import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
 import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
@@ -156,7 +155,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
           else io.stderr.write(`layerdiff: note: not using the FP16 cache ${a.fp16Cache}: ${c.why}; dequantizing at load (rerun layerdiff convert ${a.model} --fp16-cache ${a.fp16Cache})\n`);
         }
         weights = w !== null ? 'fp16-cache' : 'dequant-at-load';
-        decoder = new LlamaDeviceDecoder(m, backend.native, loadDecodeNative(), w ?? buildLlamaF16(m, backend.native));
+        decoder = new LlamaDeviceDecoder(m, backend.native, backend.decode, w ?? buildLlamaF16(m, backend.native));
       } else {
         decoder = new LlamaReferenceDecoder(m);
       }
@@ -166,7 +165,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       const keep = ck.totalBytes() < 2 ** 31;
       if (backend !== null) {
         weights = 'dequant-at-load';
-        decoder = new DeepseekV4DeviceDecoder(m, backend.native, loadDeepseekNative(), keep);
+        decoder = new DeepseekV4DeviceDecoder(m, backend.native, backend.deepseek, keep);
       } else {
         decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), keep);
       }

@@ -8,7 +8,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { type DeviceNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { type DecodeNative, type DeepseekNative, type DeviceNative, loadDecodeNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
 import { type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
 
 export interface DeviceIdentity {
@@ -26,9 +26,14 @@ export interface DeviceIdentity {
   fallback?: string;
 }
 
+/** One backend's native surfaces: every op of the device path runs on the backend the identity names. */
 export interface DeviceBackend {
   identity: DeviceIdentity;
   native: DeviceNative;
+  /** DeepSeek-V4's own ops (hyper-connections, compressor, indexer, sparse attention, router, MoE) */
+  deepseek: DeepseekNative;
+  /** the KV-cache attention of incremental decoding (generate) */
+  decode: DecodeNative;
 }
 
 function emulated(fallback?: string): DeviceBackend {
@@ -43,19 +48,22 @@ function emulated(fallback?: string): DeviceBackend {
     versions: { compiler: info.compiler },
   };
   if (fallback !== undefined) identity.fallback = fallback;
-  return { native, identity };
+  return { native, deepseek: loadDeepseekNative(), decode: loadDecodeNative(), identity };
 }
 
 function hip(p: HipProbe): DeviceBackend {
-  const { native, codeObject } = openHipNative(p);
+  const { native, deepseek, decode, codeObject } = openHipNative(p);
   return {
     native,
+    deepseek,
+    decode,
     identity: {
       name: 'hip',
       description:
-        `${p.deviceName} (${p.arch}) through the HIP runtime ${hipVersion(p.runtimeVersion)}: dequantization, GEMM, RMSNorm, RoPE, ` +
-        'attention, SwiGLU and elementwise ops run on the GPU; the DeepSeek-V4 hyper-connection, compressor, indexer, router and ' +
-        'MoE-combine ops and the decode KV-cache attention still run in the CPU emulation (bit-identical numerics by construction)',
+        `${p.deviceName} (${p.arch}) through the HIP runtime ${hipVersion(p.runtimeVersion)}: every device op runs on the GPU — ` +
+        'dequantization, GEMM, RMSNorm, RoPE, attention (prefill and the decode KV cache), SwiGLU, elementwise ops, and the ' +
+        "DeepSeek-V4 hyper-connection, compressor, indexer, sparse-attention, router and MoE ops; only the exact f16/bf16/f32 " +
+        'format conversions run on the host',
       device_name: p.deviceName,
       arch: p.arch,
       versions: {

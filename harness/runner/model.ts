@@ -53,5 +53,5 @@ function llamaModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | 
 
 function deepseekV4Model(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<DeepseekV4LayerWeights> {
   const m = new DeepseekV4Checkpoint(ck);
-  return { ...deepseekV4Reference(m), device: new DeepseekV4Device(m, backend.native, faults) };
+  return { ...deepseekV4Reference(m), device: new DeepseekV4Device(m, backend.native, faults, backend.deepseek) };
 }
