@@ -266,14 +266,18 @@ export function validatedDecodeNative(raw: DecodeNative): DecodeNative {
   };
 }
 
+/** A surface of the emulation addon beside DeviceNative, checked for one of its functions (an older build lacks it). */
+function loadSurface<T extends object>(probe: keyof T, what: string, validate: (raw: T) => T): T {
+  const raw = loadAddon('ld_device') as Partial<T>;
+  if (typeof raw[probe] !== 'function') throw new Error(`native addon lacks ${what}: rebuild it with npm run build:native`);
+  return validate(raw as T);
+}
+
 let cachedDecode: DecodeNative | undefined;
 
 /** The decode kernels of the emulated backend, argument-checked like the rest of this file. */
 export function loadDecodeNative(): DecodeNative {
-  if (cachedDecode !== undefined) return cachedDecode;
-  const raw = loadAddon('ld_device') as Partial<DecodeNative>;
-  if (typeof raw.attentionDecodeF16 !== 'function') throw new Error('native addon lacks attentionDecodeF16: rebuild it with npm run build:native');
-  cachedDecode = validatedDecodeNative(raw as DecodeNative);
+  cachedDecode ??= loadSurface<DecodeNative>('attentionDecodeF16', 'attentionDecodeF16', validatedDecodeNative);
   return cachedDecode;
 }
 
@@ -455,10 +459,7 @@ let cachedDeepseek: DeepseekNative | undefined;
 
 /** The DeepSeek-V4 kernels of the emulated backend, argument-checked like the rest of this file. */
 export function loadDeepseekNative(): DeepseekNative {
-  if (cachedDeepseek !== undefined) return cachedDeepseek;
-  const raw = loadAddon('ld_device') as Partial<DeepseekNative>;
-  if (typeof raw.hcPreF16 !== 'function') throw new Error('native addon lacks the DeepSeek-V4 kernels (hcPreF16, …): rebuild it with npm run build:native');
-  cachedDeepseek = validatedDeepseekNative(raw as DeepseekNative);
+  cachedDeepseek ??= loadSurface<DeepseekNative>('hcPreF16', 'the DeepSeek-V4 kernels (hcPreF16, …)', validatedDeepseekNative);
   return cachedDeepseek;
 }
 

@@ -154,6 +154,10 @@ export interface HipNatives {
 export function openHipNative(p: HipProbe): HipNatives {
   const a = loadHipAddon();
   if (a === null) throw new Error('the ld_hip addon is not built (run npm run build:native)');
+  // An ld_hip.node built before the DeepSeek-V4/decode ops were wired would fail only mid-run: refuse up front.
+  if (typeof a.hcPreF16 !== 'function' || typeof a.attentionDecodeF16 !== 'function') {
+    throw new Error('the ld_hip addon lacks the DeepSeek-V4 and decode GPU ops (built from older sources): rebuild it with npm run build:native');
+  }
   const gfx = p.arch.split(':')[0] ?? p.arch;
   const co = codeObjectFor(gfx);
   if ('error' in co) throw new Error(co.error);
