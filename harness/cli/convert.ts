@@ -5,7 +5,7 @@
  */
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
-import { writeFp16Cache } from '../generate/fp16cache.js';
+import { writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { LlamaCheckpoint } from '../models/llama.js';
 import { selectBackend } from '../runner/backend.js';
@@ -23,7 +23,7 @@ export async function runConvert(a: { model: string; fp16Cache: string; device: 
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
     const tty = process.stderr.isTTY === true;
     let n = 0;
-    const man = await writeFp16Cache(m, backend.native, a.fp16Cache, fp.value, (f) => {
+    const man = await writeLlamaFp16Cache(m, backend.native, a.fp16Cache, fp.value, (f) => {
       n++;
       if (tty) process.stderr.write(`\r\x1b[Kconvert: ${f} (${n}/${m.cfg.layers + 2})`);
     });

@@ -19,7 +19,8 @@ import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.js';
 import type { Decoder } from '../generate/decoder.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
-import { loadFp16Cache } from '../generate/fp16cache.js';
+import { staleCacheNote } from '../generate/fp16cache.js';
+import { loadLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
@@ -150,9 +151,9 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       if (backend !== null) {
         let w = null;
         if (a.fp16Cache !== undefined) {
-          const c = await loadFp16Cache(a.fp16Cache, m, fingerprint!);
+          const c = await loadLlamaFp16Cache(a.fp16Cache, m, fingerprint!);
           if (c.ok) w = c.weights;
-          else io.stderr.write(`layerdiff: note: not using the FP16 cache ${a.fp16Cache}: ${c.why}; dequantizing at load (rerun layerdiff convert ${a.model} --fp16-cache ${a.fp16Cache})\n`);
+          else io.stderr.write(staleCacheNote(a.fp16Cache, a.model, c.why));
         }
         weights = w !== null ? 'fp16-cache' : 'dequant-at-load';
         decoder = new LlamaDeviceDecoder(m, backend.native, backend.decode, w ?? buildLlamaF16(m, backend.native));

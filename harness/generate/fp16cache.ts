@@ -1,140 +1,228 @@
 /**
  * The FP16 weight cache of the optimized path (`layerdiff convert <model> --fp16-cache DIR`): the device
- * path's pre-dequantized weights as safetensors F16 tensors named like the checkpoint's weights
- * (`model.layers.3.mlp.down_proj.weight`, …), one file per layer plus embed.safetensors and
- * head.safetensors, and manifest.json binding them to the checkpoint's full fingerprint and to each file's
- * SHA-256. Writing converts one layer at a time (memory bounded by a layer); the manifest is written last,
- * after the old one is removed, so an interrupted convert leaves no usable-looking cache.
+ * path's pre-dequantized weights as safetensors tensors named like the checkpoint's weights, plus
+ * manifest.json binding them to the checkpoint's full fingerprint and to each file's SHA-256. This file holds
+ * what every architecture shares; the layouts are fp16cache_llama.ts and fp16cache_deepseek_v4.ts.
  *
- * Loading: a cache whose manifest names another checkpoint fingerprint (or tool version) is stale and is
- * not used (the caller dequantizes at load instead); a cache whose files do not match the manifest's
- * digests, or lack a tensor, is corrupt: an InputError naming the file. The file digests go through the
- * same stat-keyed cache as checkpoint fingerprints, so after the first load verifying costs a few stats.
+ * Writing (writeCache): the old manifest is removed first and the new one written last, so an interrupted
+ * convert leaves no usable-looking cache; a convert that fails removes the files it wrote (and the folder, if
+ * it made it), so bad input leaves no partial output.
+ *
+ * Loading (openCache): a cache whose manifest names another checkpoint fingerprint (or tool version) is stale
+ * and is not used (the caller dequantizes at load instead, with a note); a cache whose files do not match the
+ * manifest's digests, or lack a tensor, is corrupt: an InputError naming the file. The file digests go through
+ * the same stat-keyed cache as checkpoint fingerprints, so after the first load verifying costs a few stats.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import type { DType } from '../formats/dtypes.js';
+import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
-import type { LlamaCheckpoint } from '../models/llama.js';
-import { SafetensorsFile, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
+import { SafetensorsFile, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
+import type { RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
-import type { DeviceNative } from '../../device-hip/binding.js';
-import {
-  buildLlamaF16Embed, buildLlamaF16Head, buildLlamaF16Layer, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights,
-  llamaLayerTensorName, llamaLayerTensorShape,
-} from '../../device-hip/llama_decode.js';
-import { LLAMA_LINEARS } from '../models/llama.js';
+import { SafetensorsStreamWriter, type TensorSpec } from '../../fixtures/stream_writer.js';
 
 export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
 export const MANIFEST = 'manifest.json';
 
-export interface Fp16Manifest {
+export type Fp16Architecture = 'llama' | 'deepseek_v4';
+
+export interface Fp16ManifestBase {
   schema: typeof FP16_CACHE_SCHEMA;
   tool: { name: 'layerdiff'; version: string };
-  architecture: 'llama';
+  architecture: Fp16Architecture;
   checkpoint: { path: string; fingerprint: string };
   num_layers: number;
-  /** lm_head is the embedding (tie_word_embeddings): stored once, in embed.safetensors */
-  tied_head: boolean;
+  /** the files verified as a whole at load */
   files: FileDigest[];
   created: string;
 }
 
-const LAYER_KEYS = [...LLAMA_NORM_KEYS, ...LLAMA_LINEARS] as const;
-const layerFile = (L: number) => `layer.${String(L).padStart(5, '0')}.safetensors`;
-const f16 = (name: string, shape: number[], data: Uint16Array): TensorToWrite => ({ name, dtype: 'F16', shape, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) });
+export const layerFile = (L: number, part = '') => `layer.${String(L).padStart(5, '0')}${part}.safetensors`;
 
-export async function writeFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<Fp16Manifest> {
-  if (fs.existsSync(dir) && !fs.statSync(dir).isDirectory()) throw new InputError('--fp16-cache names a file; give a folder', { file: dir });
-  fs.mkdirSync(dir, { recursive: true });
-  fs.rmSync(path.join(dir, MANIFEST), { force: true });
-  const { vocab: V, hidden: D } = m.cfg;
-  const meta = { format: 'pt', generator: 'layerdiff convert', checkpoint_fingerprint: fingerprint };
-  const names: string[] = [];
-  const put = (file: string, tensors: TensorToWrite[]) => {
-    writeSafetensors(path.join(dir, file), tensors, meta);
-    names.push(file);
-    onFile?.(file);
-  };
-  const embed = buildLlamaF16Embed(m, N);
-  put('embed.safetensors', [f16(m.embedName, [V, D], embed)]);
-  for (let L = 0; L < m.cfg.layers; L++) {
-    const w = buildLlamaF16Layer(m, N, L);
-    put(layerFile(L), LAYER_KEYS.map((k) => f16(llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k), w[k])));
-  }
-  const tied = m.headName === m.embedName;
-  const { norm, head } = buildLlamaF16Head(m, N, embed);
-  put('head.safetensors', [f16('model.norm.weight', [D], norm), ...(tied ? [] : [f16(m.headName, [V, D], head)])]);
-  const digests = await fingerprintFiles(dir, names, { protect: m.ck.dir });
-  const manifest: Fp16Manifest = {
-    schema: FP16_CACHE_SCHEMA,
-    tool: { name: 'layerdiff', version: toolVersion() },
-    architecture: 'llama',
-    checkpoint: { path: path.resolve(m.ck.dir), fingerprint },
-    num_layers: m.cfg.layers,
-    tied_head: tied,
-    files: digests.files,
-    created: new Date().toISOString(),
-  };
-  writeFileAtomic(path.join(dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
-  return manifest;
+export const f16Bytes = (a: Uint16Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+export const f16Tensor = (name: string, shape: number[], data: Uint16Array): TensorToWrite => ({ name, dtype: 'F16', shape, data: f16Bytes(data) });
+
+/** A note for stderr when a cache is not used (stale or unfinished): what happens instead and how to refresh it. */
+export function staleCacheNote(cacheDir: string, model: string, why: string): string {
+  return `layerdiff: note: not using the FP16 cache ${cacheDir}: ${why}; dequantizing at load (rerun layerdiff convert ${model} --fp16-cache ${cacheDir})\n`;
 }
 
-export type Fp16CacheLoad = { ok: true; weights: LlamaF16Weights; manifest: Fp16Manifest } | { ok: false; why: string };
+// ---- writing -----------------------------------------------------------------------------------------
 
-export async function loadFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}): Promise<Fp16CacheLoad> {
+export interface CacheTarget {
+  dir: string;
+  architecture: Fp16Architecture;
+  numLayers: number;
+  fingerprint: string;
+  /** the checkpoint folder (named in the manifest; the digest cache never goes inside it) */
+  checkpointDir: string;
+  /** called as each file is complete */
+  onFile?: (name: string) => void;
+}
+
+/** The files of one conversion: each appears complete (temp file, then rename) and is remembered for cleanup. */
+export class CacheFiles {
+  readonly written: string[] = [];
+  readonly meta: Record<string, string>;
+
+  constructor(private readonly t: CacheTarget) {
+    this.meta = { format: 'pt', generator: 'layerdiff convert', checkpoint_fingerprint: t.fingerprint };
+  }
+
+  /** A file of tensors held in memory. */
+  put(file: string, tensors: TensorToWrite[]): void {
+    writeSafetensors(path.join(this.t.dir, file), tensors, this.meta);
+    this.done(file);
+  }
+
+  /** A file whose tensors `body` writes one after another, in `specs` order, in chunks (memory: one chunk). */
+  stream(file: string, specs: TensorSpec[], body: (w: SafetensorsStreamWriter) => void): void {
+    const w = SafetensorsStreamWriter.create(path.join(this.t.dir, file), specs, this.meta);
+    try {
+      body(w);
+      w.close();
+    } catch (e) {
+      w.abort();
+      throw e;
+    }
+    this.done(file);
+  }
+
+  private done(file: string): void {
+    this.written.push(file);
+    this.t.onFile?.(file);
+  }
+}
+
+/**
+ * Convert into t.dir: `body` writes the files and returns the manifest's architecture-specific fields and
+ * which files the manifest vouches for as a whole (their digests are taken here, after writing).
+ */
+export async function writeCache<M extends Fp16ManifestBase>(
+  t: CacheTarget,
+  body: (files: CacheFiles) => Promise<{ verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> }> | { verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> },
+): Promise<M> {
+  if (fs.existsSync(t.dir) && !fs.statSync(t.dir).isDirectory()) throw new InputError('--fp16-cache names a file; give a folder', { file: t.dir });
+  const made = !fs.existsSync(t.dir);
+  fs.mkdirSync(t.dir, { recursive: true });
+  fs.rmSync(path.join(t.dir, MANIFEST), { force: true });
+  const files = new CacheFiles(t);
+  try {
+    const { verified, extra } = await body(files);
+    const digests = await fingerprintFiles(t.dir, verified, { protect: t.checkpointDir });
+    const manifest = {
+      schema: FP16_CACHE_SCHEMA,
+      tool: { name: 'layerdiff', version: toolVersion() },
+      architecture: t.architecture,
+      checkpoint: { path: path.resolve(t.checkpointDir), fingerprint: t.fingerprint },
+      num_layers: t.numLayers,
+      files: digests.files,
+      ...extra,
+      created: new Date().toISOString(),
+    } as M;
+    writeFileAtomic(path.join(t.dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+    return manifest;
+  } catch (e) {
+    for (const f of files.written) fs.rmSync(path.join(t.dir, f), { force: true });
+    if (made) fs.rmSync(t.dir, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+// ---- loading -----------------------------------------------------------------------------------------
+
+export type CacheOpen<M> = { ok: true; manifest: M } | { ok: false; why: string };
+
+export interface CacheExpectation {
+  architecture: Fp16Architecture;
+  numLayers: number;
+  fingerprint: string;
+  /** the files the manifest must vouch for as a whole, exactly these */
+  files: string[];
+  checkpointDir: string;
+}
+
+/** Read and check the manifest; on a match, verify the vouched-for files' digests. Stale → ok: false; corrupt → InputError. */
+export async function openCache<M extends Fp16ManifestBase>(dir: string, want: CacheExpectation, fpOptions: FingerprintOptions = {}): Promise<CacheOpen<M>> {
   const mf = path.join(dir, MANIFEST);
   if (!fs.existsSync(mf)) return { ok: false, why: `${dir} holds no ${MANIFEST} (not written by layerdiff convert, or the conversion did not finish)` };
-  let man: Fp16Manifest;
+  let man: M;
   try {
-    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as Fp16Manifest;
+    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as M;
   } catch {
     throw new InputError('not valid JSON', { file: mf });
   }
   if (man?.schema !== FP16_CACHE_SCHEMA || !Array.isArray(man.files)) throw new InputError(`not a ${FP16_CACHE_SCHEMA} manifest`, { file: mf });
-  if (man.checkpoint?.fingerprint !== fingerprint) return { ok: false, why: `the cache was converted from another checkpoint (fingerprint ${String(man.checkpoint?.fingerprint).slice(0, 19)}…, this one is ${fingerprint.slice(0, 19)}…)` };
+  if (man.checkpoint?.fingerprint !== want.fingerprint) return { ok: false, why: `the cache was converted from another checkpoint (fingerprint ${String(man.checkpoint?.fingerprint).slice(0, 19)}…, this one is ${want.fingerprint.slice(0, 19)}…)` };
   if (man.tool?.version !== toolVersion()) return { ok: false, why: `the cache was written by layerdiff ${man.tool?.version}, this is ${toolVersion()}` };
-  if (man.num_layers !== m.cfg.layers) throw new InputError(`manifest says ${man.num_layers} layers, the checkpoint has ${m.cfg.layers}`, { file: mf });
+  // Same checkpoint bytes but another architecture or depth: the manifest was edited.
+  if (man.architecture !== want.architecture) throw new InputError(`manifest says architecture ${JSON.stringify(man.architecture)}, the checkpoint is ${want.architecture}`, { file: mf });
+  if (man.num_layers !== want.numLayers) throw new InputError(`manifest says ${man.num_layers} layers, the checkpoint has ${want.numLayers}`, { file: mf });
 
-  // Every file read below must be one the manifest vouches for, and nothing outside the folder.
-  const expected = ['embed.safetensors', ...Array.from({ length: m.cfg.layers }, (_, L) => layerFile(L)), 'head.safetensors'].sort();
+  // Every file read later must be one the manifest vouches for, and nothing outside the folder.
+  const expected = [...want.files].sort();
   const listed = man.files.map((f) => String(f?.name)).sort();
   if (listed.length !== expected.length || listed.some((n, i) => n !== expected[i])) {
     throw new InputError(`lists files ${JSON.stringify(listed)}, expected ${JSON.stringify(expected)}`, { file: mf });
   }
-  const now = await fingerprintFiles(dir, man.files.map((f) => f.name), { protect: m.ck.dir, ...fpOptions });
+  const now = await fingerprintFiles(dir, man.files.map((f) => f.name), { protect: want.checkpointDir, ...fpOptions });
   now.files.forEach((f, i) => {
     if (f.sha256 !== man.files[i].sha256 || f.size !== man.files[i].size) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file: path.join(dir, f.name) });
   });
+  return { ok: true, manifest: man };
+}
 
-  const { vocab: V, hidden: D } = m.cfg;
-  /** Read tensors of one cache file, each checked to be F16 of the expected shape. */
-  const fromFile = <T>(file: string, body: (get: (name: string, shape: number[]) => Uint16Array) => T): T => {
-    const f = SafetensorsFile.open(path.join(dir, file));
-    try {
-      return body((name, shape) => {
-        const info = f.get(name);
-        const where = { file: path.join(dir, file), tensor: name };
-        if (info === undefined) throw new InputError('tensor missing from the FP16 cache', where);
-        if (info.dtype !== 'F16' || info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
-          throw new InputError(`is ${info.dtype}${JSON.stringify(info.shape)}, expected F16${JSON.stringify(shape)}`, where);
-        }
-        const b = f.read(info);
-        return new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2);
-      });
-    } finally {
-      f.close();
+/** Tensors of a cache's files, opened on first use, each read checked to have the dtype and shape the layout says. */
+export class CacheStore {
+  private readonly open = new Map<string, SafetensorsFile>();
+
+  constructor(readonly dir: string) {}
+
+  private file(file: string): SafetensorsFile {
+    let f = this.open.get(file);
+    if (f === undefined) {
+      f = SafetensorsFile.open(path.join(this.dir, file));
+      this.open.set(file, f);
     }
-  };
-  const embed = fromFile('embed.safetensors', (get) => get(m.embedName, [V, D]));
-  const layers: LlamaF16Layer[] = [];
-  for (let L = 0; L < m.cfg.layers; L++) {
-    layers.push(fromFile(layerFile(L), (get) => {
-      const w = {} as LlamaF16Layer;
-      for (const k of LAYER_KEYS) w[k] = get(llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k));
-      return w;
-    }));
+    return f;
   }
-  const { norm, head } = fromFile('head.safetensors', (get) => ({ norm: get('model.norm.weight', [D]), head: man.tied_head ? embed : get(m.headName, [V, D]) }));
-  return { ok: true, weights: { embed, layers, norm, head }, manifest: man };
+
+  info(file: string, name: string, dtype: DType, shape: readonly number[]): TensorInfo {
+    const info = this.file(file).get(name);
+    const where = { file: path.join(this.dir, file), tensor: name };
+    if (info === undefined) throw new InputError('tensor missing from the FP16 cache', where);
+    if (info.dtype !== dtype || info.shape.length !== shape.length || info.shape.some((d, i) => d !== shape[i])) {
+      throw new InputError(`is ${info.dtype}${JSON.stringify(info.shape)}, expected ${dtype}${JSON.stringify(shape)}`, where);
+    }
+    return info;
+  }
+
+  read(file: string, name: string, dtype: DType, shape: readonly number[]): Uint8Array {
+    return this.file(file).read(this.info(file, name, dtype, shape));
+  }
+
+  f16(file: string, name: string, shape: readonly number[]): Uint16Array {
+    const b = this.read(file, name, 'F16', shape);
+    return new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2);
+  }
+
+  stored(file: string, name: string, dtype: DType, shape: readonly number[]): StoredTensor {
+    return { name, dtype, shape: [...shape], bytes: this.read(file, name, dtype, shape), file: path.join(this.dir, file) };
+  }
+
+  /** Row reads of one [rows, cols] F16 table (embeddings, heads), as harness/models/rows.ts reads a checkpoint's. */
+  rows(file: string, name: string, shape: [number, number]): RowSource {
+    return {
+      info: () => this.info(file, name, 'F16', shape),
+      readRange: (_n: string, offset: number, length: number) => this.file(file).readRange(this.info(file, name, 'F16', shape), offset, length),
+    };
+  }
+
+  close(): void {
+    for (const f of this.open.values()) f.close();
+    this.open.clear();
+  }
 }

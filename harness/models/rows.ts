@@ -6,7 +6,10 @@ import { InputError } from '../errors.js';
 import type { StoredTensor } from '../formats/linear.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 
-export function readRows(ck: Checkpoint, name: string, vocab: number, hidden: number, tokens: number[]): StoredTensor {
+/** Where rows come from: a checkpoint, or an FP16 cache file (harness/generate/fp16cache.ts). */
+export type RowSource = Pick<Checkpoint, 'info' | 'readRange'>;
+
+export function readRows(ck: RowSource, name: string, vocab: number, hidden: number, tokens: number[]): StoredTensor {
   const i = ck.info(name);
   const rowBytes = (i.end - i.begin) / vocab;
   const bytes = new Uint8Array(tokens.length * rowBytes);
@@ -18,7 +21,7 @@ export function readRows(ck: Checkpoint, name: string, vocab: number, hidden: nu
 }
 
 export function forEachRowChunk(
-  ck: Checkpoint, name: string, vocab: number, hidden: number, rowsPerChunk: number,
+  ck: RowSource, name: string, vocab: number, hidden: number, rowsPerChunk: number,
   fn: (rowStart: number, chunk: StoredTensor) => void,
 ): void {
   const i = ck.info(name);

@@ -12,7 +12,7 @@ import { InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import type { Decoder } from '../generate/decoder.js';
 import { generate, TextStream } from '../generate/engine.js';
-import { loadFp16Cache, writeFp16Cache } from '../generate/fp16cache.js';
+import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { argmax, penalize, Sampler, topPDistribution } from '../generate/sampler.js';
 import { Checkpoint } from '../io/checkpoint.js';
@@ -165,9 +165,9 @@ describe('the FP16 cache', () => {
   it('holds exactly the bits of dequant at load, is refused when stale and rejected when corrupt', async () => {
     const dir = path.join(tmp, 'fp16');
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
-    const man = await writeFp16Cache(m, N, dir, fp.value);
+    const man = await writeLlamaFp16Cache(m, N, dir, fp.value);
     expect(man.files.map((f) => f.name).sort()).toEqual(['embed.safetensors', 'head.safetensors', 'layer.00000.safetensors', 'layer.00001.safetensors', 'layer.00002.safetensors', 'layer.00003.safetensors']);
-    const got = await loadFp16Cache(dir, m, fp.value);
+    const got = await loadLlamaFp16Cache(dir, m, fp.value);
     if (!got.ok) throw new Error(got.why);
     const bits = (a: Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
     expect(bits(got.weights.embed).equals(bits(w16.embed))).toBe(true);
@@ -182,7 +182,7 @@ describe('the FP16 cache', () => {
     });
     expect(arrays).toBe(4 * 9);
 
-    const stale = await loadFp16Cache(dir, m, 'sha256:' + '0'.repeat(64));
+    const stale = await loadLlamaFp16Cache(dir, m, 'sha256:' + '0'.repeat(64));
     expect(stale.ok).toBe(false);
     if (!stale.ok) expect(stale.why).toMatch(/another checkpoint/);
 
@@ -190,8 +190,8 @@ describe('the FP16 cache', () => {
     const bytes = fs.readFileSync(victim);
     bytes[bytes.length - 3] ^= 0x40;
     fs.writeFileSync(victim, bytes);
-    await expect(loadFp16Cache(dir, m, fp.value)).rejects.toThrow(InputError);
-    await expect(loadFp16Cache(dir, m, fp.value)).rejects.toThrow(/layer\.00002\.safetensors.*digest/);
+    await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(InputError);
+    await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(/layer\.00002\.safetensors.*digest/);
   });
 });
 

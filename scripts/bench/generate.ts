@@ -19,7 +19,7 @@ import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js'
 import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
 import type { Decoder } from '../../harness/generate/decoder.js';
-import { loadFp16Cache, writeFp16Cache } from '../../harness/generate/fp16cache.js';
+import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../../harness/generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../../harness/generate/recompute.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { DeepseekV4Checkpoint } from '../../harness/models/deepseek_v4.js';
@@ -90,7 +90,7 @@ export async function benchGenerate(): Promise<Record<string, number>> {
   process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'fpcache');
   try {
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
-    await writeFp16Cache(m, N, path.join(tmp, 'fp16'), fp.value);
+    await writeLlamaFp16Cache(m, N, path.join(tmp, 'fp16'), fp.value);
     const dequantMs = await timeMs(() => {
       const c = Checkpoint.open(ck.dir);
       buildLlamaF16(new LlamaCheckpoint(c), N);
@@ -98,7 +98,7 @@ export async function benchGenerate(): Promise<Record<string, number>> {
     });
     const load = async (racyMs: number | undefined) => {
       const c = Checkpoint.open(ck.dir);
-      const r = await loadFp16Cache(path.join(tmp, 'fp16'), new LlamaCheckpoint(c), fp.value, racyMs === undefined ? {} : { racyMs });
+      const r = await loadLlamaFp16Cache(path.join(tmp, 'fp16'), new LlamaCheckpoint(c), fp.value, racyMs === undefined ? {} : { racyMs });
       c.close();
       if (!r.ok) throw new Error(r.why);
     };

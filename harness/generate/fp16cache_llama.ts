@@ -1,0 +1,67 @@
+/**
+ * The Llama FP16 cache (fp16cache.ts): F16 tensors named like the checkpoint's weights
+ * (`model.layers.3.mlp.down_proj.weight`, …), one file per layer plus embed.safetensors and head.safetensors,
+ * every file vouched for by the manifest. Writing converts one layer at a time (memory bounded by a layer);
+ * loading reads every weight (the Llama decoder holds them all).
+ */
+import type { FingerprintOptions } from '../gate/fingerprint.js';
+import { LLAMA_LINEARS, type LlamaCheckpoint } from '../models/llama.js';
+import type { DeviceNative } from '../../device-hip/binding.js';
+import {
+  buildLlamaF16Embed, buildLlamaF16Head, buildLlamaF16Layer, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights,
+  llamaLayerTensorName, llamaLayerTensorShape,
+} from '../../device-hip/llama_decode.js';
+import { CacheStore, f16Tensor, type Fp16ManifestBase, layerFile, openCache, writeCache } from './fp16cache.js';
+
+export interface LlamaFp16Manifest extends Fp16ManifestBase {
+  architecture: 'llama';
+  /** lm_head is the embedding (tie_word_embeddings): stored once, in embed.safetensors */
+  tied_head: boolean;
+}
+
+const LAYER_KEYS = [...LLAMA_NORM_KEYS, ...LLAMA_LINEARS] as const;
+const EMBED = 'embed.safetensors';
+const HEAD = 'head.safetensors';
+const cacheFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
+
+export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<LlamaFp16Manifest> {
+  const { vocab: V, hidden: D } = m.cfg;
+  const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile };
+  return writeCache<LlamaFp16Manifest>(target, (files) => {
+    const embed = buildLlamaF16Embed(m, N);
+    files.put(EMBED, [f16Tensor(m.embedName, [V, D], embed)]);
+    for (let L = 0; L < m.cfg.layers; L++) {
+      const w = buildLlamaF16Layer(m, N, L);
+      files.put(layerFile(L), LAYER_KEYS.map((k) => f16Tensor(llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k), w[k])));
+    }
+    const tied = m.headName === m.embedName;
+    const { norm, head } = buildLlamaF16Head(m, N, embed);
+    files.put(HEAD, [f16Tensor('model.norm.weight', [D], norm), ...(tied ? [] : [f16Tensor(m.headName, [V, D], head)])]);
+    return { verified: cacheFiles(m.cfg.layers), extra: { tied_head: tied } };
+  });
+}
+
+export type LlamaFp16CacheLoad = { ok: true; weights: LlamaF16Weights; manifest: LlamaFp16Manifest } | { ok: false; why: string };
+
+export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}): Promise<LlamaFp16CacheLoad> {
+  const want = { architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, files: cacheFiles(m.cfg.layers), checkpointDir: m.ck.dir };
+  const c = await openCache<LlamaFp16Manifest>(dir, want, fpOptions);
+  if (!c.ok) return c;
+  const man = c.manifest;
+  const { vocab: V, hidden: D } = m.cfg;
+  const store = new CacheStore(dir);
+  try {
+    const embed = store.f16(EMBED, m.embedName, [V, D]);
+    const layers: LlamaF16Layer[] = [];
+    for (let L = 0; L < m.cfg.layers; L++) {
+      const w = {} as LlamaF16Layer;
+      for (const k of LAYER_KEYS) w[k] = store.f16(layerFile(L), llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k));
+      layers.push(w);
+    }
+    const norm = store.f16(HEAD, 'model.norm.weight', [D]);
+    const head = man.tied_head ? embed : store.f16(HEAD, m.headName, [V, D]);
+    return { ok: true, weights: { embed, layers, norm, head }, manifest: man };
+  } finally {
+    store.close();
+  }
+}
