@@ -14,7 +14,7 @@
  * fp16-overflow multiplies the attention output projection wo_b by 2^16 (deepseek_v4/attention.ts).
  */
 import { type Act, act } from '../harness/formats/tensor.js';
-import type { DeepseekV4Checkpoint, DeepseekV4Head, DeepseekV4LayerWeights } from '../harness/models/deepseek_v4.js';
+import type { DeepseekV4Head, DeepseekV4LayerWeights, DeepseekV4Weights } from '../harness/models/deepseek_v4.js';
 import type { LayerContext, LayerResult, Selections, StagePath } from '../harness/models/path.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative } from './binding.js';
 import { attention } from './deepseek_v4/attention.js';
@@ -34,7 +34,7 @@ export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {
    * backend's by default.
    */
   constructor(
-    private readonly m: DeepseekV4Checkpoint,
+    private readonly m: DeepseekV4Weights,
     private readonly N: DeviceNative,
     private readonly faults: FaultPlan | null,
     private readonly K: DeepseekNative = loadDeepseekNative(),

@@ -27,7 +27,7 @@
  */
 import { act } from '../harness/formats/tensor.js';
 import type { Decoder } from '../harness/generate/decoder.js';
-import type { DeepseekV4Attention, DeepseekV4Checkpoint, DeepseekV4Compressor, DeepseekV4LayerWeights } from '../harness/models/deepseek_v4.js';
+import type { DeepseekV4Attention, DeepseekV4Compressor, DeepseekV4LayerWeights, DeepseekV4Weights } from '../harness/models/deepseek_v4.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative } from './binding.js';
 import { DeepseekV4Device } from './deepseek_v4.js';
 import { expandStreams16, hcPost, hcPre } from './deepseek_v4/hc.js';
@@ -113,7 +113,7 @@ export class DeepseekV4DeviceDecoder implements Decoder {
   private capacity = 0;
 
   constructor(
-    private readonly m: DeepseekV4Checkpoint,
+    private readonly m: DeepseekV4Weights,
     private readonly N: DeviceNative,
     private readonly K: DeepseekNative = loadDeepseekNative(),
     /** keep the layers' weights between steps (else re-read each step: slow, bounded memory) */

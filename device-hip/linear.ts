@@ -2,7 +2,8 @@
  * FP16 weights for the device path: dequantized once per (layer weight, fault) and shared by the accumulated
  * and isolated runs of that layer. Keyed weakly by the bound weight, so a layer's FP16 copy dies with it.
  */
-import type { LinearWeight } from '../harness/formats/linear.js';
+import { decodeToF32 } from '../harness/formats/dtypes.js';
+import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type DeviceNative, FAULT_CODES } from './binding.js';
 import type { FaultId } from './faults.js';
 
@@ -34,8 +35,23 @@ export class LinearCache {
    * routed experts (DESIGN §10: 256 experts × 3 × 2048×4096 would be 12 GiB of FP16 per layer).
    */
   dequant(lw: LinearWeight, fault: FaultId | null): Uint16Array {
+    // An F16 weight (the FP16 cache's) is already what the device holds, and no fault touches plain weights:
+    // dequantToF16 would only copy it (memcpy in dequant.cc), so hand out a view and hold it once.
+    const b = lw.weight.bytes;
+    if (lw.format === 'plain' && lw.weight.dtype === 'F16' && b.byteOffset % 2 === 0 && b.byteLength === lw.out * lw.in * 2) return new Uint16Array(b.buffer, b.byteOffset, lw.out * lw.in);
     const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
     return this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }
+}
+
+/**
+ * A stored non-linear tensor (norm weight, embedding or head rows) as the device holds it: decoded to f32 and
+ * rounded to f16 once. An F16 tensor is handed out as it is (a view): f16 → f32 → f16 is the identity for every
+ * f16 value but non-canonical NaNs, and the FP16 cache holds what f32ToF16 wrote (canonical NaNs only).
+ */
+export function storedToF16(N: DeviceNative, t: StoredTensor): Uint16Array {
+  const n = t.shape.reduce((a, b) => a * b, 1);
+  if (t.dtype === 'F16' && t.bytes.byteOffset % 2 === 0) return new Uint16Array(t.bytes.buffer, t.bytes.byteOffset, n);
+  return N.f32ToF16(decodeToF32(t.dtype, t.bytes, n));
 }

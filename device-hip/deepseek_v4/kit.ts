@@ -7,7 +7,7 @@ import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js
 import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
 import type { DeepseekNative, DeviceNative } from '../binding.js';
 import type { FaultId } from '../faults.js';
-import type { LinearCache } from '../linear.js';
+import { type LinearCache, storedToF16 } from '../linear.js';
 
 export class Kit {
   constructor(
@@ -38,9 +38,9 @@ export class Kit {
     return this.N.gemmF16F32(x, this.w16(lw), rows, lw.in, lw.out);
   }
 
-  /** A small stored vector (norm weight) as f16: BF16 norm weights are exact in FP16 at their magnitudes. */
+  /** A stored vector or row block (norm weight, embedding/head rows) as f16: BF16 norm weights are exact in FP16 at their magnitudes. */
   vec16(t: StoredTensor): Uint16Array {
-    return this.N.f32ToF16(this.f32(t));
+    return storedToF16(this.N, t);
   }
 
   /** A stored tensor as f32 (hyper-connection parameters, sinks, ape, router bias: kept in FP32). */

@@ -117,7 +117,47 @@ export interface DeepseekV4Head {
   norm: StoredTensor;
 }
 
-export class DeepseekV4Checkpoint {
+/**
+ * What a DeepSeek-V4 forward pass reads, bound and validated: the checkpoint itself, or the FP16 cache of the
+ * optimized path (harness/generate/fp16cache_deepseek_v4.ts), which binds the same fields to F16 tensors.
+ */
+export interface DeepseekV4Weights {
+  readonly cfg: DeepseekV4Config;
+  loadLayer(L: number): DeepseekV4LayerWeights;
+  head(): DeepseekV4Head;
+  embedRows(tokens: number[]): StoredTensor;
+  forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void;
+  hashExperts(w: DeepseekV4LayerWeights, token: number): number[];
+}
+
+const isLinear = (v: object): v is LinearWeight => 'format' in v && 'weight' in v;
+const isStored = (v: object): v is StoredTensor => 'bytes' in v && 'dtype' in v;
+
+export interface LayerTensorMap {
+  /** `key`: the field the tensor is bound under (attn_norm, q_norm, hc_attn_fn, ape, tid2eid, …) */
+  stored(key: string, t: StoredTensor): StoredTensor;
+  linear(key: string, lw: LinearWeight): LinearWeight;
+}
+
+/**
+ * Layer weights `w` with every bound tensor replaced by f's (fields visited in binding order, nested ones
+ * included). Routed experts are read lazily through w.expert and are not visited: the caller rebinds `expert`.
+ * With f returning its input, a walk over every tensor of the layer.
+ */
+export function mapLayerTensors(w: DeepseekV4LayerWeights, f: LayerTensorMap): DeepseekV4LayerWeights {
+  const walk = (v: unknown, key: string): unknown => {
+    if (v === null || typeof v !== 'object') return v; // numbers, flags, the expert functions
+    if (isLinear(v)) return f.linear(key, v);
+    if (isStored(v)) return f.stored(key, v);
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x, k)]));
+  };
+  return walk(w, '') as DeepseekV4LayerWeights;
+}
+
+/** Norm weights are the stored tensors the device rounds to FP16 (Kit.vec16); the others it keeps as stored. */
+export const isNormKey = (key: string) => key === 'norm' || key.endsWith('_norm');
+
+export class DeepseekV4Checkpoint implements DeepseekV4Weights {
   readonly cfg: DeepseekV4Config;
   readonly qc: QuantConfig;
   readonly embedName = 'embed.weight';
@@ -188,6 +228,13 @@ export class DeepseekV4Checkpoint {
       }
     }
     return ex;
+  }
+
+  /** Routed expert e of layer L, read now and not kept on any layer object (the FP16 cache writer streams experts). */
+  readExpert(L: number, e: number): DeepseekV4Expert {
+    if (!Number.isInteger(L) || L < 0 || L >= this.cfg.layers) throw new Error(`layer ${L} is outside [0, ${this.cfg.layers})`);
+    if (!Number.isInteger(e) || e < 0 || e >= this.cfg.experts) throw new Error(`expert ${e} is outside [0, ${this.cfg.experts})`);
+    return this.expertAt(L, e, true, false);
   }
 
   /** Read and validate layer L's tensors except routed experts (read lazily, see the file comment). `read=false` only checks. */
