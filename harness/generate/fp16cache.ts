@@ -72,15 +72,19 @@ export class CacheFiles {
     this.meta = { format: 'pt', generator: 'layerdiff convert', checkpoint_fingerprint: t.fingerprint };
   }
 
+  path(file: string): string {
+    return path.join(this.t.dir, file);
+  }
+
   /** A file of tensors held in memory. */
   put(file: string, tensors: TensorToWrite[]): void {
-    writeSafetensors(path.join(this.t.dir, file), tensors, this.meta);
+    writeSafetensors(this.path(file), tensors, this.meta);
     this.done(file);
   }
 
   /** A file whose tensors `body` writes one after another, in `specs` order, in chunks (memory: one chunk). */
   stream(file: string, specs: TensorSpec[], body: (w: SafetensorsStreamWriter) => void): void {
-    const w = SafetensorsStreamWriter.create(path.join(this.t.dir, file), specs, this.meta);
+    const w = SafetensorsStreamWriter.create(this.path(file), specs, this.meta);
     try {
       body(w);
       w.close();

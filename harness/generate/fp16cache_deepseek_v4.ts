@@ -1,0 +1,251 @@
+/**
+ * The DeepSeek-V4 FP16 cache (fp16cache.ts): what the device path (device-hip/deepseek_v4.ts) holds after
+ * dequantization, under the checkpoint's own tensor names:
+ *   - every linear — FP8-block attention and shared experts, MXFP4 routed experts, the BF16 compressor, indexer
+ *     and router projections — F16 [out, in], made by LinearCache.dequant, the code the device runs;
+ *   - norm weights F16 (what Kit.vec16 makes of them); hc_* mixing parameters, attn_sink, compressor ape and the
+ *     gate bias F32 and tid2eid I64, as stored (the device reads them through Kit.f32, or as ids);
+ *   - embed.weight and head.weight F16 [vocab, hidden], converted in row chunks as the device converts the rows
+ *     it reads.
+ * Files: embed.safetensors; per layer layer.L.safetensors (all but the routed experts) and
+ * layer.L.experts.safetensors (the routed experts); head.safetensors (head.weight, norm.weight, hc_head_*).
+ *
+ * Memory: converted one layer at a time and written tensor by tensor (a layer's packed non-expert bytes plus one
+ * F16 tensor); routed experts one at a time, read without being kept (DeepseekV4Checkpoint.readExpert). A real
+ * layer's routed experts are 256 × 3 × 2048×4096 F16 ≈ 12 GiB: never held.
+ *
+ * Verification: embed, head and layer files are vouched for as a whole (fp16cache.ts, at load). Hashing the
+ * experts files at start-up would read 12 GiB per layer to use 6 experts per token, so the manifest holds one
+ * SHA-256 per routed expert (its w1, w2, w3 F16 bytes in that order) and an expert is checked when it is first
+ * read, which is when it is first routed to (loadLayer's expert(e), as the checkpoint binds it). A corrupt
+ * expert is an InputError naming the file and the expert, at that moment.
+ */
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import type { DType } from '../formats/dtypes.js';
+import type { LinearWeight, StoredTensor } from '../formats/linear.js';
+import type { FingerprintOptions } from '../gate/fingerprint.js';
+import {
+  type DeepseekV4Checkpoint, type DeepseekV4Config, type DeepseekV4Expert, type DeepseekV4Head, type DeepseekV4LayerWeights,
+  type DeepseekV4Weights, isNormKey, mapLayerTensors,
+} from '../models/deepseek_v4.js';
+import { forEachRowChunk, readRows } from '../models/rows.js';
+import type { DeviceNative } from '../../device-hip/binding.js';
+import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
+import type { TensorSpec } from '../../fixtures/stream_writer.js';
+import { type CacheFiles, CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache } from './fp16cache.js';
+
+export interface ExpertsFileDigest {
+  name: string;
+  size: number;
+  /** per routed expert e: SHA-256 of its w1, w2, w3 F16 bytes, concatenated in that order */
+  sha256: string[];
+}
+
+export interface DeepseekV4Fp16Manifest extends Fp16ManifestBase {
+  architecture: 'deepseek_v4';
+  /** per layer, its routed experts' file (verified expert by expert when read) */
+  experts: ExpertsFileDigest[];
+}
+
+const EMBED = 'embed.safetensors';
+const HEAD = 'head.safetensors';
+/** Rows per chunk of embed/head conversion: 4096 × 4096 F16 = 32 MiB at real width. */
+const ROWS = 4096;
+const expertsFile = (L: number) => layerFile(L, '.experts');
+const wholeFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
+
+/** One tensor of a cache file: its header entry and, when its turn comes, its bytes. */
+interface Item {
+  spec: TensorSpec;
+  bytes: () => Uint8Array;
+}
+
+/** A stored (non-linear) tensor as the device keeps it: norms rounded to F16, the rest as stored. */
+const storedItem = (N: DeviceNative, key: string, t: StoredTensor): Item =>
+  isNormKey(key)
+    ? { spec: { name: t.name, dtype: 'F16', shape: t.shape }, bytes: () => f16Bytes(storedToF16(N, t)) }
+    : { spec: { name: t.name, dtype: t.dtype, shape: t.shape }, bytes: () => t.bytes };
+
+const linearItem = (linears: LinearCache, lw: LinearWeight): Item => ({
+  spec: { name: lw.name, dtype: 'F16', shape: [lw.out, lw.in] },
+  bytes: () => f16Bytes(linears.dequant(lw, null)),
+});
+
+function writeItems(files: CacheFiles, file: string, items: Item[]): void {
+  files.stream(file, items.map((i) => i.spec), (w) => {
+    for (const i of items) w.write(i.spec.name, i.bytes());
+  });
+}
+
+/** A [vocab, hidden] table converted chunk by chunk (never held whole). */
+const writeTable = (N: DeviceNative, m: DeepseekV4Checkpoint, name: string, w: { write(name: string, b: Uint8Array): void }) =>
+  forEachRowChunk(m.ck, name, m.cfg.vocab, m.cfg.hidden, ROWS, (_r0, chunk) => w.write(name, f16Bytes(storedToF16(N, chunk))));
+
+export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<DeepseekV4Fp16Manifest> {
+  // Every tensor is checked against the config before a byte is written: bad input leaves nothing behind.
+  m.conformance();
+  const c = m.cfg;
+  const table = (name: string): TensorSpec => ({ name, dtype: 'F16', shape: [c.vocab, c.hidden] });
+  const linears = new LinearCache(N);
+  const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile };
+  return writeCache<DeepseekV4Fp16Manifest>(target, (files) => {
+    files.stream(EMBED, [table(m.embedName)], (w) => writeTable(N, m, m.embedName, w));
+    const experts: ExpertsFileDigest[] = [];
+    for (let L = 0; L < c.layers; L++) {
+      const items: Item[] = [];
+      mapLayerTensors(m.loadLayer(L), {
+        linear: (_k, lw) => (items.push(linearItem(linears, lw)), lw),
+        stored: (k, t) => (items.push(storedItem(N, k, t)), t),
+      });
+      writeItems(files, layerFile(L), items);
+      experts.push(writeExperts(files, m, linears, L));
+    }
+    const head = Object.entries(m.head()).map(([k, t]) => storedItem(N, k, t));
+    files.stream(HEAD, [table(m.headName), ...head.map((i) => i.spec)], (w) => {
+      writeTable(N, m, m.headName, w);
+      for (const i of head) w.write(i.spec.name, i.bytes());
+    });
+    return { verified: wholeFiles(c.layers), extra: { experts } };
+  });
+}
+
+/** Layer L's routed experts, one at a time: read, dequantized, written and hashed, then dropped. */
+function writeExperts(files: CacheFiles, m: DeepseekV4Checkpoint, linears: LinearCache, L: number): ExpertsFileDigest {
+  const { experts: E, hidden: D, moeInter: I } = m.cfg;
+  const specs: TensorSpec[] = [];
+  for (let e = 0; e < E; e++) {
+    const p = `layers.${L}.ffn.experts.${e}`;
+    specs.push({ name: `${p}.w1.weight`, dtype: 'F16', shape: [I, D] }, { name: `${p}.w2.weight`, dtype: 'F16', shape: [D, I] }, { name: `${p}.w3.weight`, dtype: 'F16', shape: [I, D] });
+  }
+  const sha256: string[] = [];
+  const file = expertsFile(L);
+  files.stream(file, specs, (w) => {
+    for (let e = 0; e < E; e++) {
+      const ex = m.readExpert(L, e);
+      const h = createHash('sha256');
+      for (const lw of [ex.w1, ex.w2, ex.w3]) {
+        const b = f16Bytes(linears.dequant(lw, null));
+        w.write(lw.name, b);
+        h.update(b);
+      }
+      sha256.push(h.digest('hex'));
+    }
+  });
+  return { name: file, size: fs.statSync(files.path(file)).size, sha256 };
+}
+
+export type DeepseekV4Fp16CacheLoad = { ok: true; weights: DeepseekV4Fp16Weights } | { ok: false; why: string };
+
+/** Open the cache for `m` (stale → ok: false; corrupt → InputError). Layers and experts are read later, on use. */
+export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}): Promise<DeepseekV4Fp16CacheLoad> {
+  const { layers, experts: E } = m.cfg;
+  const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), checkpointDir: m.ck.dir };
+  const c = await openCache<DeepseekV4Fp16Manifest>(dir, want, fpOptions);
+  if (!c.ok) return c;
+  const man = c.manifest;
+  const mf = path.join(dir, MANIFEST);
+  if (!Array.isArray(man.experts) || man.experts.length !== layers) throw new InputError(`lists ${Array.isArray(man.experts) ? man.experts.length : 'no'} experts files, the checkpoint has ${layers} layers`, { file: mf });
+  man.experts.forEach((x, L) => {
+    if (x?.name !== expertsFile(L) || !Array.isArray(x.sha256) || x.sha256.length !== E) throw new InputError(`experts entry ${L} is not ${expertsFile(L)} with ${E} expert digests`, { file: mf });
+    const f = path.join(dir, x.name);
+    const size = fs.existsSync(f) ? fs.statSync(f).size : -1;
+    if (size < 0) throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file: f });
+    if (size !== x.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${x.size} (truncated or edited); rerun layerdiff convert`, { file: f });
+  });
+  return { ok: true, weights: new DeepseekV4Fp16Weights(m, new CacheStore(dir), man) };
+}
+
+/** The device path's weights read from the cache: bound like the checkpoint's (same fields, same names), all F16/F32/I64. */
+export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
+  readonly cfg: DeepseekV4Config;
+  /** routed experts (`L.e`) whose bytes matched their digest: checked once, then trusted when read again */
+  private readonly verified = new Set<string>();
+
+  constructor(
+    private readonly m: DeepseekV4Checkpoint,
+    private readonly store: CacheStore,
+    readonly manifest: DeepseekV4Fp16Manifest,
+  ) {
+    this.cfg = m.cfg;
+  }
+
+  /** Layer L from its cache file; routed experts are read from the experts file when first asked for. */
+  loadLayer(L: number): DeepseekV4LayerWeights {
+    const file = layerFile(L);
+    // The checkpoint's binding without bytes names every field and its shape; the bytes come from the cache.
+    const skeleton = this.m.loadLayer(L, false);
+    const w = mapLayerTensors(skeleton, {
+      linear: (_k, lw) => this.linear(file, lw),
+      stored: (k, t) => this.stored(file, k, t),
+    });
+    const cache = new Map<number, DeepseekV4Expert>();
+    return {
+      ...w,
+      expert: (e: number) => {
+        let ex = cache.get(e);
+        if (ex === undefined) {
+          ex = this.expert(L, e, skeleton.expert(e));
+          cache.set(e, ex);
+        }
+        return ex;
+      },
+      expertsLoaded: () => [...cache.keys()].sort((a, b) => a - b),
+    };
+  }
+
+  head(): DeepseekV4Head {
+    const h = this.m.head(false);
+    return Object.fromEntries(Object.entries(h).map(([k, t]) => [k, this.stored(HEAD, k, t)])) as unknown as DeepseekV4Head;
+  }
+
+  embedRows(tokens: number[]): StoredTensor {
+    const { vocab: V, hidden: D } = this.cfg;
+    return readRows(this.store.rows(EMBED, this.m.embedName, [V, D]), this.m.embedName, V, D, tokens);
+  }
+
+  forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void {
+    const { vocab: V, hidden: D } = this.cfg;
+    forEachRowChunk(this.store.rows(HEAD, this.m.headName, [V, D]), this.m.headName, V, D, rowsPerChunk, fn);
+  }
+
+  hashExperts(w: DeepseekV4LayerWeights, token: number): number[] {
+    return this.m.hashExperts(w, token);
+  }
+
+  /** Bytes of every cache file (the caller decides from it whether layers can stay in memory). */
+  totalBytes(): number {
+    return [...this.manifest.files, ...this.manifest.experts].reduce((s, f) => s + f.size, 0);
+  }
+
+  close(): void {
+    this.store.close();
+  }
+
+  private stored(file: string, key: string, t: StoredTensor): StoredTensor {
+    const dtype: DType = isNormKey(key) ? 'F16' : t.dtype;
+    return this.store.stored(file, t.name, dtype, t.shape);
+  }
+
+  private linear(file: string, lw: LinearWeight): LinearWeight {
+    const weight = this.store.stored(file, lw.name, 'F16', [lw.out, lw.in]);
+    return { name: lw.name, format: 'plain', out: lw.out, in: lw.in, weight, scale: null, block: [1, 1] };
+  }
+
+  private expert(L: number, e: number, skeleton: DeepseekV4Expert): DeepseekV4Expert {
+    const x = this.manifest.experts[L];
+    const ex = { w1: this.linear(x.name, skeleton.w1), w2: this.linear(x.name, skeleton.w2), w3: this.linear(x.name, skeleton.w3) };
+    const key = `${L}.${e}`;
+    if (!this.verified.has(key)) {
+      const h = createHash('sha256');
+      for (const lw of [ex.w1, ex.w2, ex.w3]) h.update(lw.weight.bytes);
+      if (h.digest('hex') !== x.sha256[e]) {
+        throw new InputError(`routed expert ${e} does not match its digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file: path.join(this.store.dir, x.name), tensor: `layers.${L}.ffn.experts.${e}` });
+      }
+      this.verified.add(key);
+    }
+    return ex;
+  }
+}

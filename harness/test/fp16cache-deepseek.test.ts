@@ -1,0 +1,293 @@
+/**
+ * The DeepSeek-V4 FP16 cache (harness/generate/fp16cache_deepseek_v4.ts): every tensor the device path holds,
+ * bit for bit, under the checkpoint's names; generation from it equal to generation from the checkpoint; stale
+ * and corrupt caches; routed experts read (and verified) only when asked for; the writer streams one layer and
+ * one expert at a time and leaves nothing behind when it fails; `layerdiff convert` / `generate --fp16-cache`
+ * through the built CLI. Nothing here depends on the fixture's weight values.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InputError } from '../errors.js';
+import type { LinearWeight, StoredTensor } from '../formats/linear.js';
+import { act } from '../formats/tensor.js';
+import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { SafetensorsFile } from '../io/safetensors.js';
+import { type DeepseekV4LayerWeights, DeepseekV4Checkpoint, isNormKey, mapLayerTensors } from '../models/deepseek_v4.js';
+import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
+import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
+import { Kit } from '../../device-hip/deepseek_v4/kit.js';
+import { LinearCache } from '../../device-hip/linear.js';
+import { wrongShape } from '../../fixtures/inject.js';
+import { Rng } from '../../fixtures/rng.js';
+import { cli, hashTree, LLAMA_TINY } from './cli.js';
+
+process.env.OMP_NUM_THREADS ??= '1';
+
+const DS = () => path.join(path.dirname(LLAMA_TINY()), 'deepseek-v4-tiny');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-fp16-ds-'));
+const cacheDir = path.join(tmp, 'fp16');
+let ck: Checkpoint;
+let m: DeepseekV4Checkpoint;
+let N: DeviceNative;
+let K: DeepseekNative;
+let fp: string;
+let cached: DeepseekV4Fp16Weights;
+
+beforeAll(async () => {
+  process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'digests');
+  ck = Checkpoint.open(DS());
+  m = new DeepseekV4Checkpoint(ck);
+  N = loadDeviceNative();
+  K = loadDeepseekNative();
+  fp = (await checkpointFingerprint(ck.dir, ck.shardFiles)).value;
+  await writeDeepseekV4Fp16Cache(m, N, cacheDir, fp);
+  const c = await loadDeepseekV4Fp16Cache(cacheDir, m, fp);
+  if (!c.ok) throw new Error(c.why);
+  cached = c.weights;
+});
+afterAll(() => {
+  cached?.close();
+  ck.close();
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const bits = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+const same = (a: ArrayBufferView, b: ArrayBufferView) => bits(a).equals(bits(b));
+
+/** Every bound tensor of a layer in binding order, with its field name. */
+function tensorsOf(w: DeepseekV4LayerWeights): Array<{ key: string; t: StoredTensor | null; lw: LinearWeight | null }> {
+  const out: Array<{ key: string; t: StoredTensor | null; lw: LinearWeight | null }> = [];
+  mapLayerTensors(w, {
+    stored: (key, t) => (out.push({ key, t, lw: null }), t),
+    linear: (key, lw) => (out.push({ key, t: null, lw }), lw),
+  });
+  return out;
+}
+
+describe('the DeepSeek-V4 FP16 cache', () => {
+  it('holds exactly what the device path holds after dequant, for every tensor kind, under the checkpoint names', () => {
+    const kit = new Kit(N, K, m.cfg, new LinearCache(N), null);
+    const kinds = new Set<string>();
+    const names = new Set<string>();
+    const lin = (a: LinearWeight, b: LinearWeight, what: string) => {
+      expect(b.name, what).toBe(a.name);
+      expect([b.format, b.weight.dtype, b.out, b.in], what).toEqual(['plain', 'F16', a.out, a.in]);
+      expect(same(kit.w16(b), kit.w16(a)), what).toBe(true);
+      kinds.add(a.format === 'plain' ? `plain ${a.weight.dtype}` : a.format);
+      names.add(a.name);
+    };
+    const stored = (key: string, a: StoredTensor, b: StoredTensor, what: string) => {
+      expect(b.name, what).toBe(a.name);
+      if (isNormKey(key)) {
+        expect(b.dtype, what).toBe('F16');
+        expect(same(kit.vec16(b), kit.vec16(a)), what).toBe(true);
+        kinds.add(`norm ${a.dtype}`);
+      } else {
+        expect(b.dtype, what).toBe(a.dtype);
+        expect(same(b.bytes, a.bytes), what).toBe(true);
+        kinds.add(a.dtype);
+      }
+      names.add(a.name);
+    };
+    for (let L = 0; L < m.cfg.layers; L++) {
+      const a = m.loadLayer(L);
+      const b = cached.loadLayer(L);
+      const ta = tensorsOf(a);
+      const tb = tensorsOf(b);
+      expect(tb.map((x) => x.key)).toEqual(ta.map((x) => x.key));
+      ta.forEach((x, i) => (x.lw !== null ? lin(x.lw, tb[i].lw!, `layer ${L} ${x.key}`) : stored(x.key, x.t!, tb[i].t!, `layer ${L} ${x.key}`)));
+      for (let e = 0; e < m.cfg.experts; e++) {
+        const ea = a.expert(e);
+        const eb = b.expert(e);
+        for (const k of ['w1', 'w2', 'w3'] as const) lin(ea[k], eb[k], `layer ${L} expert ${e} ${k}`);
+      }
+    }
+    const ha = m.head();
+    const hb = cached.head();
+    for (const k of Object.keys(ha) as Array<keyof typeof ha>) stored(k, ha[k], hb[k], `head ${k}`);
+
+    // Each kind the device path converts: FP8-block and MXFP4 linears, BF16 linears, norms, F32 parameters, ids.
+    for (const k of ['fp8-block', 'mxfp4', 'plain BF16', 'norm BF16', 'F32', 'I64']) expect(kinds, k).toContain(k);
+
+    // Embedding and head, through the device path itself: every token's row, and logits of random streams.
+    const devCk = new DeepseekV4Device(m, N, null, K);
+    const devFp = new DeepseekV4Device(cached, N, null, K);
+    const every = Array.from({ length: m.cfg.vocab }, (_, t) => t);
+    expect(same(devFp.embed(every).data, devCk.embed(every).data)).toBe(true);
+    const rng = new Rng(7);
+    const { hcMult: hc, hidden: D } = m.cfg;
+    const x = act([3, hc, D], Float32Array.from({ length: 3 * hc * D }, () => rng.normal()));
+    const fa = devCk.finalNorm(x);
+    expect(same(devFp.finalNorm(x).data, fa.data)).toBe(true);
+    expect(same(devFp.logits(fa).data, devCk.logits(fa).data)).toBe(true);
+
+    // Every checkpoint tensor but the scales (folded into the F16 weights) and mtp.* is in the cache, under its name.
+    names.add(m.embedName).add(m.headName);
+    const inCache = new Set<string>();
+    for (const f of fs.readdirSync(cacheDir).filter((n) => n.endsWith('.safetensors'))) {
+      const sf = SafetensorsFile.open(path.join(cacheDir, f));
+      for (const n of sf.tensors.keys()) inCache.add(n);
+      sf.close();
+    }
+    const wanted = ck.names().filter((n) => !n.startsWith('mtp.') && !n.endsWith('.scale') && !n.endsWith('.weight_scale_inv'));
+    expect([...inCache].sort()).toEqual(wanted.sort());
+    expect([...names].sort()).toEqual(wanted.sort());
+  });
+
+  it('generates the same logits, bit for bit, as dequantizing the checkpoint (ragged batch, 30 steps)', () => {
+    const prompts = [[0, 5, 17, 42, 9], [0, 300, 7]];
+    const a = new DeepseekV4DeviceDecoder(m, N, K);
+    const b = new DeepseekV4DeviceDecoder(cached, N, K);
+    let la = a.prefill(prompts, 48);
+    let lb = b.prefill(prompts, 48);
+    for (let step = 0; step <= 30; step++) {
+      la.forEach((l, i) => expect(same(lb[i], l), `step ${step} seq ${i}`).toBe(true));
+      const toks = la.map((l, i) => (l.indexOf(Math.max(...l)) + i) % m.cfg.vocab);
+      la = a.step([0, 1], toks);
+      lb = b.step([0, 1], toks);
+    }
+  });
+
+  it('reads a routed expert only when asked for, and checks it against its own digest then', async () => {
+    const dir = path.join(tmp, 'lazy');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    // Corrupt one byte of expert 5 of layer 2 (w2, in the middle of the file).
+    const file = path.join(dir, 'layer.00002.experts.safetensors');
+    const sf = SafetensorsFile.open(file);
+    const at = sf.get('layers.2.ffn.experts.5.w2.weight')!.begin + 11;
+    sf.close();
+    const bytes = fs.readFileSync(file);
+    bytes[at] ^= 0x01;
+    fs.writeFileSync(file, bytes);
+    const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
+    if (!c.ok) throw new Error(c.why);
+    try {
+      const w = c.weights.loadLayer(2);
+      expect(w.expertsLoaded()).toEqual([]);
+      w.expert(4);
+      w.expert(6);
+      expect(w.expertsLoaded()).toEqual([4, 6]);
+      expect(() => w.expert(5)).toThrow(InputError);
+      expect(() => w.expert(5)).toThrow(/layer\.00002\.experts\.safetensors.*layers\.2\.ffn\.experts\.5.*digest/);
+    } finally {
+      c.weights.close();
+    }
+  });
+
+  it('is refused when stale, and rejected naming the file when a whole file is corrupt or an experts file truncated', async () => {
+    const stale = await loadDeepseekV4Fp16Cache(cacheDir, m, 'sha256:' + '0'.repeat(64));
+    expect(stale.ok).toBe(false);
+    if (!stale.ok) expect(stale.why).toMatch(/another checkpoint/);
+    const none = await loadDeepseekV4Fp16Cache(path.join(tmp, 'nowhere'), m, fp);
+    expect(none.ok).toBe(false);
+
+    const dense = path.join(tmp, 'corrupt-dense');
+    fs.cpSync(cacheDir, dense, { recursive: true });
+    const victim = path.join(dense, 'layer.00001.safetensors');
+    const b = fs.readFileSync(victim);
+    b[b.length - 3] ^= 0x40;
+    fs.writeFileSync(victim, b);
+    await expect(loadDeepseekV4Fp16Cache(dense, m, fp)).rejects.toThrow(/layer\.00001\.safetensors.*digest/);
+
+    const cut = path.join(tmp, 'truncated');
+    fs.cpSync(cacheDir, cut, { recursive: true });
+    const ex = path.join(cut, 'layer.00003.experts.safetensors');
+    fs.truncateSync(ex, fs.statSync(ex).size - 8);
+    await expect(loadDeepseekV4Fp16Cache(cut, m, fp)).rejects.toThrow(/layer\.00003\.experts\.safetensors.*truncated/);
+  });
+});
+
+describe('writing the DeepSeek-V4 FP16 cache', () => {
+  it('streams one layer at a time and one routed expert at a time, keeping none on the layer', async () => {
+    const events: string[] = [];
+    const layers: DeepseekV4LayerWeights[] = [];
+    const spy = Object.create(m) as DeepseekV4Checkpoint;
+    spy.loadLayer = (L: number, read = true) => {
+      const w = m.loadLayer(L, read);
+      if (read) {
+        events.push(`load ${L}`);
+        layers.push(w);
+      }
+      return w;
+    };
+    spy.readExpert = (L: number, e: number) => (events.push(`expert ${L}.${e}`), m.readExpert(L, e));
+    await writeDeepseekV4Fp16Cache(spy, N, path.join(tmp, 'order'), fp, (f) => events.push(`file ${f}`));
+    const E = m.cfg.experts;
+    const want = ['file embed.safetensors'];
+    for (let L = 0; L < m.cfg.layers; L++) {
+      const f = `layer.${String(L).padStart(5, '0')}`;
+      want.push(`load ${L}`, `file ${f}.safetensors`, ...Array.from({ length: E }, (_, e) => `expert ${L}.${e}`), `file ${f}.experts.safetensors`);
+    }
+    want.push('file head.safetensors');
+    expect(events).toEqual(want);
+    // the layer objects the writer bound never cached a routed expert (readExpert does not keep them)
+    for (const w of layers) expect(w.expertsLoaded()).toEqual([]);
+  });
+
+  it('leaves nothing behind when it fails half way (and keeps what was in the folder before)', async () => {
+    const failing = Object.create(m) as DeepseekV4Checkpoint;
+    failing.readExpert = (L: number, e: number) => {
+      if (L === 2) throw new InputError('unreadable', { file: 'x', tensor: `layers.${L}.ffn.experts.${e}.w1.weight` });
+      return m.readExpert(L, e);
+    };
+    const fresh = path.join(tmp, 'failed-fresh');
+    await expect(writeDeepseekV4Fp16Cache(failing, N, fresh, fp)).rejects.toThrow(InputError);
+    expect(fs.existsSync(fresh)).toBe(false);
+    const existing = path.join(tmp, 'failed-existing');
+    fs.mkdirSync(existing);
+    fs.writeFileSync(path.join(existing, 'notes.txt'), 'mine');
+    await expect(writeDeepseekV4Fp16Cache(failing, N, existing, fp)).rejects.toThrow(InputError);
+    expect(fs.readdirSync(existing)).toEqual(['notes.txt']);
+  });
+});
+
+describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () => {
+  it('converts, generates the same tokens with the cache as without, and exits 2 on bad input with no output', () => {
+    const env = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'cli-digests'), OMP_NUM_THREADS: process.env.OMP_NUM_THREADS! };
+    const out16 = path.join(tmp, 'cli', 'fp16');
+    const c = cli(['convert', DS(), '--fp16-cache', out16], env);
+    expect(c.code, c.stderr).toBe(0);
+    expect(c.stdout).toMatch(/wrote the FP16 cache .* 10 files/);
+    expect(JSON.parse(fs.readFileSync(path.join(out16, 'manifest.json'), 'utf8')).architecture).toBe('deepseek_v4');
+
+    const rec = path.join(tmp, 'cli', 'accept.json');
+    const policy = ['--fail-above', '2', '--warn-above', '1'];
+    const g = cli(['gate', DS(), '--record', rec, ...policy], env);
+    expect(g.code, g.stderr).toBe(0);
+    const run = (extra: string[], json: string) => {
+      const r = cli(['generate', DS(), '--record', rec, ...policy, '--tokens', '0,5,17,42,9', '--max-new-tokens', '16', '--temperature', '0.6', '--seed', '3', '--json', json, ...extra], env);
+      expect(r.code, r.stderr).toBe(0);
+      return { stderr: r.stderr, j: JSON.parse(fs.readFileSync(json, 'utf8')) as { weights: string; outputs: Array<{ tokens: number[] }> } };
+    };
+    const plain = run([], path.join(tmp, 'cli', 'a.json'));
+    const fromCache = run(['--fp16-cache', out16], path.join(tmp, 'cli', 'b.json'));
+    expect(plain.j.weights).toBe('dequant-at-load');
+    expect(fromCache.j.weights).toBe('fp16-cache');
+    expect(fromCache.stderr).toMatch(/FP16 weights from the cache/);
+    expect(fromCache.j.outputs).toEqual(plain.j.outputs);
+
+    // A cache of another checkpoint (llama-tiny's) is not used: a note, then dequant at load.
+    const llama16 = path.join(tmp, 'cli', 'llama16');
+    expect(cli(['convert', LLAMA_TINY(), '--fp16-cache', llama16], env).code).toBe(0);
+    const other = run(['--fp16-cache', llama16], path.join(tmp, 'cli', 'c.json'));
+    expect(other.stderr).toMatch(/note: not using the FP16 cache .*another checkpoint/);
+    expect(other.j.weights).toBe('dequant-at-load');
+    expect(other.j.outputs).toEqual(plain.j.outputs);
+
+    const bad = path.join(tmp, 'cli', 'bad-model');
+    const defect = wrongShape(DS(), bad, 'layers.3.ffn.experts.6.w2.weight');
+    const before = hashTree(bad);
+    const badOut = path.join(tmp, 'cli', 'bad16');
+    const r = cli(['convert', bad, '--fp16-cache', badOut], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(defect.tensor!);
+    expect(fs.existsSync(badOut)).toBe(false);
+    expect(hashTree(bad)).toBe(before);
+  });
+});
