@@ -5,7 +5,8 @@
  *     passing acceptance record that matches this checkpoint, device, policy and tool (harness/gate/record.ts);
  *     otherwise exit 3 with what differs and the gate command that fixes it.
  *     DeepSeek-V4: device-hip/deepseek_v4_decode.ts (window ring, compressor states and entries, indexer);
- *     weights dequantized at load (no FP16 cache), prompts prefilled one position at a time.
+ *     FP16 weights dequantized on first use or read from --fp16-cache (routed experts: when first routed to),
+ *     prompts prefilled one position at a time.
  *   --path reference: the FP32 reference, always allowed (slow; DeepSeek-V4 by full recompute).
  * Output: with one prompt the continuation is streamed to stdout as it is produced; with several, one
  * line per token `[i] "<text>"` while decoding, then each completion in full. Statistics go to stderr.
@@ -20,16 +21,17 @@ import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.
 import type { Decoder } from '../generate/decoder.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { staleCacheNote } from '../generate/fp16cache.js';
+import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { loadLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
 import { writeFileAtomic } from '../io/safetensors.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
-import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
+import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../models/deepseek_v4.js';
 import { LlamaCheckpoint } from '../models/llama.js';
 import { selectBackend } from '../runner/backend.js';
-import { architectureOf } from '../runner/model.js';
+import { architectureKind } from '../runner/model.js';
 import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
 import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
@@ -66,15 +68,6 @@ export interface GenerateOutcome {
   record: AcceptanceRecord | null;
 }
 
-type Arch = 'llama' | 'deepseek_v4';
-
-function archOf(ck: Checkpoint): Arch {
-  const a = architectureOf(ck);
-  if (a === 'LlamaForCausalLM' || a === 'llama') return 'llama';
-  if (a === 'DeepseekV4ForCausalLM' || a === 'deepseek_v4') return 'deepseek_v4';
-  throw new InputError(`architecture ${JSON.stringify(a)} is not supported by generate (LlamaForCausalLM, DeepseekV4ForCausalLM)`, { file: ck.configFile });
-}
-
 /** End-of-sequence ids: config.json's, generation_config.json's (a number or a list) and the tokenizer's. */
 function eosIds(ck: Checkpoint, tk: TextTokenizer | null): Set<number> {
   const ids = new Set<number>();
@@ -109,11 +102,10 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
 
   const ck = Checkpoint.open(a.model);
+  /** the DeepSeek-V4 FP16 cache's open files, closed with the checkpoint */
+  let cache: DeepseekV4Fp16Weights | null = null;
   try {
-    const arch = archOf(ck);
-    if (a.path === 'device' && arch === 'deepseek_v4' && a.fp16Cache !== undefined) {
-      throw new InputError('--fp16-cache: the FP16 weight cache holds Llama checkpoints only; DeepSeek-V4 dequantizes at load (drop --fp16-cache)');
-    }
+    const arch = architectureKind(ck);
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
     let fingerprint: string | null = null;
@@ -163,12 +155,21 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     } else {
       const m = new DeepseekV4Checkpoint(ck);
       // Layers are kept between steps unless the checkpoint is large (then re-read each step: slow, bounded).
-      const keep = ck.totalBytes() < 2 ** 31;
+      const keep = (bytes: number) => bytes < 2 ** 31;
       if (backend !== null) {
-        weights = 'dequant-at-load';
-        decoder = new DeepseekV4DeviceDecoder(m, backend.native, backend.deepseek, keep);
+        let src: DeepseekV4Weights = m;
+        let bytes = ck.totalBytes();
+        if (a.fp16Cache !== undefined) {
+          const c = await loadDeepseekV4Fp16Cache(a.fp16Cache, m, fingerprint!);
+          if (c.ok) {
+            src = cache = c.weights;
+            bytes = c.weights.totalBytes();
+          } else io.stderr.write(staleCacheNote(a.fp16Cache, a.model, c.why));
+        }
+        weights = cache !== null ? 'fp16-cache' : 'dequant-at-load';
+        decoder = new DeepseekV4DeviceDecoder(src, backend.native, backend.deepseek, keep(bytes));
       } else {
-        decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), keep);
+        decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), keep(ck.totalBytes()));
       }
     }
     const loadMs = performance.now() - t0;
@@ -211,6 +212,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
     return { code: ExitCode.pass, prompts, result, texts, seed, weights, record };
   } finally {
+    cache?.close();
     ck.close();
   }
 }

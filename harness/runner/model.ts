@@ -20,11 +20,18 @@ export function architectureOf(ck: Checkpoint): string {
   return new ConfigReader(ck.config, ck.configFile).architecture();
 }
 
-export function openModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<unknown> {
+export type ArchitectureKind = 'llama' | 'deepseek_v4';
+
+/** The family of the checkpoint's architecture (config.json's architectures or model_type); unknown ones are bad input. */
+export function architectureKind(ck: Checkpoint): ArchitectureKind {
   const arch = architectureOf(ck);
-  if (arch === 'LlamaForCausalLM' || arch === 'llama') return llamaModel(ck, backend, faults) as ModelDef<unknown>;
-  if (arch === 'DeepseekV4ForCausalLM' || arch === 'deepseek_v4') return deepseekV4Model(ck, backend, faults) as ModelDef<unknown>;
+  if (arch === 'LlamaForCausalLM' || arch === 'llama') return 'llama';
+  if (arch === 'DeepseekV4ForCausalLM' || arch === 'deepseek_v4') return 'deepseek_v4';
   throw new InputError(`architecture ${JSON.stringify(arch)} is not supported (supported: ${ARCHITECTURES.join(', ')})`, { file: ck.configFile });
+}
+
+export function openModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<unknown> {
+  return (architectureKind(ck) === 'llama' ? llamaModel(ck, backend, faults) : deepseekV4Model(ck, backend, faults)) as ModelDef<unknown>;
 }
 
 function llamaModel(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<LlamaLayerWeights> {
