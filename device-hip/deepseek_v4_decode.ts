@@ -21,20 +21,53 @@
  *     min(B, t+1) entries, so the last sees all B). Cost O(B²·nh·hd) per step instead of O(B): a one-query
  *     indexer kernel would remove it (not written: no native additions were needed for correctness).
  *
- * Prefill feeds the prompts one position at a time through the same step (prompts in lockstep, rows of the
- * prompts still running stacked), so prefill costs prompt-length steps; a chunked prefill that captures the
- * states from the full-sequence kernels is a possible speed-up.
+ * Prefill runs every position of every prompt as the rows of one pass: the row-local kernels take them all
+ * at once (one GEMM per weight, each routed expert once for all its rows), and the attention sublayer walks
+ * the rows in order, pushing a row's kv and compressor rows into its sequence's state before that row
+ * attends, so the row at position t sees exactly the state after t — what a step at t would see.
+ *
+ * With keepLayers the head is also held, in F16 row chunks converted once (the diff path streams it per call;
+ * a generation step calls it every token, and at real width converting 129,280 × 4096 BF16 rows costs
+ * seconds); the chunks are the ones DeepseekV4Device.logits converts, so the logits keep their bits.
  */
 import { act } from '../harness/formats/tensor.js';
 import type { Decoder } from '../harness/generate/decoder.js';
 import type { DeepseekV4Attention, DeepseekV4Compressor, DeepseekV4LayerWeights, DeepseekV4Weights } from '../harness/models/deepseek_v4.js';
+import type { StoredTensor } from '../harness/formats/linear.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative } from './binding.js';
 import { DeepseekV4Device } from './deepseek_v4.js';
 import { expandStreams16, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { Kit } from './deepseek_v4/kit.js';
 import { moe } from './deepseek_v4/moe.js';
 import { layerInvFreq, ropeTable } from './deepseek_v4/rope.js';
-import { LinearCache } from './linear.js';
+import { LinearCache, storedToF16 } from './linear.js';
+
+/**
+ * `m` with its head held: forEachHeadChunk converts each chunk to F16 on the first call and hands out the held
+ * chunks after (Kit.vec16 passes F16 through), for paths that call the head every token.
+ */
+export function withHeldHead(m: DeepseekV4Weights, N: DeviceNative): DeepseekV4Weights {
+  const held = new Map<number, Array<{ r0: number; chunk: StoredTensor }>>();
+  return {
+    cfg: m.cfg,
+    loadLayer: (L) => m.loadLayer(L),
+    head: () => m.head(),
+    embedRows: (tokens) => m.embedRows(tokens),
+    hashExperts: (w, token) => m.hashExperts(w, token),
+    forEachHeadChunk: (rows, fn) => {
+      let chunks = held.get(rows);
+      if (chunks === undefined) {
+        const c: Array<{ r0: number; chunk: StoredTensor }> = [];
+        m.forEachHeadChunk(rows, (r0, chunk) => {
+          const h = storedToF16(N, chunk);
+          c.push({ r0, chunk: { ...chunk, dtype: 'F16', bytes: new Uint8Array(h.buffer, h.byteOffset, h.byteLength) } });
+        });
+        held.set(rows, (chunks = c));
+      }
+      for (const { r0, chunk } of chunks) fn(r0, chunk);
+    },
+  };
+}
 
 /** A compressor's decode state: cached K/Z rows (f32, c·d_c wide) of the previous and the current block, and its entries. */
 class CompressorState {
@@ -121,7 +154,7 @@ export class DeepseekV4DeviceDecoder implements Decoder {
   ) {
     this.vocab = m.cfg.vocab;
     this.linears = new LinearCache(N);
-    this.dev = new DeepseekV4Device(m, N, null, K);
+    this.dev = new DeepseekV4Device(keepLayers ? withHeldHead(m, N) : m, N, null, K);
   }
 
   /** Tokens held per sequence (prompt + fed tokens). */
@@ -133,16 +166,9 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
     this.capacity = Math.max(capacity, ...prompts.map((p) => p.length));
     this.seqs = prompts.map(() => this.newSeq());
-    const out: Float32Array[] = new Array<Float32Array>(prompts.length);
-    const longest = Math.max(...prompts.map((p) => p.length));
-    for (let j = 0; j < longest; j++) {
-      const rows = prompts.flatMap((p, i) => (j < p.length ? [i] : []));
-      const logits = this.run(rows, rows.map((i) => prompts[i][j]), rows.map((i) => j === prompts[i].length - 1));
-      rows.forEach((i, r) => {
-        if (logits[r] !== null) out[i] = logits[r];
-      });
-    }
-    return out;
+    // One row per prompt position, prompt after prompt; logits for each prompt's last position only.
+    const logits = this.run(prompts.flatMap((p, i) => p.map(() => i)), prompts.flat(), prompts.flatMap((p) => p.map((_, j) => j === p.length - 1)));
+    return logits.filter((l): l is Float32Array => l !== null);
   }
 
   step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
@@ -173,14 +199,22 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     return w;
   }
 
-  /** Feed tokens[i] to sequence seqs[i] at its next position; logits for the rows that want them (else null). */
+  /**
+   * Feed tokens[i] to sequence seqs[i] at its next position; logits for the rows that want them (else null).
+   * A sequence may own several rows (a prompt): they are its next positions, in row order.
+   */
   private run(seqs: readonly number[], tokens: readonly number[], want: readonly boolean[]): Array<Float32Array | null> {
     const c = this.m.cfg;
     const { hidden: D, hcMult: hc } = c;
     const { N } = this;
     const n = seqs.length;
     const states = seqs.map((s) => this.seqs[s]);
-    const positions = states.map((s) => s.len);
+    const next = new Map<SeqState, number>();
+    const positions = states.map((s) => {
+      const p = next.get(s) ?? s.len;
+      next.set(s, p + 1);
+      return p;
+    });
     const toks = [...tokens];
     let X = expandStreams16(N.f32ToF16(this.dev.embed(toks).data), n, hc, D);
     for (let L = 0; L < c.layers; L++) {
@@ -195,7 +229,7 @@ export class DeepseekV4DeviceDecoder implements Decoder {
       const given = w.hash ? toks.map((t) => this.m.hashExperts(w, t)) : null;
       X = hcPost(kit, moe(kit, f, n, w, given).out, X, n, pf);
     }
-    states.forEach((s) => s.len++);
+    for (const [s, len] of next) s.len = len;
     const rows = want.flatMap((x, i) => (x ? [i] : []));
     const out: Array<Float32Array | null> = want.map(() => null);
     if (rows.length === 0) return out;
@@ -208,7 +242,10 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     return out;
   }
 
-  /** The attention sublayer for one new row per sequence (attention.ts, step by step). a f16 [n, hidden] → f16 [n, hidden]. */
+  /**
+   * The attention sublayer for the new rows (attention.ts, position by position). a f16 [n, hidden] → f16
+   * [n, hidden]; st[i] is row i's sequence state (rows of one sequence are consecutive positions, in order).
+   */
   private attention(kit: Kit, a: Uint16Array, n: number, w: DeepseekV4Attention, ratio: number, positions: number[], st: LayerState[]): Uint16Array {
     const { N, K, cfg } = kit;
     const { heads: H, headDim: d, ropeDim: R, normEps: eps, qLoraRank, oGroups: G, oLoraRank } = cfg;
@@ -221,32 +258,26 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     const kvn = N.rmsnormF16(kit.lin(a, n, w.wkv), kit.vec16(w.kv_norm), n, d, eps);
     const kv = N.ropeF16(kvn, tab.cos, tab.sin, n, 1, d, d - R, R, true);
 
-    // compressor projections (f32) of the new rows, then the states, which emit on block completion
+    // compressor projections (f32) of the new rows; each row enters its state (which emits on block
+    // completion) just before it attends
     const cw = w.compressor;
-    if (cw !== null) {
-      const wc = (cw.overlap ? 2 : 1) * cw.headDim;
-      const Kc = kit.lin32(a, n, cw.wkv);
-      const Zc = kit.lin32(a, n, cw.wgate);
-      st.forEach((s, i) => s.comp!.push(kit, positions[i], Kc.subarray(i * wc, (i + 1) * wc), Zc.subarray(i * wc, (i + 1) * wc), invFreq));
-    }
+    const pushComp = cw !== null ? this.projections(kit, a, n, cw) : null;
     let qI: Uint16Array | null = null;
     let wI: Uint16Array | null = null;
     const iw = w.indexer;
     const { indexHeads: nh, indexHeadDim: hd, indexTopk: topk } = cfg;
+    const pushIndex = iw !== null ? this.projections(kit, a, n, iw.compressor) : null;
     if (iw !== null) {
       qI = N.ropeF16(kit.lin(qr, n, iw.wq_b), tab.cos, tab.sin, n, nh, hd, hd - R, R, true);
       wI = kit.lin(a, n, iw.weights_proj);
-      const ic = iw.compressor;
-      const wc = (ic.overlap ? 2 : 1) * ic.headDim;
-      const Ki = kit.lin32(a, n, ic.wkv);
-      const Zi = kit.lin32(a, n, ic.wgate);
-      st.forEach((s, i) => s.index!.push(kit, positions[i], Ki.subarray(i * wc, (i + 1) * wc), Zi.subarray(i * wc, (i + 1) * wc), invFreq));
     }
 
     const sinks = kit.f32(w.attn_sink);
     const o = new Uint16Array(n * H * d);
     for (let i = 0; i < n; i++) {
       const s = st[i];
+      pushComp?.(s.comp!, i, positions[i], invFreq);
+      pushIndex?.(s.index!, i, positions[i], invFreq);
       s.ring.push(kv.slice(i * d, (i + 1) * d));
       if (cfg.window > 0 && s.ring.length > cfg.window) s.ring.shift();
       const Bc = s.comp?.count ?? 0;
@@ -290,5 +321,13 @@ export class DeepseekV4DeviceDecoder implements Decoder {
       for (let t = 0; t < n; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
     }
     return kit.lin(y, n, w.wo_b);
+  }
+
+  /** K/Z projections (f32) of all rows at once; the returned function pushes row i into a state. */
+  private projections(kit: Kit, a: Uint16Array, n: number, c: DeepseekV4Compressor) {
+    const wc = (c.overlap ? 2 : 1) * c.headDim;
+    const Kc = kit.lin32(a, n, c.wkv);
+    const Zc = kit.lin32(a, n, c.wgate);
+    return (state: CompressorState, i: number, pos: number, invFreq: Float64Array) => state.push(kit, pos, Kc.subarray(i * wc, (i + 1) * wc), Zc.subarray(i * wc, (i + 1) * wc), invFreq);
   }
 }

@@ -2,7 +2,7 @@
  * DeepSeek-V4 incremental decoding on the device path (device-hip/deepseek_v4_decode.ts): cached logits equal
  * a DeepseekV4Device full recompute bit for bit over enough positions that the window ring wraps (window 20),
  * ratio-4 and ratio-16 blocks are emitted and the indexer ranks more entries than index_topk (4); ragged
- * batching; greedy generation deterministic and equal to full-recompute generation; `layerdiff generate
+ * batching; a prefill of long ragged prompts in one pass; greedy generation deterministic and equal to full-recompute generation; `layerdiff generate
  * --path device` on DeepSeek-V4 through the built CLI.
  */
 import * as fs from 'node:fs';
@@ -72,6 +72,22 @@ describe('DeepSeek-V4 device incremental decoding', () => {
       check(step);
     }
     expect(cached.lengths()).toEqual([prompts[0].length + 44, prompts[1].length + 29]);
+  });
+
+  it('a long ragged prefill in one pass (window wrap, ratio-4/16 blocks and the indexer ranking inside the prompts) equals full recompute bit for bit, and so does decoding on', () => {
+    const long = Array.from({ length: 45 }, (_, i) => (i * 37 + 11) % m.cfg.vocab);
+    const prompts = [long, long.slice(7, 33), [0, 9]];
+    const cached = new DeepseekV4DeviceDecoder(m, N, K);
+    const full = recompute();
+    let a = cached.prefill(prompts, 64);
+    let b = full.prefill(prompts, 64);
+    expect(cached.lengths()).toEqual(prompts.map((p) => p.length));
+    for (let step = 0; step <= 6; step++) {
+      a.forEach((l, j) => expect(sameBits(l, b[j]), `step ${step} seq ${j}`).toBe(true));
+      const toks = a.map((l) => argmax(l));
+      a = cached.step([0, 1, 2], toks);
+      b = full.step([0, 1, 2], toks);
+    }
   });
 
   it('is within max_abs 0.1 of the FP32 reference (full recompute) at the end of a long decode', () => {
