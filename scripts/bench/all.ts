@@ -1,10 +1,12 @@
 /**
  * `npm run bench`: every benchmark, each printing ratios measured side by side in one run.
- * `npm run bench -- --wide` adds the real-width DeepSeek-V4 streaming benchmark (writes ~9 and ~17 GB).
+ * `npm run bench -- --wide` adds the real-width DeepSeek-V4 benchmarks: the streaming diff (writes ~9 and ~17 GB)
+ * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache).
  */
 import { benchGemm } from './gemm.js';
 import { benchDiff } from './diff.js';
 import { benchGenerate } from './generate.js';
+import { benchGenerateDeepseek } from './generate_deepseek.js';
 
 const wide = process.argv.includes('--wide');
 console.log('== GEMM and dequant ==');
@@ -13,3 +15,4 @@ console.log('\n== whole diff ==');
 await benchDiff(wide);
 console.log('\n== generation ==');
 await benchGenerate();
+await benchGenerateDeepseek(wide);

@@ -5,7 +5,7 @@
  *     a step appends one token to a 64-token sequence, recompute runs all 65 through the model again;
  *   - start-up of the device path: weights from the FP16 cache (digests already verified, i.e. stat-only,
  *     and on first load, hashing the cache files) against dequantizing the checkpoint at load;
- *   - deepseek-v4-tiny: reference full-recompute speed only (it has no cached decoder yet).
+ *   - DeepSeek-V4 (tiny, and deepseek-v4-wide with --wide): generate_deepseek.ts.
  * Each figure is the median of several runs after a warm-up. The emulated backend is a CPU, and OpenMP's
  * thread count (OMP_NUM_THREADS) matters for these tiny shapes: the result records it.
  *
@@ -20,15 +20,12 @@ import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode
 import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
 import type { Decoder } from '../../harness/generate/decoder.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../../harness/generate/fp16cache_llama.js';
-import { RecomputeDecoder } from '../../harness/generate/recompute.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
-import { DeepseekV4Checkpoint } from '../../harness/models/deepseek_v4.js';
 import { LlamaCheckpoint } from '../../harness/models/llama.js';
 import { packageRoot } from '../../harness/version.js';
-import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 
-const CONTEXT = 64;
+export const CONTEXT = 64;
 const STEPS = 16;
 const RUNS = 7;
 
@@ -37,7 +34,7 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)];
 }
 
-async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number> {
+export async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number> {
   for (let i = 0; i < warmup; i++) await f();
   const t: number[] = [];
   for (let i = 0; i < runs; i++) {
@@ -48,21 +45,30 @@ async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number
   return median(t);
 }
 
-const context = (vocab: number) => Array.from({ length: CONTEXT }, (_, i) => (i * 37 + 11) % vocab);
+export const context = (vocab: number) => Array.from({ length: CONTEXT }, (_, i) => (i * 37 + 11) % vocab);
 
-/** tokens/s of one cached step at ~CONTEXT tokens, and of recomputing CONTEXT+1 tokens from scratch. */
-async function decodeRates(d: Decoder, vocab: number): Promise<{ cached: number; recompute: number }> {
+/** ms per cached step at ~CONTEXT tokens (median over runs after a warm-up run). */
+export function cachedStepMs(d: Decoder, vocab: number, runs = RUNS, steps = STEPS): number {
   const ctx = context(vocab);
   const perStep: number[] = [];
-  for (let r = 0; r < RUNS + 1; r++) {
-    d.prefill([ctx], CONTEXT + STEPS);
+  for (let r = 0; r < runs + 1; r++) {
+    d.prefill([ctx], CONTEXT + steps);
     const a = performance.now();
-    for (let s = 0; s < STEPS; s++) d.step([0], [(s * 7) % vocab]);
-    if (r > 0) perStep.push((performance.now() - a) / STEPS); // run 0 is the warm-up
+    for (let s = 0; s < steps; s++) d.step([0], [(s * 7) % vocab]);
+    if (r > 0) perStep.push((performance.now() - a) / steps); // run 0 is the warm-up
   }
-  const full = [...ctx, 5];
-  const recomputeMs = await timeMs(() => d.prefill([full], full.length));
-  return { cached: 1000 / median(perStep), recompute: 1000 / recomputeMs };
+  return median(perStep);
+}
+
+/**
+ * tokens/s of one cached step at ~CONTEXT tokens, and of recomputing CONTEXT+1 tokens from scratch with
+ * `full` (by default the same decoder's prefill, which runs every position through the model).
+ */
+export async function decodeRates(d: Decoder, vocab: number, full: Decoder = d, runs = RUNS): Promise<{ cached: number; recompute: number }> {
+  const cached = cachedStepMs(d, vocab, runs);
+  const seq = [...context(vocab), 5];
+  const recomputeMs = await timeMs(() => full.prefill([seq], seq.length), runs);
+  return { cached: 1000 / cached, recompute: 1000 / recomputeMs };
 }
 
 export async function benchGenerate(): Promise<Record<string, number>> {
@@ -117,24 +123,12 @@ export async function benchGenerate(): Promise<Record<string, number>> {
     ck.close();
   }
 
-  // 3. deepseek-v4-tiny: reference full recompute only
-  const dck = Checkpoint.open(path.join(root, 'fixtures', 'deepseek-v4-tiny'));
-  try {
-    const dm = new DeepseekV4Checkpoint(dck);
-    const d = new RecomputeDecoder({ numLayers: dm.cfg.layers, vocab: dm.cfg.vocab, loadLayer: (L) => dm.loadLayer(L) }, new DeepseekV4Reference(dm));
-    const full = [...context(dm.cfg.vocab), 5];
-    out['deepseek_v4_tiny.reference.decode_full_recompute.tok_s'] = 1000 / (await timeMs(() => d.prefill([full], full.length), 3, 1));
-  } finally {
-    dck.close();
-  }
-
   const f = (k: string) => (out[k] ?? NaN).toFixed(1).padStart(10);
   console.log(`generation benchmarks (${CONTEXT} tokens of context, median of ${RUNS}, OpenMP threads ${out.omp_threads})`);
   console.log(`  decode tok/s                 ${'KV cache'.padStart(10)} ${'recompute'.padStart(10)}    ratio`);
   for (const p of ['device', 'reference']) {
     console.log(`  llama-tiny ${p.padEnd(17)} ${f(`llama_tiny.${p}.decode_kv_cache.tok_s`)} ${f(`llama_tiny.${p}.decode_full_recompute.tok_s`)}  ${out[`llama_tiny.${p}.kv_cache_speedup`].toFixed(1)}×`);
   }
-  console.log(`  deepseek-v4-tiny reference   ${'n/a'.padStart(10)} ${f('deepseek_v4_tiny.reference.decode_full_recompute.tok_s')}  (no KV cache yet)`);
   console.log(`  start-up ms                  ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}    ratio`);
   console.log(`  llama-tiny device            ${out['llama_tiny.startup.fp16_cache.ms'].toFixed(2).padStart(10)} ${out['llama_tiny.startup.dequant_at_load.ms'].toFixed(2).padStart(10)}  ${out['llama_tiny.startup.fp16_cache_speedup'].toFixed(1)}×  (first load, hashing the cache: ${out['llama_tiny.startup.fp16_cache_first_load.ms'].toFixed(2)} ms)`);
   return out;

@@ -1,0 +1,240 @@
+/**
+ * DeepSeek-V4 generation benchmarks on the device path (emulated backend), measured side by side in one run:
+ *   - decode tokens/s with the KV cache (DeepseekV4DeviceDecoder: window ring, compressor and indexer states)
+ *     against full recompute (DeepseekV4Device over the whole sequence, the path the gate validated) at 64
+ *     tokens of context: a step appends one token to a 64-token sequence, recompute runs all 65 again. Both
+ *     hold the same FP16 weights (layers kept, head held in F16), so the cache is the only difference. The
+ *     same decode with the weights read from the FP16 cache is reported beside it;
+ *   - start-up: opening the checkpoint → the first logits of a one-token prompt, weights from the FP16 cache
+ *     (digests verified: stat-only once recorded; "first load" hashes the cache's whole files) against
+ *     dequantizing the checkpoint. DeepSeek-V4 binds routed experts lazily, so start-up reads every layer's
+ *     other weights and the head but only the experts that token is routed to (6 of 256 per layer at real
+ *     width): start-up means "ready to emit the first token", not "every expert in memory";
+ *   - deepseek-v4-tiny also: the FP32 reference's full recompute (it has no cached decoder).
+ * tiny: deepseek-v4-tiny in process, medians of several runs after a warm-up.
+ * --wide: `layerdiff fixture deepseek-v4-wide` with 4 layers (compress ratios 0, 0, 4, 128: sliding window
+ *   only, CSA with the indexer, HCA) and 32 of the 256 routed experts per layer, every matrix at real width
+ *   (hidden 4096, 64 × 512 heads, vocab 129,280). All 256 experts would make the FP16 cache ~12.3 GB per layer
+ *   and a 64-token decode touch ~200 of them per layer, beyond a 2-core 24 GB machine with ~70 GB of disk.
+ *   With 32, the 65-token recompute touches all 32 per layer (at 256 it would dequantize ~6× more experts), so
+ *   the KV cache's ratio here understates the real one. Layers are kept in memory (as generate does below
+ *   2 GiB; for this 4.2 GB checkpoint generate would re-read them every step).
+ *   Written under $LAYERDIFF_BENCH_DIR (or /tmp/layerdiff-bench): checkpoint ~4.2 GB, FP16 cache ~9.1 GB.
+ *   Each measurement runs in a fresh child process (peak RSS reported) with the page cache warm: every
+ *   start-up is run twice, alternating, and the second run counts.
+ *
+ *   npm run build:ts && node dist/scripts/bench/generate_deepseek.js [--wide]
+ */
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
+import { DeepseekV4DeviceDecoder, withHeldHead } from '../../device-hip/deepseek_v4_decode.js';
+import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
+import type { Decoder } from '../../harness/generate/decoder.js';
+import { loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../../harness/generate/fp16cache_deepseek_v4.js';
+import { RecomputeDecoder } from '../../harness/generate/recompute.js';
+import { Checkpoint } from '../../harness/io/checkpoint.js';
+import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../../harness/models/deepseek_v4.js';
+import { packageRoot } from '../../harness/version.js';
+import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
+import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
+
+type Source = 'dequant' | 'cache';
+
+/** Full recompute over the device path, holding the same weights as the cached decoder. */
+function recomputeDecoder(w: DeepseekV4Weights, N: DeviceNative, K: DeepseekNative): Decoder {
+  const held = withHeldHead(w, N);
+  return new RecomputeDecoder({ numLayers: w.cfg.layers, vocab: w.cfg.vocab, loadLayer: (L) => held.loadLayer(L) }, new DeepseekV4Device(held, N, null, K));
+}
+
+/** The weights of `source` for an open checkpoint (the cache must be current: the bench wrote it). */
+async function weightsOf(source: Source, m: DeepseekV4Checkpoint, cacheDir: string, fingerprint: string, racyMs?: number): Promise<{ w: DeepseekV4Weights; close(): void }> {
+  if (source === 'dequant') return { w: m, close: () => undefined };
+  const c = await loadDeepseekV4Fp16Cache(cacheDir, m, fingerprint, racyMs === undefined ? {} : { racyMs });
+  if (!c.ok) throw new Error(`the FP16 cache ${cacheDir} is not usable: ${c.why}`);
+  return { w: c.weights, close: () => c.weights.close() };
+}
+
+/** Open → first logits of a one-token prompt (the fingerprint is computed before, as generate does for its record check). */
+async function startupMs(model: string, source: Source, cacheDir: string, fingerprint: string, N: DeviceNative, K: DeepseekNative, racyMs?: number): Promise<number> {
+  const t0 = performance.now();
+  const ck = Checkpoint.open(model);
+  try {
+    const m = new DeepseekV4Checkpoint(ck);
+    const src = await weightsOf(source, m, cacheDir, fingerprint, racyMs);
+    new DeepseekV4DeviceDecoder(src.w, N, K).prefill([[11]], 2);
+    src.close();
+    return performance.now() - t0;
+  } finally {
+    ck.close();
+  }
+}
+
+const rate = (ms: number) => 1000 / ms;
+
+async function benchTiny(out: Record<string, number>): Promise<void> {
+  const model = path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
+  const N = loadDeviceNative();
+  const K = loadDeepseekNative();
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-bench-ds-'));
+  const saved = process.env.LAYERDIFF_CACHE_DIR;
+  process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'digests');
+  const ck = Checkpoint.open(model);
+  try {
+    const m = new DeepseekV4Checkpoint(ck);
+    const V = m.cfg.vocab;
+    const fp = (await checkpointFingerprint(ck.dir, ck.shardFiles)).value;
+    const cacheDir = path.join(tmp, 'fp16');
+    await writeDeepseekV4Fp16Cache(m, N, cacheDir, fp);
+
+    for (const source of ['dequant', 'cache'] as const) {
+      const src = await weightsOf(source, m, cacheDir, fp, 0);
+      const r = await decodeRates(new DeepseekV4DeviceDecoder(src.w, N, K), V, recomputeDecoder(src.w, N, K), 5);
+      out[`deepseek_v4_tiny.device.${source}.decode_kv_cache.tok_s`] = r.cached;
+      out[`deepseek_v4_tiny.device.${source}.decode_full_recompute.tok_s`] = r.recompute;
+      out[`deepseek_v4_tiny.device.${source}.kv_cache_speedup`] = r.cached / r.recompute;
+      src.close();
+    }
+    const ref = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: V, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m));
+    const seq = [...context(V), 5];
+    out['deepseek_v4_tiny.reference.decode_full_recompute.tok_s'] = rate(await timeMs(() => ref.prefill([seq], seq.length), 3, 1));
+
+    const dequantMs = await timeMs(() => startupMs(model, 'dequant', cacheDir, fp, N, K));
+    // First load: the cache files are seconds old, so their digests are computed (and not recorded).
+    const firstMs = await timeMs(() => startupMs(model, 'cache', cacheDir, fp, N, K));
+    await startupMs(model, 'cache', cacheDir, fp, N, K, 0); // record the digests: every load below is stat-only
+    const warmMs = await timeMs(() => startupMs(model, 'cache', cacheDir, fp, N, K, 0));
+    out['deepseek_v4_tiny.startup.dequant_at_load.ms'] = dequantMs;
+    out['deepseek_v4_tiny.startup.fp16_cache.ms'] = warmMs;
+    out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'] = firstMs;
+    out['deepseek_v4_tiny.startup.fp16_cache_speedup'] = dequantMs / warmMs;
+  } finally {
+    ck.close();
+    process.env.LAYERDIFF_CACHE_DIR = saved;
+    if (saved === undefined) delete process.env.LAYERDIFF_CACHE_DIR;
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+// ---- deepseek-v4-wide: one child process per measurement ----
+
+interface ChildOut {
+  ms: number;
+  maxRssMiB: number;
+  extra?: Record<string, number>;
+}
+
+const WIDE = { layers: 4, experts: 32 };
+const STEPS_WIDE = 4;
+
+function runChild(task: string, args: string[], env: Record<string, string>): ChildOut {
+  const self = fileURLToPath(import.meta.url);
+  const r = spawnSync(process.execPath, [self, '--child', task, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env } });
+  if (r.status !== 0) throw new Error(`bench child ${task} ${args.join(' ')} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as ChildOut;
+}
+
+async function child(task: string, source: Source, model: string, cacheDir: string): Promise<void> {
+  const N = loadDeviceNative();
+  const K = loadDeepseekNative();
+  const probe = Checkpoint.open(model);
+  const fp = (await checkpointFingerprint(model, probe.shardFiles)).value;
+  probe.close();
+  const done = (ms: number, extra?: Record<string, number>) => process.stdout.write(JSON.stringify({ ms, maxRssMiB: process.resourceUsage().maxRSS / 1024, extra } satisfies ChildOut) + '\n');
+  if (task === 'convert') {
+    const ck = Checkpoint.open(model);
+    const t0 = performance.now();
+    const man = await writeDeepseekV4Fp16Cache(new DeepseekV4Checkpoint(ck), N, cacheDir, fp);
+    const bytes = [...man.files, ...man.experts].reduce((s, f) => s + f.size, 0);
+    done(performance.now() - t0, { gib: bytes / 2 ** 30 });
+    return;
+  }
+  if (task === 'startup') {
+    done(await startupMs(model, source, cacheDir, fp, N, K));
+    return;
+  }
+  const ck = Checkpoint.open(model);
+  const m = new DeepseekV4Checkpoint(ck);
+  const src = await weightsOf(source, m, cacheDir, fp);
+  if (task === 'decode') {
+    const d = new DeepseekV4DeviceDecoder(src.w, N, K);
+    const t0 = performance.now();
+    d.prefill([context(m.cfg.vocab)], CONTEXT + STEPS_WIDE);
+    const prefillMs = performance.now() - t0;
+    done(cachedStepMs(d, m.cfg.vocab, 1, STEPS_WIDE), { prefill_ms: prefillMs });
+  } else {
+    const seq = [...context(m.cfg.vocab), 5];
+    const d = recomputeDecoder(src.w, N, K);
+    done(await timeMs(() => d.prefill([seq], seq.length), 2, 1));
+  }
+}
+
+async function benchWide(out: Record<string, number>): Promise<void> {
+  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
+  const model = path.join(base, `deepseek-v4-wide-${WIDE.layers}x${WIDE.experts}`);
+  const cacheDir = `${model}.fp16`;
+  // digests of the 4 GB checkpoint are computed once and shared by the children
+  const env = { LAYERDIFF_CACHE_DIR: path.join(base, 'digests') };
+  if (!fs.existsSync(path.join(model, 'config.json'))) {
+    const { writeDeepseekV4Wide } = await import('../../fixtures/deepseek_v4_wide.js');
+    console.log(`generating ${model} (${WIDE.layers} layers, ${WIDE.experts} routed experts per layer, real widths)…`);
+    writeDeepseekV4Wide(model, WIDE);
+  }
+  const conv = runChild('convert', ['cache', model, cacheDir], env);
+  out['deepseek_v4_wide.convert.s'] = conv.ms / 1000;
+  out['deepseek_v4_wide.convert.peak_rss_gib'] = conv.maxRssMiB / 1024;
+  out['deepseek_v4_wide.fp16_cache.gib'] = conv.extra!.gib;
+  const start: Record<Source, number[]> = { dequant: [], cache: [] };
+  for (let i = 0; i < 2; i++) for (const s of ['dequant', 'cache'] as const) start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
+  out['deepseek_v4_wide.startup.dequant_at_load.ms'] = start.dequant[1];
+  out['deepseek_v4_wide.startup.fp16_cache.ms'] = start.cache[1];
+  out['deepseek_v4_wide.startup.fp16_cache_speedup'] = start.dequant[1] / start.cache[1];
+  for (const s of ['dequant', 'cache'] as const) {
+    const d = runChild('decode', [s, model, cacheDir], env);
+    const r = runChild('recompute', [s, model, cacheDir], env);
+    const k = `deepseek_v4_wide.device.${s}`;
+    out[`${k}.decode_kv_cache.tok_s`] = rate(d.ms);
+    out[`${k}.decode_full_recompute.tok_s`] = rate(r.ms);
+    out[`${k}.kv_cache_speedup`] = r.ms / d.ms;
+    out[`${k}.prefill_64.s`] = d.extra!.prefill_ms / 1000;
+    out[`${k}.decode.peak_rss_gib`] = d.maxRssMiB / 1024;
+    out[`${k}.recompute.peak_rss_gib`] = r.maxRssMiB / 1024;
+  }
+}
+
+export async function benchGenerateDeepseek(wide: boolean): Promise<Record<string, number>> {
+  const out: Record<string, number> = { omp_threads: loadDeviceNative().info().openmpThreads };
+  await benchTiny(out);
+  if (wide) await benchWide(out);
+  const f = (k: string, d = 1) => (out[k] === undefined ? 'n/a' : out[k].toFixed(d)).padStart(10);
+  const x = (k: string) => (out[k] === undefined ? '' : `${out[k].toFixed(1)}×`);
+  const rows = (name: string, key: string) => {
+    for (const s of ['dequant', 'cache'] as const) {
+      const label = `${name} device, ${s === 'dequant' ? 'dequantized' : 'FP16 cache '}`;
+      console.log(`  ${label.padEnd(40)} ${f(`${key}.device.${s}.decode_kv_cache.tok_s`, 2)} ${f(`${key}.device.${s}.decode_full_recompute.tok_s`, 2)}  ${x(`${key}.device.${s}.kv_cache_speedup`)}`);
+    }
+  };
+  console.log(`DeepSeek-V4 generation (${CONTEXT} tokens of context; emulated device, OpenMP threads ${out.omp_threads}; start-up = open → first logits of a one-token prompt, routed experts read only when routed to)`);
+  console.log(`  decode tok/s                             ${'KV cache'.padStart(10)} ${'recompute'.padStart(10)}  ratio`);
+  rows('deepseek-v4-tiny', 'deepseek_v4_tiny');
+  console.log(`  ${'deepseek-v4-tiny reference FP32'.padEnd(40)} ${'n/a'.padStart(10)} ${f('deepseek_v4_tiny.reference.decode_full_recompute.tok_s', 2)}  (no cached reference decoder)`);
+  if (wide) rows(`wide ${WIDE.layers}L×${WIDE.experts}E`, 'deepseek_v4_wide');
+  console.log(`  start-up ms                              ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}  ratio`);
+  console.log(`  ${'deepseek-v4-tiny device'.padEnd(40)} ${f('deepseek_v4_tiny.startup.fp16_cache.ms')} ${f('deepseek_v4_tiny.startup.dequant_at_load.ms')}  ${x('deepseek_v4_tiny.startup.fp16_cache_speedup')}  (first load, hashing the cache: ${out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'].toFixed(1)} ms)`);
+  if (wide) {
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}`);
+    console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
+    console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
+  }
+  return out;
+}
+
+const argv = process.argv.slice(2);
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  if (argv[0] === '--child') await child(argv[1], argv[2] as Source, argv[3], argv[4]);
+  else await benchGenerateDeepseek(argv.includes('--wide'));
+}
