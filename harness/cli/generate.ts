@@ -6,7 +6,7 @@
  *     otherwise exit 3 with what differs and the gate command that fixes it.
  *     DeepSeek-V4: device-hip/deepseek_v4_decode.ts (window ring, compressor states and entries, indexer);
  *     FP16 weights dequantized on first use or read from --fp16-cache (routed experts: when first routed to),
- *     prompts prefilled one position at a time.
+ *     prompts prefilled in one pass.
  *   --path reference: the FP32 reference, always allowed (slow; DeepSeek-V4 by full recompute).
  * Output: with one prompt the continuation is streamed to stdout as it is produced; with several, one
  * line per token `[i] "<text>"` while decoding, then each completion in full. Statistics go to stderr.

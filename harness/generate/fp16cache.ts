@@ -19,7 +19,7 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
-import { SafetensorsFile, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
+import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
 import type { RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
 import { SafetensorsStreamWriter, type TensorSpec } from '../../fixtures/stream_writer.js';
@@ -181,17 +181,14 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
 
 /** Tensors of a cache's files, opened on first use, each read checked to have the dtype and shape the layout says. */
 export class CacheStore {
-  private readonly open = new Map<string, SafetensorsFile>();
+  private readonly files: SafetensorsFolder;
 
-  constructor(readonly dir: string) {}
+  constructor(readonly dir: string) {
+    this.files = new SafetensorsFolder(dir);
+  }
 
   private file(file: string): SafetensorsFile {
-    let f = this.open.get(file);
-    if (f === undefined) {
-      f = SafetensorsFile.open(path.join(this.dir, file));
-      this.open.set(file, f);
-    }
-    return f;
+    return this.files.get(file);
   }
 
   info(file: string, name: string, dtype: DType, shape: readonly number[]): TensorInfo {
@@ -226,7 +223,6 @@ export class CacheStore {
   }
 
   close(): void {
-    for (const f of this.open.values()) f.close();
-    this.open.clear();
+    this.files.close();
   }
 }

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { SafetensorsFile, type TensorInfo } from './safetensors.js';
+import { SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
   raw: Record<string, unknown>;
@@ -21,7 +21,7 @@ export class Checkpoint {
   /** tensor name → shard file name (relative to dir) */
   readonly weightMap: Map<string, string>;
   readonly shardFiles: string[];
-  private readonly shards = new Map<string, SafetensorsFile>();
+  private readonly shards: SafetensorsFolder;
   /** bytes read from tensor data so far (for progress lines and the streaming benchmarks) */
   bytesRead = 0;
 
@@ -31,6 +31,7 @@ export class Checkpoint {
     this.configFile = path.join(dir, 'config.json');
     this.weightMap = weightMap;
     this.shardFiles = [...new Set(weightMap.values())].sort();
+    this.shards = new SafetensorsFolder(dir);
   }
 
   static open(dir: string): Checkpoint {
@@ -78,12 +79,7 @@ export class Checkpoint {
   }
 
   private shard(file: string): SafetensorsFile {
-    let f = this.shards.get(file);
-    if (f === undefined) {
-      f = SafetensorsFile.open(path.join(this.dir, file));
-      this.shards.set(file, f);
-    }
-    return f;
+    return this.shards.get(file);
   }
 
   has(name: string): boolean {
@@ -125,8 +121,7 @@ export class Checkpoint {
   }
 
   close(): void {
-    for (const f of this.shards.values()) f.close();
-    this.shards.clear();
+    this.shards.close();
   }
 }
 

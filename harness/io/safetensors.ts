@@ -111,6 +111,28 @@ export class SafetensorsFile {
   }
 }
 
+/** The safetensors files of one folder, each opened (header parsed) on first use and kept open until close(). */
+export class SafetensorsFolder {
+  private readonly open = new Map<string, SafetensorsFile>();
+
+  constructor(readonly dir: string) {}
+
+  /** `file`: a name inside the folder */
+  get(file: string): SafetensorsFile {
+    let f = this.open.get(file);
+    if (f === undefined) {
+      f = SafetensorsFile.open(path.join(this.dir, file));
+      this.open.set(file, f);
+    }
+    return f;
+  }
+
+  close(): void {
+    for (const f of this.open.values()) f.close();
+    this.open.clear();
+  }
+}
+
 function parseHeader(header: Record<string, unknown>, file: string, dataStart: number, dataLen: number) {
   const tensors = new Map<string, TensorInfo>();
   let metadata: Record<string, string> = {};

@@ -35,6 +35,13 @@ export function hashTree(dir: string): string {
   return h.digest('hex');
 }
 
+/** Flip bits of the byte at `at` (negative: from the end) of a file, in place: a corruption a digest must catch. */
+export function flipBits(file: string, at: number, mask = 0x01): void {
+  const b = fs.readFileSync(file);
+  b[at < 0 ? b.length + at : at] ^= mask;
+  fs.writeFileSync(file, b);
+}
+
 export const LLAMA_TINY = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
 
 /** runDiffCommand in-process with the table on stdout suppressed (the tests read the report record). */

@@ -24,7 +24,7 @@ import { Kit } from '../../device-hip/deepseek_v4/kit.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { wrongShape } from '../../fixtures/inject.js';
 import { Rng } from '../../fixtures/rng.js';
-import { cli, hashTree, LLAMA_TINY } from './cli.js';
+import { cli, flipBits, hashTree, LLAMA_TINY } from './cli.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -161,9 +161,7 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const sf = SafetensorsFile.open(file);
     const at = sf.get('layers.2.ffn.experts.5.w2.weight')!.begin + 11;
     sf.close();
-    const bytes = fs.readFileSync(file);
-    bytes[at] ^= 0x01;
-    fs.writeFileSync(file, bytes);
+    flipBits(file, at);
     const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
     if (!c.ok) throw new Error(c.why);
     try {
@@ -188,10 +186,7 @@ describe('the DeepSeek-V4 FP16 cache', () => {
 
     const dense = path.join(tmp, 'corrupt-dense');
     fs.cpSync(cacheDir, dense, { recursive: true });
-    const victim = path.join(dense, 'layer.00001.safetensors');
-    const b = fs.readFileSync(victim);
-    b[b.length - 3] ^= 0x40;
-    fs.writeFileSync(victim, b);
+    flipBits(path.join(dense, 'layer.00001.safetensors'), -3, 0x40);
     await expect(loadDeepseekV4Fp16Cache(dense, m, fp)).rejects.toThrow(/layer\.00001\.safetensors.*digest/);
 
     const cut = path.join(tmp, 'truncated');

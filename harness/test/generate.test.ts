@@ -26,7 +26,7 @@ import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 import { Rng } from '../../fixtures/rng.js';
-import { LLAMA_TINY } from './cli.js';
+import { flipBits, LLAMA_TINY } from './cli.js';
 
 // One OpenMP thread: decoding issues many tiny kernels, and on a loaded 2-core runner a 2-thread team
 // spin-waits at every fork (10× slower). Numerics do not depend on the thread count. libgomp reads this
@@ -186,10 +186,7 @@ describe('the FP16 cache', () => {
     expect(stale.ok).toBe(false);
     if (!stale.ok) expect(stale.why).toMatch(/another checkpoint/);
 
-    const victim = path.join(dir, 'layer.00002.safetensors');
-    const bytes = fs.readFileSync(victim);
-    bytes[bytes.length - 3] ^= 0x40;
-    fs.writeFileSync(victim, bytes);
+    flipBits(path.join(dir, 'layer.00002.safetensors'), -3, 0x40);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(InputError);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(/layer\.00002\.safetensors.*digest/);
   });

@@ -13,7 +13,7 @@ import { Checkpoint } from '../io/checkpoint.js';
 import { encodeSafetensors, SafetensorsFile } from '../io/safetensors.js';
 import type { Report } from '../runner/report.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { cli, hashTree, LLAMA_TINY } from './cli.js';
+import { cli, flipBits, hashTree, LLAMA_TINY } from './cli.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-repro-'));
 const readJson = <T>(f: string) => JSON.parse(fs.readFileSync(f, 'utf8')) as T;
@@ -74,10 +74,7 @@ describe('--repro and layerdiff replay', () => {
   it('replay refuses a bundle whose files changed (exit 2, names the file)', () => {
     const copy = path.join(tmp, 'tampered');
     fs.cpSync(bundle, copy, { recursive: true });
-    const f = path.join(copy, 'activations.safetensors');
-    const b = fs.readFileSync(f);
-    b[b.length - 1] ^= 1;
-    fs.writeFileSync(f, b);
+    flipBits(path.join(copy, 'activations.safetensors'), -1);
     const r = cli(['replay', copy]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/activations\.safetensors: bundle file activations\.safetensors does not match its SHA-256/);
