@@ -22,7 +22,7 @@ import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../g
 import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
 import type { RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
-import { SafetensorsStreamWriter, type TensorSpec } from '../../fixtures/stream_writer.js';
+import { SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
 
 export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
 export const MANIFEST = 'manifest.json';

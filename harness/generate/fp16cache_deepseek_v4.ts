@@ -34,7 +34,7 @@ import {
 import { forEachRowChunk, readRows } from '../models/rows.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
-import type { TensorSpec } from '../../fixtures/stream_writer.js';
+import type { TensorSpec } from '../io/stream_writer.js';
 import { type CacheFiles, CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache } from './fp16cache.js';
 
 export interface ExpertsFileDigest {

@@ -26,7 +26,7 @@ import { InputError } from '../errors.js';
 import type { Drill, Mode, ReproCapture } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { layerOf } from '../weights/check.js';
-import { SafetensorsStreamWriter } from '../../fixtures/stream_writer.js';
+import { SafetensorsStreamWriter } from '../io/stream_writer.js';
 import type { FaultPlan } from '../../device-hip/faults.js';
 import { writeSafetensors } from '../io/safetensors.js';
 import { f32Tensor, sha256File, StagedDir } from './files.js';
