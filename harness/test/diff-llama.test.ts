@@ -3,12 +3,14 @@
  * device-path bug is caught at the right layer, a real FP16 overflow fails where it happens, and reports
  * and dumps hold what DESIGN §7 says.
  */
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { DiffArgs } from '../cli/diff.js';
 import { SafetensorsFile } from '../io/safetensors.js';
+import { packageRoot, toolVersion } from '../version.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
 import { cli, hashTree, injectedFaultTests, LLAMA_TINY, quietDiff } from './cli.js';
 
@@ -99,6 +101,12 @@ describe('the CLI as a user runs it', () => {
     expect(r.stdout).toMatch(/layer\.3/);
     expect(r.stdout).toMatch(/PASS/);
     expect(r.stdout.includes('\u001b[')).toBe(false); // no colour when not a TTY
+  });
+  it('`npx layerdiff` runs the built binary from the checkout (README\'s first command)', () => {
+    const r = spawnSync('npx', ['--no-install', 'layerdiff', '--version'], { cwd: packageRoot(), encoding: 'utf8', timeout: 120_000 });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe(toolVersion());
   });
   it('an injected fault exits 1 and the table names the first failure', () => {
     const r = cli(['diff', '--inject', 'scale-axis@2']);
