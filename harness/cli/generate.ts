@@ -164,6 +164,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
           if (c.ok) {
             src = cache = c.weights;
             bytes = c.weights.totalBytes();
+            c.weights.keepExperts = keep(bytes);
           } else io.stderr.write(staleCacheNote(a.fp16Cache, a.model, c.why));
         }
         weights = cache !== null ? 'fp16-cache' : 'dequant-at-load';

@@ -163,6 +163,12 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   readonly cfg: DeepseekV4Config;
   /** routed experts (`L.e`) whose bytes matched their digest: checked once, then trusted when read again */
   private readonly verified = new Set<string>();
+  /**
+   * Keep a layer's routed experts on the layer object once read (the default, for checkpoints whose cache
+   * fits in memory). Set false when layers are not kept: one prefill pass can route to every expert of a
+   * layer, and all 256 F16 experts of a real-width layer are 12 GiB — each is then dropped after its use.
+   */
+  keepExperts = true;
 
   constructor(
     private readonly m: DeepseekV4Checkpoint,
@@ -182,17 +188,19 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
       stored: (k, t) => this.stored(file, k, t),
     });
     const cache = new Map<number, DeepseekV4Expert>();
+    const loaded = new Set<number>();
     return {
       ...w,
       expert: (e: number) => {
         let ex = cache.get(e);
         if (ex === undefined) {
           ex = this.expert(L, e, skeleton.expert(e));
-          cache.set(e, ex);
+          loaded.add(e);
+          if (this.keepExperts) cache.set(e, ex);
         }
         return ex;
       },
-      expertsLoaded: () => [...cache.keys()].sort((a, b) => a - b),
+      expertsLoaded: () => [...loaded].sort((a, b) => a - b),
     };
   }
 

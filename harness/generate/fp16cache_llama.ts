@@ -4,6 +4,8 @@
  * every file vouched for by the manifest. Writing converts one layer at a time (memory bounded by a layer);
  * loading reads every weight (the Llama decoder holds them all).
  */
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
 import type { FingerprintOptions } from '../gate/fingerprint.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../models/llama.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
@@ -11,7 +13,7 @@ import {
   buildLlamaF16Embed, buildLlamaF16Head, buildLlamaF16Layer, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights,
   llamaLayerTensorName, llamaLayerTensorShape,
 } from '../../device-hip/llama_decode.js';
-import { CacheStore, f16Tensor, type Fp16ManifestBase, layerFile, openCache, writeCache } from './fp16cache.js';
+import { CacheStore, f16Tensor, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache } from './fp16cache.js';
 
 export interface LlamaFp16Manifest extends Fp16ManifestBase {
   architecture: 'llama';
@@ -59,7 +61,10 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
       layers.push(w);
     }
     const norm = store.f16(HEAD, 'model.norm.weight', [D]);
-    const head = man.tied_head ? embed : store.f16(HEAD, m.headName, [V, D]);
+    // tied_head is in the manifest, which no digest covers: it must agree with the checkpoint, not decide
+    const tied = m.headName === m.embedName;
+    if (man.tied_head !== tied) throw new InputError(`says tied_head ${String(man.tied_head)}, but the checkpoint's head is ${tied ? 'the embedding' : m.headName} (edited manifest?); rerun layerdiff convert`, { file: path.join(dir, MANIFEST) });
+    const head = tied ? embed : store.f16(HEAD, m.headName, [V, D]);
     return { ok: true, weights: { embed, layers, norm, head }, manifest: man };
   } finally {
     store.close();

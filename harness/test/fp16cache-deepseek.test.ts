@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InputError } from '../errors.js';
 import type { LinearWeight, StoredTensor } from '../formats/linear.js';
 import { act } from '../formats/tensor.js';
@@ -16,6 +16,7 @@ import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
+import { SafetensorsStreamWriter } from '../io/stream_writer.js';
 import { type DeepseekV4LayerWeights, DeepseekV4Checkpoint, isNormKey, mapLayerTensors } from '../models/deepseek_v4.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
 import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
@@ -172,6 +173,14 @@ describe('the DeepSeek-V4 FP16 cache', () => {
       expect(w.expertsLoaded()).toEqual([4, 6]);
       expect(() => w.expert(5)).toThrow(InputError);
       expect(() => w.expert(5)).toThrow(/layer\.00002\.experts\.safetensors.*layers\.2\.ffn\.experts\.5.*digest/);
+      // kept on the layer by default; with keepExperts = false (layers not kept) each use reads it again
+      expect(w.expert(4)).toBe(w.expert(4));
+      c.weights.keepExperts = false;
+      const lean = c.weights.loadLayer(2);
+      const [a, b] = [lean.expert(4), lean.expert(4)];
+      expect(a).not.toBe(b);
+      expect(Buffer.compare(a.w2.weight.bytes, b.w2.weight.bytes)).toBe(0);
+      expect(lean.expertsLoaded()).toEqual([4]);
     } finally {
       c.weights.close();
     }
@@ -211,12 +220,23 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
       return w;
     };
     spy.readExpert = (L: number, e: number) => (events.push(`expert ${L}.${e}`), m.readExpert(L, e));
-    await writeDeepseekV4Fp16Cache(spy, N, path.join(tmp, 'order'), fp, (f) => events.push(`file ${f}`));
+    // every routed-expert tensor written to disk, in order: an expert must be on disk before the next is read
+    const write = SafetensorsStreamWriter.prototype.write;
+    const spyWrite = vi.spyOn(SafetensorsStreamWriter.prototype, 'write').mockImplementation(function (this: SafetensorsStreamWriter, name, chunk) {
+      if (/\.ffn\.experts\./.test(name) && events.at(-1) !== `write ${name}`) events.push(`write ${name}`);
+      write.call(this, name, chunk);
+    });
+    try {
+      await writeDeepseekV4Fp16Cache(spy, N, path.join(tmp, 'order'), fp, (f) => events.push(`file ${f}`));
+    } finally {
+      spyWrite.mockRestore();
+    }
     const E = m.cfg.experts;
     const want = ['file embed.safetensors'];
     for (let L = 0; L < m.cfg.layers; L++) {
       const f = `layer.${String(L).padStart(5, '0')}`;
-      want.push(`load ${L}`, `file ${f}.safetensors`, ...Array.from({ length: E }, (_, e) => `expert ${L}.${e}`), `file ${f}.experts.safetensors`);
+      const expert = (e: number) => [`expert ${L}.${e}`, ...['w1', 'w2', 'w3'].map((x) => `write layers.${L}.ffn.experts.${e}.${x}.weight`)];
+      want.push(`load ${L}`, `file ${f}.safetensors`, ...Array.from({ length: E }, (_, e) => expert(e)).flat(), `file ${f}.experts.safetensors`);
     }
     want.push('file head.safetensors');
     expect(events).toEqual(want);

@@ -186,6 +186,13 @@ describe('the FP16 cache', () => {
     expect(stale.ok).toBe(false);
     if (!stale.ok) expect(stale.why).toMatch(/another checkpoint/);
 
+    // the manifest is not digested: a tied_head that disagrees with the checkpoint is refused, not obeyed
+    const mf = path.join(dir, 'manifest.json');
+    const original = fs.readFileSync(mf, 'utf8');
+    fs.writeFileSync(mf, JSON.stringify({ ...man, tied_head: !man.tied_head }));
+    await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(/manifest\.json.*tied_head/);
+    fs.writeFileSync(mf, original);
+
     flipBits(path.join(dir, 'layer.00002.safetensors'), -3, 0x40);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(InputError);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(/layer\.00002\.safetensors.*digest/);
