@@ -298,7 +298,7 @@ export interface HcPreResult {
 }
 
 export interface IndexerTopkResult {
-  /** f32 [T, B]; blocks not yet visible to token t (b ≥ ⌊(t+1)/ratio⌋) hold −∞ */
+  /** f32 [T, B]; blocks not yet visible to row t (b ≥ ⌊(t0+t+1)/ratio⌋) hold −∞ */
   scores: Float32Array;
   /** [T, topk]: the chosen blocks ascending, then −1 */
   picks: Int32Array;
@@ -322,8 +322,13 @@ export interface DeepseekNative {
   hcHeadF16(x: Uint16Array, fn: Float32Array, base: Float32Array, scale: Float32Array, T: number, hc: number, D: number, normEps: number, hcEps: number): Uint16Array;
   /** The compressor's gated pooling (§4.5 step 3): K, Z f32 [T, c·dc], ape f32 [ratio, c·dc], c = 2 iff overlap → f16 [⌊T/ratio⌋, dc]. */
   compressPoolF16(K: Float32Array, Z: Float32Array, ape: Float32Array, T: number, ratio: number, dc: number, overlap: boolean): Uint16Array;
-  /** Indexer scores and top-k (§4.5 step 6): q f16 [T, nh, hd], w f16 [T, nh] (unscaled), e f16 [B, hd]. */
-  indexerTopkF16(q: Uint16Array, w: Uint16Array, e: Uint16Array, T: number, nh: number, hd: number, B: number, ratio: number, topk: number, scale: number): IndexerTopkResult;
+  /**
+   * Indexer scores and top-k (§4.5 step 6): q f16 [T, nh, hd], w f16 [T, nh] (unscaled), e f16 [B, hd]. Row t is
+   * the query at absolute position t0 + t and sees blocks b < ⌊(t0+t+1)/ratio⌋; a row's result depends only on
+   * its own q, w and position, so rows t0.. of a longer call equal a call with those rows alone and this t0
+   * (a decode step scores its one query without rows 0..t0−1).
+   */
+  indexerTopkF16(q: Uint16Array, w: Uint16Array, e: Uint16Array, T: number, nh: number, hd: number, B: number, ratio: number, t0: number, topk: number, scale: number): IndexerTopkResult;
   /**
    * Attention with a sink over explicit candidates (§4.5 steps 4–5): q f16 [T, H, D]; one K=V head: raw rows
    * kv f16 [T, D] (token t sees s in [max(0, t−window+1), t]; window 0 = all s ≤ t) and compressed rows
@@ -394,18 +399,19 @@ export function validatedDeepseekNative(raw: DeepseekNative): DeepseekNative {
       arr(fn, 'ape', ape, Float32Array, ratio * w, `ratio×c·dc [${ratio}×${w}]`);
       return raw.compressPoolF16(K, Z, ape, T, ratio, dc, overlap);
     },
-    indexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, scale) {
+    indexerTopkF16(q, w, e, T, nh, hd, B, ratio, t0, topk, scale) {
       const fn = 'indexerTopkF16';
       int(fn, 'T', T, 1);
       int(fn, 'nh', nh, 1);
       int(fn, 'hd', hd, 1);
       int(fn, 'B', B, 0);
       int(fn, 'ratio', ratio, 1);
+      int(fn, 't0', t0, 0);
       int(fn, 'topk', topk, 1);
       arr(fn, 'q', q, Uint16Array, T * nh * hd, `T×nh×hd [${T}×${nh}×${hd}]`);
       arr(fn, 'w', w, Uint16Array, T * nh, `T×nh [${T}×${nh}]`);
       arr(fn, 'e', e, Uint16Array, B * hd, `B×hd [${B}×${hd}]`);
-      return raw.indexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, num(fn, 'scale', scale));
+      return raw.indexerTopkF16(q, w, e, T, nh, hd, B, ratio, t0, topk, num(fn, 'scale', scale));
     },
     sparseAttentionF16(q, kv, comp, T, H, D, B, window, cand, K, sinks, scale) {
       const fn = 'sparseAttentionF16';

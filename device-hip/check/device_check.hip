@@ -1043,8 +1043,10 @@ static void case_swiglu_rows(int rows, int cols, bool weights, float limit) {
   row("swiglu_rows", sh, "f16", c, false, ms, 6.0 * rows * cols, 0);
 }
 
-static void case_indexer(int T, int nh, int hd, int r, int topk, bool ties) {
-  const int B = T / r;
+// Rows t of the call are positions t0 + t (t0 > 0: a decode step's call, without rows 0..t0−1); the blocks
+// are those of all t0 + T positions.
+static void case_indexer(int T, int nh, int hd, int r, int topk, bool ties, int t0) {
+  const int B = (t0 + T) / r;
   std::vector<uint16_t> q = rand_f16((size_t)T * nh * hd, 2.0, 241), w = rand_f16((size_t)T * nh, 1.0, 242);
   std::vector<uint16_t> e = rand_f16((size_t)B * hd, 2.0, 243);
   if (ties)  // every other compressed row repeats its predecessor: equal scores, ties → lowest block
@@ -1053,7 +1055,7 @@ static void case_indexer(int T, int nh, int hd, int r, int topk, bool ties) {
   DBuf<uint16_t> dq(q), dw(w), de(e);
   DBuf<float> ds((size_t)T * B);
   DBuf<int32_t> dp((size_t)T * topk);
-  LdIndexerArgs a{dq.p, dw.p, de.p, ds.p, dp.p, T, nh, hd, B, r, topk, scale};
+  LdIndexerArgs a{dq.p, dw.p, de.p, ds.p, dp.p, T, nh, hd, B, r, t0, topk, scale};
   const LdLaunch L = ld_plan_indexer_topk(&a);
   need(L);
   const double ms = time_ms([&] { LAUNCH(ld_indexer_topk, L, a); });
@@ -1061,12 +1063,13 @@ static void case_indexer(int T, int nh, int hd, int r, int topk, bool ties) {
   const std::vector<int32_t> gp = dp.down();
   std::vector<float> rs((size_t)T * B);
   std::vector<int32_t> rp((size_t)T * topk);
-  ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, r, topk, scale, rs.data(), rp.data());
+  ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, r, t0, topk, scale, rs.data(), rp.data());
   Cmp c;
   for (size_t i = 0; i < rs.size(); i++) cmp32(c, (long long)i, gs[i], rs[i]);
   for (size_t i = 0; i < rp.size(); i++) cmp_i32(c, (long long)(rs.size() + i), gp[i], rp[i]);
   char sh[64];
-  snprintf(sh, sizeof sh, "T%d nh%d hd%d B%d top%d%s", T, nh, hd, B, topk, ties ? " ties" : "");
+  snprintf(sh, sizeof sh, "T%d%s nh%d hd%d B%d top%d%s", T, t0 > 0 ? (" t0 " + std::to_string(t0)).c_str() : "", nh, hd, B, topk,
+           ties ? " ties" : "");
   row("indexer_topk", sh, "mix", c, false, ms, 2.0 * T * nh * hd + 2.0 * B * hd + 4.0 * T * B, (double)T * B * nh * hd);
 }
 
@@ -1192,8 +1195,12 @@ int main(int argc, char** argv) {
   if (want("router")) case_router(333, 64, 6, true, true, false);
   if (want("swiglu_rows")) case_swiglu_rows(quick ? 512 : 24576, quick ? 512 : 2048, true, 7.0f);
   if (want("swiglu_rows")) case_swiglu_rows(37, 101, false, 0.0f);
-  if (want("indexer_topk")) case_indexer(quick ? 256 : 4096, quick ? 8 : 64, quick ? 32 : 128, 4, quick ? 16 : 512, false);
-  if (want("indexer_topk")) case_indexer(97, 3, 20, 4, 5, true);
+  if (want("indexer_topk")) case_indexer(quick ? 256 : 4096, quick ? 8 : 64, quick ? 32 : 128, 4, quick ? 16 : 512, false, 0);
+  if (want("indexer_topk")) case_indexer(97, 3, 20, 4, 5, true, 0);
+  // a decode step: one query at the last position of a long context (what deepseek_v4_decode.ts calls)
+  if (want("indexer_topk")) case_indexer(1, quick ? 8 : 64, quick ? 32 : 128, 4, quick ? 16 : 512, false, quick ? 255 : 16383);
+  // a chunk whose rows straddle block completions (t0 + t + 1 = 40, 44 finish blocks 9, 10)
+  if (want("indexer_topk")) case_indexer(6, 3, 20, 4, 5, true, 38);
   if (want("sparse_attention")) case_sparse_attention(quick ? 128 : 1024, quick ? 8 : 64, quick ? 64 : 512, 128, quick ? 32 : 256, quick ? 16 : 64);
   if (want("sparse_attention")) case_sparse_attention(40, 3, 36, 5, 9, 6);
 

@@ -249,10 +249,19 @@ void run(ldgpu::Backend& b) {
     for (int bl = 1; bl < B; bl += 2) std::copy(e.begin() + (size_t)(bl - 1) * hd, e.begin() + (size_t)bl * hd, e.begin() + (size_t)bl * hd);
     std::vector<float> gs((size_t)T * B), rs(gs.size());
     std::vector<int32_t> gp((size_t)T * topk), rp(gp.size());
-    b.indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, topk, 0.1f, gs.data(), gp.data());
-    ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, topk, 0.1f, rs.data(), rp.data());
+    b.indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, 0, topk, 0.1f, gs.data(), gp.data());
+    ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, 0, topk, 0.1f, rs.data(), rp.data());
     report("indexer_topk scores (ties)", gs, rs);
     report("indexer_topk picks", gp, rp);
+    // The last rows alone (a decode step's call): row t is position t0 + t, so they must give the full
+    // call's rows t0.. — expected values from the t0 = 0 reference above, not from another t0 > 0 run.
+    const int t0 = 61, T2 = T - t0;
+    std::vector<float> gs2((size_t)T2 * B), rs2(rs.begin() + (size_t)t0 * B, rs.end());
+    std::vector<int32_t> gp2((size_t)T2 * topk), rp2(rp.begin() + (size_t)t0 * topk, rp.end());
+    b.indexer_topk(q.data() + (size_t)t0 * nh * hd, w.data() + (size_t)t0 * nh, e.data(), T2, nh, hd, B, ratio, t0, topk, 0.1f, gs2.data(),
+                   gp2.data());
+    report("indexer_topk t0 61 scores", gs2, rs2);
+    report("indexer_topk t0 61 picks", gp2, rp2);
   }
   {
     const int T = 45, H = 4, D = 72, B = 11, window = 8, K = 6;

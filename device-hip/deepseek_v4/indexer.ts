@@ -17,7 +17,7 @@ export function indexerPicks(kit: Kit, a: Uint16Array, qr: Uint16Array, S: numbe
   const qI = kit.N.ropeF16(kit.lin(qr, S, iw.wq_b), tab.cos, tab.sin, S, nh, hd, hd - R, R, true);
   const w = kit.lin(a, S, iw.weights_proj);
   const { e, B } = compress(kit, a, S, iw.compressor, invFreq);
-  const { picks } = kit.K.indexerTopkF16(qI, w, e, S, nh, hd, B, ratio, topk, hd ** -0.5 * nh ** -0.5);
+  const { picks } = kit.K.indexerTopkF16(qI, w, e, S, nh, hd, B, ratio, 0, topk, hd ** -0.5 * nh ** -0.5);
   const out: number[][] = [];
   for (let t = 0; t < S; t++) {
     const row: number[] = [];

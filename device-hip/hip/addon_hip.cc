@@ -573,20 +573,21 @@ Napi::Value swiglu_rows_op(const Napi::CallbackInfo& info, Where where) {
 Napi::Value indexer_topk_op(const Napi::CallbackInfo& info, Where where) {
   const std::string name = op_name(where, "indexerTopkF16");
   const char* fn = name.c_str();
-  need_args(info, 10, fn);
+  need_args(info, 11, fn);
   const int T = arg_int(info, 3, fn, "T", 1), nh = arg_int(info, 4, fn, "nh", 1), hd = arg_int(info, 5, fn, "hd", 1);
-  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), topk = arg_int(info, 8, fn, "topk", 1);
+  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), t0 = arg_int(info, 8, fn, "t0", 0);
+  const int topk = arg_int(info, 9, fn, "topk", 1);
   auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * nh * hd, "T×nh×hd");
   auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)T * nh, "T×nh");
   auto e = arg_array_len<uint16_t>(info, 2, fn, "e", (size_t)B * hd, "B×hd");
-  const float scale = (float)arg_num(info, 9, fn, "scale");
+  const float scale = (float)arg_num(info, 10, fn, "scale");
   const Napi::Env env = info.Env();
   auto scores = new_array<float>(env, (size_t)T * B);
   auto picks = new_array<int32_t>(env, (size_t)T * topk);
   if (where == Where::Gpu) {
-    gpu(env, [&] { backend(env).indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, scale, scores.Data(), picks.Data()); });
+    gpu(env, [&] { backend(env).indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, t0, topk, scale, scores.Data(), picks.Data()); });
   } else {
-    ldref::indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, topk, scale, scores.Data(), picks.Data());
+    ldref::indexer_topk(q.data, w.data, e.data, T, nh, hd, B, r, t0, topk, scale, scores.Data(), picks.Data());
   }
   Napi::Object o = Napi::Object::New(env);
   o.Set("scores", scores);

@@ -280,11 +280,11 @@ void Backend::swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw,
   dy.down(y, n * 2);
 }
 
-void Backend::indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int topk,
-                           float scale, float* scores, int32_t* picks) {
+void Backend::indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int t0,
+                           int topk, float scale, float* scores, int32_t* picks) {
   Buf dq(this, q, (size_t)T * nh * hd * 2), dw(this, w, (size_t)T * nh * 2), de(this, e, (size_t)B * hd * 2);
   Buf ds(this, (size_t)T * B * 4), dp(this, (size_t)T * topk * 4);
-  LdIndexerArgs a{dq.ptr<uint16_t>(), dw.ptr<uint16_t>(), de.ptr<uint16_t>(), ds.ptr<float>(), dp.ptr<int32_t>(), T, nh, hd, B, ratio, topk, scale};
+  LdIndexerArgs a{dq.ptr<uint16_t>(), dw.ptr<uint16_t>(), de.ptr<uint16_t>(), ds.ptr<float>(), dp.ptr<int32_t>(), T, nh, hd, B, ratio, t0, topk, scale};
   launch(ld_plan_indexer_topk(&a), &a);
   ds.down(scores, (size_t)T * B * 4);
   dp.down(picks, (size_t)T * topk * 4);

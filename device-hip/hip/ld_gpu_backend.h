@@ -71,7 +71,8 @@ class Backend {
               float* weights, float* scores);
   // rw may be null (no routing weight).
   void swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, int rows, int cols, float limit, uint16_t* y);
-  void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int topk,
+  // Row t is the query at absolute position t0 + t.
+  void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int t0, int topk,
                     float scale, float* scores, int32_t* picks);
   void sparse_attention(const uint16_t* q, const uint16_t* kv, const uint16_t* comp, const int32_t* cand, const float* sinks, int T,
                         int H, int D, int B, int window, int K, float scale, uint16_t* y);

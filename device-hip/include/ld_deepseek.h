@@ -202,6 +202,15 @@ LD_INLINE float ld_softmax_sink_exp(float* z, int n, float sink) {
  * dot stays NaN (torch.relu propagates it; `dot > 0 ? dot : 0` would hide it). */
 LD_INLINE float ld_index_term(float acc, float w, float dot) { return fmaf(w, dot < 0.0f ? 0.0f : dot, acc); }
 
+/* How many of the B compressed blocks the query at absolute position pos sees: block b (rows b·r .. b·r+r−1)
+ * is finished once pos ≥ b·r + r − 1, so min(B, ⌊(pos+1)/r⌋). indexerTopkF16's row t is pos = t0 + t: a
+ * caller scoring late queries alone (a decode step) passes their position as t0 instead of padding with rows
+ * 0..t0−1. pos + 1 is formed in 64 bits, so t0 + T may reach 2^31 without overflow. */
+LD_INLINE int ld_index_visible(int t0, int t, int r, int B) {
+  const long long v = ((long long)t0 + t + 1) / r;
+  return v < B ? (int)v : B;
+}
+
 /*
  * The top-k order shared by the indexer and the router: a precedes b iff a's value is larger, or the values
  * are equal and a's index is lower (DESIGN §5: ties → lowest index). NaN ranks before every number, as in

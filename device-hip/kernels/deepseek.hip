@@ -16,8 +16,9 @@
 //                     j−1 — the same set partial_sort yields, since the order is total), ids ascending, the
 //                     sum of the picked s sequential over ascending ids, ω = f32(routeScale·s) / sum.
 //   swiglu_rows       thread per element: f16(ld_swiglu_f32(g, u, limit)·ω_row) (no weight: not multiplied).
-//   indexer_topk      one workgroup per token: score(t, b) per 8-lane group (heads sequential, dot in the ld
-//                     lane order, ld_index_term); then every visible block's rank in the ld_topk_before order
+//   indexer_topk      one workgroup per token (row t = position t0 + t; ld_index_visible): score(t, b) per
+//                     8-lane group (heads sequential, dot in the ld lane order, ld_index_term); then every
+//                     visible block's rank in the ld_topk_before order
 //                     (picked iff rank < min(topk, visible)); thread 0 writes the picks ascending, −1 padded.
 //   sparse_attention  one workgroup per (query, head), ld_attention's structure over the explicit candidate
 //                     list (raw rows first, then the compressed rows of cand in list order, −1 skipped); the
@@ -182,7 +183,7 @@ LD_KERNEL void ld_indexer_topk(LdIndexerArgs a) {
   LD_DYNAMIC_SHARED(float, ld_sh_indexer);
   uint8_t* picked = (uint8_t*)ld_sh_indexer;
   const int tid = threadIdx.x, g = tid >> 3, l = tid & 7, t = blockIdx.x;
-  const int B = a.B, vis = B < (t + 1) / a.ratio ? B : (t + 1) / a.ratio;
+  const int B = a.B, vis = ld_index_visible(a.t0, t, a.ratio, B);
   float* st = a.scores + (size_t)t * B;
   for (int base = 0; base < B; base += LD_THREADS / 8) {  // uniform trip counts: shuffles stay converged
     const int b = base + g;

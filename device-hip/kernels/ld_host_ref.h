@@ -348,8 +348,8 @@ inline void swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, i
     }
 }
 
-/* indexerTopkF16 → scores f32 [T, B], picks int32 [T, topk] (ascending, −1 padded). */
-inline void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int r, int topk,
+/* indexerTopkF16 → scores f32 [T, B], picks int32 [T, topk] (ascending, −1 padded); row t is position t0 + t. */
+inline void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int r, int t0, int topk,
                          float scale, float* scores, int32_t* picks) {
 #pragma omp parallel
   {
@@ -357,7 +357,7 @@ inline void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e
     std::vector<int> ix((size_t)(B > 0 ? B : 1));
 #pragma omp for schedule(dynamic, 1)
     for (int t = 0; t < T; t++) {
-      const int vis = std::min(B, (t + 1) / r);
+      const int vis = ld_index_visible(t0, t, r, B);
       for (int h = 0; h < nh; h++) wt[h] = ld_f16_to_f32(w[(size_t)t * nh + h]) * scale;
       float* st = scores + (size_t)t * B;
       for (int b = 0; b < B; b++) {

@@ -201,14 +201,15 @@ typedef struct LdRouterArgs {
   float route_scale;
 } LdRouterArgs;
 
-/* indexerTopkF16: q f16 [T, nh, hd], w f16 [T, nh], e f16 [B, hd] → scores f32 [T, B], picks int32 [T, topk]. */
+/* indexerTopkF16: q f16 [T, nh, hd], w f16 [T, nh], e f16 [B, hd] → scores f32 [T, B], picks int32 [T, topk].
+ * Row t is the query at absolute position t0 + t (it sees ld_index_visible(t0, t, ratio, B) blocks). */
 typedef struct LdIndexerArgs {
   const uint16_t* q;
   const uint16_t* w;
   const uint16_t* e;
   float* scores;
   int32_t* picks;
-  int T, nh, hd, B, ratio, topk;
+  int T, nh, hd, B, ratio, t0, topk;
   float scale;
 } LdIndexerArgs;
 

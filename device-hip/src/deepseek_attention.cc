@@ -7,8 +7,9 @@
 //   slots of block b on [dc, 2dc); else r slots of block b) pool by ld_softmax_pool in f32; the entry is
 //   stored f16 (the caller norms and rotates it with rmsnormF16 / ropeF16, like any f16 activation).
 // indexerTopkF16: score(t, b) = Σ_h ld_index_term(·, f32(w[t,h])·scale, dot_ld(qI[t,h], e[b])) over h
-//   increasing, f32; blocks b ≥ ⌊(t+1)/ratio⌋ are invisible (−∞). Picks: the top min(topk, #visible) in the
-//   ld_topk_before order (ties → lowest block), returned ascending and padded with −1.
+//   increasing, f32; row t is the query at absolute position t0 + t, and blocks b ≥ ⌊(t0+t+1)/ratio⌋ are
+//   invisible (−∞; ld_index_visible). Picks: the top min(topk, #visible) in the ld_topk_before order (ties →
+//   lowest block), returned ascending and padded with −1.
 // sparseAttentionF16: for query t, head h the candidates are the raw rows s = max(0, t−window+1)..t in
 //   increasing s (window 0: from 0), then the compressed rows cand[t][·] in list order (−1 entries skipped).
 //   Same numerics as attentionF16 with the sink (attention.cc): z = f32(dot_ld(q, k)·scale),
@@ -73,13 +74,14 @@ Napi::Value compress_pool(const Napi::CallbackInfo& info) {
   return y;
 }
 
-// indexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, scale) → { scores: f32 [T, B], picks: Int32 [T, topk] }.
+// indexerTopkF16(q, w, e, T, nh, hd, B, ratio, t0, topk, scale) → { scores: f32 [T, B], picks: Int32 [T, topk] }.
 Napi::Value indexer_topk(const Napi::CallbackInfo& info) {
   const char* fn = "indexerTopkF16";
-  need_args(info, 10, fn);
+  need_args(info, 11, fn);
   const int T = arg_int(info, 3, fn, "T", 1), nh = arg_int(info, 4, fn, "nh", 1), hd = arg_int(info, 5, fn, "hd", 1);
-  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), topk = arg_int(info, 8, fn, "topk", 1);
-  const float scale = static_cast<float>(arg_num(info, 9, fn, "scale"));
+  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), t0 = arg_int(info, 8, fn, "t0", 0);
+  const int topk = arg_int(info, 9, fn, "topk", 1);
+  const float scale = static_cast<float>(arg_num(info, 10, fn, "scale"));
   auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * nh * hd, "T×nh×hd " + dims({T, nh, hd}));
   auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)T * nh, "T×nh " + dims({T, nh}));
   auto e = arg_array_len<uint16_t>(info, 2, fn, "e", (size_t)B * hd, "B×hd " + dims({B, hd}));
@@ -96,7 +98,7 @@ Napi::Value indexer_topk(const Napi::CallbackInfo& info) {
   for (int t = 0; t < T; t++) {
     float* wt = wsc.data() + (size_t)omp_get_thread_num() * nh;
     int* ix = idx.data() + (size_t)omp_get_thread_num() * (B > 0 ? B : 1);
-    const int vis = std::min(B, (t + 1) / r);
+    const int vis = ld_index_visible(t0, t, r, B);
     for (int h = 0; h < nh; h++) wt[h] = ld_f16_to_f32(w.data[(size_t)t * nh + h]) * scale;
     float* st = so + (size_t)t * B;
     for (int b = 0; b < B; b++) {

@@ -205,7 +205,7 @@ describe('indexer', () => {
       const q = randomF16(rand, T * nh * hd, 1), w = randomF16(rand, T * nh, 3), e = randomF16(rand, B * hd, 1);
       const scale = hd ** -0.5 * nh ** -0.5;
       const gq = guarded(q), ge = guarded(e);
-      const res = allLevels(() => K.indexerTopkF16(gq.view, w, ge.view, T, nh, hd, B, r, topk, scale));
+      const res = allLevels(() => K.indexerTopkF16(gq.view, w, ge.view, T, nh, hd, B, r, 0, topk, scale));
       expect(gq.intact() && ge.intact()).toBe(true);
       expect(res.scores.every((v) => !Number.isNaN(v) && v !== Infinity)).toBe(true);
       const m = indexerModel(q, w, e, T, nh, hd, B, r, topk, scale);
@@ -221,14 +221,60 @@ describe('indexer', () => {
     const T = 12, nh = 2, hd = 8, r = 4, B = 3, topk = 2;
     // every q·e ≤ 0 → every score is exactly 0: a full tie
     const q = new Uint16Array(T * nh * hd).fill(0x3c00), e = new Uint16Array(B * hd).fill(0xbc00), w = new Uint16Array(T * nh).fill(0x3c00);
-    const res = K.indexerTopkF16(q, w, e, T, nh, hd, B, r, topk, 1);
+    const res = K.indexerTopkF16(q, w, e, T, nh, hd, B, r, 0, topk, 1);
     expect(Array.from(res.picks.subarray(11 * topk, 12 * topk))).toEqual([0, 1]);
     expect(Array.from(res.picks.subarray(3 * topk, 4 * topk))).toEqual([0, -1]); // token 3 sees block 0 only
     expect(Array.from(res.picks.subarray(0, topk))).toEqual([-1, -1]);
     e[2 * hd] = 0x7e00; // NaN in block 2
-    const nan = K.indexerTopkF16(q, w, e, T, nh, hd, B, r, topk, 1);
+    const nan = K.indexerTopkF16(q, w, e, T, nh, hd, B, r, 0, topk, 1);
     expect(Array.from(nan.picks.subarray(11 * topk, 12 * topk))).toEqual([0, 2]);
     sameBits(nan.picks, indexerModel(q, w, e, T, nh, hd, B, r, topk, 1).picks, 'vs model');
+  });
+
+  // [rows of the full call, heads, dim, blocks, ratio, topk, t0 values, ties]: the last row alone (T = 1: a
+  // decode step), chunks straddling block completions; B below the rows' reach (rows from 32 on see all 8: the
+  // min(B, ·) cap), B = the last row's reach (the decoder's case), B beyond it (block 4 of ratio 16 unseen)
+  const T0_CASES: Array<[number, number, number, number, number, number, number[], boolean]> = [
+    [41, 4, 64, 8, 4, 3, [40, 39, 36, 17, 1], false],
+    [70, 3, 40, 5, 16, 2, [69, 47, 16, 15], false],
+    [37, 2, 16, 37, 1, 5, [36, 30, 4], true],
+    [52, 3, 24, 13, 4, 4, [51, 23], true],
+  ];
+  for (const [Tall, nh, hd, B, r, topk, t0s, ties] of T0_CASES) {
+    it(`indexer_topk(tokens=${Tall},heads=${nh},dim=${hd},blocks=${B},ratio=${r},topk=${topk}${ties ? ',ties' : ''}): t0 = ${t0s.join('/')} gives rows t0.. of the t0 = 0 call`, () => {
+      const rand = rng(Tall * 23 + nh + hd + r);
+      const q = randomF16(rand, Tall * nh * hd, 1), w = randomF16(rand, Tall * nh, 3), e = randomF16(rand, B * hd, 1);
+      if (ties) for (let b = 1; b < B; b += 2) e.copyWithin(b * hd, (b - 1) * hd, b * hd);
+      const scale = hd ** -0.5 * nh ** -0.5;
+      const full = K.indexerTopkF16(q, w, e, Tall, nh, hd, B, r, 0, topk, scale);
+      // the whole-call result is the model's (so the rows compared below are the right ones, not merely equal)
+      const m = indexerModel(q, w, e, Tall, nh, hd, B, r, topk, scale);
+      sameBits(full.scores, m.scores, 'full scores vs model');
+      sameBits(full.picks, m.picks, 'full picks vs model');
+      for (const t0 of t0s) {
+        const T = Tall - t0;
+        const gq = guarded(q.subarray(t0 * nh * hd)), gw = guarded(w.subarray(t0 * nh));
+        const res = allLevels(() => K.indexerTopkF16(gq.view, gw.view, e, T, nh, hd, B, r, t0, topk, scale));
+        expect(gq.intact() && gw.intact()).toBe(true);
+        sameBits(res.scores, full.scores.subarray(t0 * B), `t0 ${t0} scores`);
+        sameBits(res.picks, full.picks.subarray(t0 * topk), `t0 ${t0} picks`);
+      }
+    });
+  }
+
+  it('indexer_topk with t0: the visibility moves with the position (row t sees ⌊(t0+t+1)/ratio⌋ blocks)', () => {
+    // every score 0 (q·e ≤ 0): the picks are the lowest visible blocks, so they show what each row sees
+    const nh = 1, hd = 8, r = 4, B = 5, topk = 8;
+    const q = new Uint16Array(3 * nh * hd).fill(0x3c00), e = new Uint16Array(B * hd).fill(0xbc00), w = new Uint16Array(3 * nh).fill(0x3c00);
+    const seen = (t0: number) => {
+      const { picks } = K.indexerTopkF16(q, w, e, 3, nh, hd, B, r, t0, topk, 1);
+      return [0, 1, 2].map((t) => picks.subarray(t * topk, (t + 1) * topk).filter((b) => b >= 0).length);
+    };
+    expect(seen(0)).toEqual([0, 0, 0]);
+    expect(seen(2)).toEqual([0, 1, 1]); // positions 2, 3, 4
+    expect(seen(14)).toEqual([3, 4, 4]); // positions 14, 15, 16
+    expect(seen(40)).toEqual([5, 5, 5]); // past the last block: all B
+    expect(seen(0x7fffffff - 2)).toEqual([5, 5, 5]); // t0 + t + 1 reaches 2^31: no overflow
   });
 });
 
@@ -366,6 +412,10 @@ describe('argument checks (TypeError/RangeError naming the shapes, before any na
     expect(() => K.routerF32(f32(8), null, 1, 8, 9, 1, null)).toThrow(/topk 9 exceeds E 8/);
     expect(() => K.routerF32(f32(8), null, 1, 8, 2, 1, Int32Array.of(0, 8))).toThrow(/given\[1\] = 8 is outside \[0, 8\)/);
     expect(() => K.moeCombineF16(f16(4), Int32Array.of(2), f16(8), 2, 4)).toThrow(/rowToken\[0\] = 2 is outside \[0, 2\)/);
-    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, 0, 1)).toThrow(/topk must be an integer >= 1/);
+    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, 0, 0, 1)).toThrow(/topk must be an integer >= 1/);
+    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, -1, 1, 1)).toThrow(/t0 must be an integer >= 0, got -1/);
+    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, 2.5, 1, 1)).toThrow(/t0 must be an integer >= 0, got 2.5/);
+    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, 2 ** 31, 1, 1)).toThrow(/t0 must be an integer >= 0/);
+    expect(() => K.indexerTopkF16(f16(8), f16(1), f16(8), 1, 1, 8, 1, 4, '3' as unknown as number, 1, 1)).toThrow(TypeError);
   });
 });

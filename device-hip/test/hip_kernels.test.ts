@@ -245,9 +245,19 @@ describe('host reference of the HIP kernels == emulation', () => {
       const B = Math.floor(T / ratio);
       const q = randomF16(rand, T * nh * hd, 2), w = randomF16(rand, T * nh, 1), e = randomF16(rand, B * hd, 2);
       if (ties) for (let b = 1; b < B; b += 2) e.copyWithin(b * hd, (b - 1) * hd, b * hd);
-      const r = H.refIndexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, 0.1), m = K.indexerTopkF16(q, w, e, T, nh, hd, B, ratio, topk, 0.1);
+      const r = H.refIndexerTopkF16(q, w, e, T, nh, hd, B, ratio, 0, topk, 0.1), m = K.indexerTopkF16(q, w, e, T, nh, hd, B, ratio, 0, topk, 0.1);
       sameF32(r.scores, m.scores, 'indexer scores');
       sameI32(r.picks, m.picks, 'indexer picks');
+      // the last rows alone (t0 > 0, T − t0 rows; t0 = T − 1 is a decode step): reference == emulation, and
+      // both are the full call's rows t0..
+      for (const t0 of [T - 1, T - 7, 13]) {
+        const qt = q.subarray(t0 * nh * hd), wt = w.subarray(t0 * nh);
+        const r0 = H.refIndexerTopkF16(qt, wt, e, T - t0, nh, hd, B, ratio, t0, topk, 0.1), m0 = K.indexerTopkF16(qt, wt, e, T - t0, nh, hd, B, ratio, t0, topk, 0.1);
+        sameF32(r0.scores, m0.scores, `indexer scores t0 ${t0}`);
+        sameI32(r0.picks, m0.picks, `indexer picks t0 ${t0}`);
+        sameF32(r0.scores, r.scores.subarray(t0 * B), `indexer scores t0 ${t0} vs the full call`);
+        sameI32(r0.picks, r.picks.subarray(t0 * topk), `indexer picks t0 ${t0} vs the full call`);
+      }
     }
     for (const [T, Hh, D, window, B, Kc] of [[40, 3, 36, 5, 9, 6], [33, 2, 64, 0, 4, 3]] as const) {
       const q = randomF16(rand, T * Hh * D, 3), kv = randomF16(rand, T * D, 3), comp = randomF16(rand, B * D, 3);
@@ -443,7 +453,7 @@ describe('hip backend selection on a machine without an AMD GPU', () => {
       ['hcHeadF16', () => ds.hcHeadF16(u16(T * w), f32(hc * w), f32(hc), f32(1), T, hc, D, 1e-6, 1e-6)],
       ['hcPostF16', () => ds.hcPostF16(u16(T * D), u16(T * w), f32(T * hc), f32(T * hc * hc), T, hc, D)],
       ['compressPoolF16', () => ds.compressPoolF16(f32(T * 2 * D), f32(T * 2 * D), f32(2 * 2 * D), T, 2, D, true)],
-      ['indexerTopkF16', () => ds.indexerTopkF16(u16(T * 2 * D), u16(T * 2), u16(2 * D), T, 2, D, 2, 2, 1, 0.5)],
+      ['indexerTopkF16', () => ds.indexerTopkF16(u16(T * 2 * D), u16(T * 2), u16(2 * D), T, 2, D, 2, 2, 0, 1, 0.5)],
       ['sparseAttentionF16', () => ds.sparseAttentionF16(u16(T * 2 * D), u16(T * D), u16(2 * D), T, 2, D, 2, 0, Int32Array.of(0, -1, 1, 0, -1, -1, 1, 1), 2, f32(2), 0.5)],
       ['routerF32', () => ds.routerF32(f32(T * 6), f32(6), T, 6, 2, 1.5, null)],
       ['swigluRowsF16', () => ds.swigluRowsF16(u16(T * D), u16(T * D), T, D, f32(T), 7)],
@@ -452,6 +462,9 @@ describe('hip backend selection on a machine without an AMD GPU', () => {
     ];
     for (const [op, call] of calls) expect(call, op).toThrow(/open\(\) the hip backend first/);
     expect(() => ds.hcPreF16(u16(T * w - 1), f32((2 + hc) * hc * w), f32((2 + hc) * hc), f32(3), T, hc, D, 1e-6, 1e-6, 2)).toThrow(RangeError);
+    expect(() => ds.indexerTopkF16(u16(T * 2 * D), u16(T * 2), u16(2 * D), T, 2, D, 2, 2, -1, 1, 0.5)).toThrow(/indexerTopkF16: t0 must be an integer >= 0/);
+    // the addon reads t0 itself too (its ref* entry has no TypeScript wrapper)
+    expect(() => H.refIndexerTopkF16(u16(T * 2 * D), u16(T * 2), u16(2 * D), T, 2, D, 2, 2, -1, 1, 0.5)).toThrow(/t0 must be an integer >= 0/);
     expect(() => dec.attentionDecodeF16(u16(8), u16(32), u16(32), 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(4), 1, 1, 8, 8, 1, 0, null)).toThrow(/does not fit the cache capacity/);
   });
 
