@@ -17,14 +17,16 @@
  *     candidates are "compressed" rows listed in order (the per-candidate arithmetic does not depend on which
  *     array a row comes from);
  *   - indexer picks: with at most index_topk visible entries they are all of them (what the kernel returns);
- *     otherwise indexerTopkF16 with ratio 1 over B dummy rows whose last row is the query (row t sees
- *     min(B, t+1) entries, so the last sees all B). Cost O(B²·nh·hd) per step instead of O(B): a one-query
- *     indexer kernel would remove it (not written: no native additions were needed for correctness).
+ *     otherwise indexerTopkF16 over the query's row alone with the layer's ratio and t0 = its position: the
+ *     full path's call (indexer.ts, rows 0..S−1) restricted to that row — a row's scores and picks depend
+ *     only on its own q, w and position, and it sees ⌊(pos+1)/r⌋ = B entries, all of them. O(B·nh·hd) per
+ *     step (before t0 existed this scored B padded rows with ratio 1 to reach the last one: O(B²·nh·hd)).
  *
  * Prefill runs every position of every prompt as the rows of one pass: the row-local kernels take them all
  * at once (one GEMM per weight, each routed expert once for all its rows), and the attention sublayer walks
  * the rows in order, pushing a row's kv and compressor rows into its sequence's state before that row
- * attends, so the row at position t sees exactly the state after t — what a step at t would see.
+ * attends, so the row at position t sees exactly the state after t — what a step at t would see. Its
+ * indexer calls are therefore the step's one-row calls too (O(B) per row, no padding).
  *
  * With keepLayers the head is also held, in F16 row chunks converted once (the diff path streams it per call;
  * a generation step calls it every token, and at real width converting 129,280 × 4096 BF16 rows costs
@@ -285,14 +287,16 @@ export class DeepseekV4DeviceDecoder implements Decoder {
       let list: number[];
       if (iw !== null && Bc > topk) {
         const idx = s.index!;
-        if (idx.count !== Bc) throw new Error(`indexer holds ${idx.count} entries, the compressor ${Bc}`);
-        const qd = new Uint16Array(Bc * nh * hd);
-        qd.set(qI!.subarray(i * nh * hd, (i + 1) * nh * hd), (Bc - 1) * nh * hd);
-        const wd = new Uint16Array(Bc * nh);
-        wd.set(wI!.subarray(i * nh, (i + 1) * nh), (Bc - 1) * nh);
-        const { picks } = K.indexerTopkF16(qd, wd, idx.entries.subarray(0, Bc * hd), Bc, nh, hd, Bc, 1, topk, hd ** -0.5 * nh ** -0.5);
+        const pos = positions[i];
+        if (idx.count !== Bc || Bc !== Math.floor((pos + 1) / ratio)) {
+          throw new Error(`at position ${pos} the indexer holds ${idx.count} entries, the compressor ${Bc}; ratio ${ratio} makes ${Math.floor((pos + 1) / ratio)}`);
+        }
+        // The layer's ratio and the absolute position, as the full path passes them (rather than ratio 1 and
+        // t0 = Bc − 1, which sees the same Bc entries): the call is then visibly indexer.ts's row `pos` alone.
+        const qi = qI!.subarray(i * nh * hd, (i + 1) * nh * hd), wi = wI!.subarray(i * nh, (i + 1) * nh);
+        const { picks } = K.indexerTopkF16(qi, wi, idx.entries.subarray(0, Bc * hd), 1, nh, hd, Bc, ratio, pos, topk, hd ** -0.5 * nh ** -0.5);
         list = [];
-        for (let j = 0; j < topk; j++) if (picks[(Bc - 1) * topk + j] >= 0) list.push(picks[(Bc - 1) * topk + j]);
+        for (let j = 0; j < topk; j++) if (picks[j] >= 0) list.push(picks[j]);
       } else {
         list = Array.from({ length: Bc }, (_, b) => b);
       }
