@@ -45,14 +45,14 @@ export async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise
   return median(t);
 }
 
-export const context = (vocab: number) => Array.from({ length: CONTEXT }, (_, i) => (i * 37 + 11) % vocab);
+export const context = (vocab: number, n = CONTEXT) => Array.from({ length: n }, (_, i) => (i * 37 + 11) % vocab);
 
-/** ms per cached step at ~CONTEXT tokens (median over runs after a warm-up run). */
-export function cachedStepMs(d: Decoder, vocab: number, runs = RUNS, steps = STEPS): number {
-  const ctx = context(vocab);
+/** ms per cached step at ~n tokens of context (median over runs after a warm-up run). */
+export function cachedStepMs(d: Decoder, vocab: number, runs = RUNS, steps = STEPS, n = CONTEXT): number {
+  const ctx = context(vocab, n);
   const perStep: number[] = [];
   for (let r = 0; r < runs + 1; r++) {
-    d.prefill([ctx], CONTEXT + steps);
+    d.prefill([ctx], n + steps);
     const a = performance.now();
     for (let s = 0; s < steps; s++) d.step([0], [(s * 7) % vocab]);
     if (r > 0) perStep.push((performance.now() - a) / steps); // run 0 is the warm-up

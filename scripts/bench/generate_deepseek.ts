@@ -10,7 +10,8 @@
  *     dequantizing the checkpoint. DeepSeek-V4 binds routed experts lazily, so start-up reads every layer's
  *     other weights and the head but only the experts that token is routed to (6 of 256 per layer at real
  *     width): start-up means "ready to emit the first token", not "every expert in memory";
- *   - deepseek-v4-tiny also: the FP32 reference's full recompute (it has no cached decoder).
+ *   - deepseek-v4-tiny also: the FP32 reference's full recompute (it has no cached decoder), and the cached
+ *     decode at LONG_CONTEXT tokens, where the ratio-4 layers' indexer ranks LONG_CONTEXT/4 entries per step;
  * tiny: deepseek-v4-tiny in process, medians of several runs after a warm-up.
  * --wide: `layerdiff fixture deepseek-v4-wide` with 4 layers (compress ratios 0, 0, 4, 128: sliding window
  *   only, CSA with the indexer, HCA) and 32 of the 256 routed experts per layer, every matrix at real width
@@ -75,6 +76,7 @@ async function startupMs(model: string, source: Source, cacheDir: string, finger
 }
 
 const rate = (ms: number) => 1000 / ms;
+const LONG_CONTEXT = 400;
 
 async function benchTiny(out: Record<string, number>): Promise<void> {
   const model = path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
@@ -99,6 +101,7 @@ async function benchTiny(out: Record<string, number>): Promise<void> {
       out[`deepseek_v4_tiny.device.${source}.kv_cache_speedup`] = r.cached / r.recompute;
       src.close();
     }
+    out[`deepseek_v4_tiny.device.dequant.decode_kv_cache_${LONG_CONTEXT}.tok_s`] = rate(cachedStepMs(new DeepseekV4DeviceDecoder(m, N, K), V, 5, 16, LONG_CONTEXT));
     const ref = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: V, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m));
     const seq = [...context(V), 5];
     out['deepseek_v4_tiny.reference.decode_full_recompute.tok_s'] = rate(await timeMs(() => ref.prefill([seq], seq.length), 3, 1));
@@ -221,6 +224,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   console.log(`DeepSeek-V4 generation (${CONTEXT} tokens of context; emulated device, OpenMP threads ${out.omp_threads}; start-up = open → first logits of a one-token prompt, routed experts read only when routed to)`);
   console.log(`  decode tok/s                             ${'KV cache'.padStart(10)} ${'recompute'.padStart(10)}  ratio`);
   rows('deepseek-v4-tiny', 'deepseek_v4_tiny');
+  console.log(`  ${`deepseek-v4-tiny device, ${LONG_CONTEXT} tokens`.padEnd(40)} ${f(`deepseek_v4_tiny.device.dequant.decode_kv_cache_${LONG_CONTEXT}.tok_s`, 2)} ${'n/a'.padStart(10)}  (dequantized; ${LONG_CONTEXT / 4} entries per ratio-4 layer)`);
   console.log(`  ${'deepseek-v4-tiny reference FP32'.padEnd(40)} ${'n/a'.padStart(10)} ${f('deepseek_v4_tiny.reference.decode_full_recompute.tok_s', 2)}  (no cached reference decoder)`);
   if (wide) rows(`wide ${WIDE.layers}L×${WIDE.experts}E`, 'deepseek_v4_wide');
   console.log(`  start-up ms                              ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}  ratio`);
