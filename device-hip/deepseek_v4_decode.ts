@@ -22,8 +22,9 @@
  *     only on its own q, w and position, and it sees ⌊(pos+1)/r⌋ = B entries, all of them. O(B·nh·hd) per
  *     step (before t0 existed this scored B padded rows with ratio 1 to reach the last one: O(B²·nh·hd)).
  *
- * Prefill runs every position of every prompt as the rows of one pass: the row-local kernels take them all
- * at once (one GEMM per weight, each routed expert once for all its rows), and the attention sublayer walks
+ * Prefill runs every position of every prompt as the rows of passes of at most PREFILL_ROWS rows (bounded
+ * activations): the row-local kernels take a pass's rows at once (one GEMM per weight, each routed expert
+ * once for all its rows), and the attention sublayer walks
  * the rows in order, pushing a row's kv and compressor rows into its sequence's state before that row
  * attends, so the row at position t sees exactly the state after t — what a step at t would see. Its
  * indexer calls are therefore the step's one-row calls too (O(B) per row, no padding).
@@ -83,8 +84,18 @@ class CompressorState {
   entries: Uint16Array;
   count = 0;
   private readonly w: number;
+  private readonly ratio: number;
+  private readonly headDim: number;
+  private readonly overlap: boolean;
 
-  constructor(private readonly c: DeepseekV4Compressor, capacity: number) {
+  /**
+   * Only the compressor's shape is kept: its weights (ape, norm) come with each push from the layer being run,
+   * so a state does not pin a layer's tensors when layers are re-read every step.
+   */
+  constructor(c: DeepseekV4Compressor, capacity: number) {
+    this.ratio = c.ratio;
+    this.headDim = c.headDim;
+    this.overlap = c.overlap;
     this.w = (c.overlap ? 2 : 1) * c.headDim;
     this.K = new Float32Array(2 * c.ratio * this.w);
     this.Z = new Float32Array(2 * c.ratio * this.w);
@@ -92,8 +103,8 @@ class CompressorState {
   }
 
   /** Append token `pos`'s K/Z rows; when its block completes, emit entry pos//r as the full path does. */
-  push(kit: Kit, pos: number, k: Float32Array, z: Float32Array, invFreq: Float64Array): void {
-    const { ratio: r, headDim: dc, overlap } = this.c;
+  push(kit: Kit, c: DeepseekV4Compressor, pos: number, k: Float32Array, z: Float32Array, invFreq: Float64Array): void {
+    const { ratio: r, headDim: dc, overlap } = this;
     const { w } = this;
     const at = (this.prevRows + this.curRows) * w;
     this.K.set(k, at);
@@ -102,9 +113,9 @@ class CompressorState {
     if ((pos + 1) % r !== 0) return;
     const b = (pos + 1) / r - 1;
     const T = this.prevRows + this.curRows;
-    const pooled = kit.K.compressPoolF16(this.K.subarray(0, T * w), this.Z.subarray(0, T * w), kit.f32(this.c.ape), T, r, dc, overlap);
+    const pooled = kit.K.compressPoolF16(this.K.subarray(0, T * w), this.Z.subarray(0, T * w), kit.f32(c.ape), T, r, dc, overlap);
     const last = pooled.subarray((T / r - 1) * dc, (T / r) * dc);
-    const normed = kit.N.rmsnormF16(last, kit.vec16(this.c.norm), 1, dc, kit.cfg.normEps);
+    const normed = kit.N.rmsnormF16(last, kit.vec16(c.norm), 1, dc, kit.cfg.normEps);
     const R = kit.cfg.ropeDim;
     const tab = ropeTable([b * r], invFreq);
     const e = kit.N.ropeF16(normed, tab.cos, tab.sin, 1, 1, dc, dc - R, R, true);
@@ -139,6 +150,9 @@ interface SeqState {
   layers: LayerState[];
 }
 
+/** Prefill rows per pass by default: at real width (hidden 4096, 4 streams, 64 heads × 512) ~1 GiB of activations. */
+export const PREFILL_ROWS = 512;
+
 export class DeepseekV4DeviceDecoder implements Decoder {
   readonly vocab: number;
   private readonly linears: LinearCache;
@@ -153,7 +167,10 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     private readonly K: DeepseekNative = loadDeepseekNative(),
     /** keep the layers' weights between steps (else re-read each step: slow, bounded memory) */
     private readonly keepLayers = true,
+    /** prefill rows per pass: bounds the activations (q, o, streams, MoE rows) whatever the prompts' length */
+    private readonly prefillRows = PREFILL_ROWS,
   ) {
+    if (!(Number.isInteger(prefillRows) && prefillRows > 0)) throw new Error(`prefillRows must be a positive integer, got ${prefillRows}`);
     this.vocab = m.cfg.vocab;
     this.linears = new LinearCache(N);
     this.dev = new DeepseekV4Device(keepLayers ? withHeldHead(m, N) : m, N, null, K);
@@ -167,10 +184,19 @@ export class DeepseekV4DeviceDecoder implements Decoder {
   prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
     if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
     this.capacity = Math.max(capacity, ...prompts.map((p) => p.length));
-    this.seqs = prompts.map(() => this.newSeq());
-    // One row per prompt position, prompt after prompt; logits for each prompt's last position only.
-    const logits = this.run(prompts.flatMap((p, i) => p.map(() => i)), prompts.flat(), prompts.flatMap((p) => p.map((_, j) => j === p.length - 1)));
-    return logits.filter((l): l is Float32Array => l !== null);
+    this.seqs = this.newSeqs(prompts.length);
+    // One row per prompt position, prompt after prompt; logits for each prompt's last position only. The rows
+    // go in passes of at most prefillRows, in order: every kernel is row-local or walks the rows in order, and
+    // a pass starts from the states the previous one left, so the bits do not depend on the pass size.
+    const seqOf = prompts.flatMap((p, i) => p.map(() => i));
+    const toks = prompts.flat();
+    const want = prompts.flatMap((p) => p.map((_, j) => j === p.length - 1));
+    const out: Float32Array[] = [];
+    for (let r0 = 0; r0 < toks.length; r0 += this.prefillRows) {
+      const r1 = Math.min(toks.length, r0 + this.prefillRows);
+      for (const l of this.run(seqOf.slice(r0, r1), toks.slice(r0, r1), want.slice(r0, r1))) if (l !== null) out.push(l);
+    }
+    return out;
   }
 
   step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
@@ -182,15 +208,20 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     return this.run(seqs, tokens, seqs.map(() => true)) as Float32Array[];
   }
 
-  private newSeq(): SeqState {
-    const layers: LayerState[] = [];
+  /** Empty states for `count` sequences (each layer read once for all of them: it may not be kept). */
+  private newSeqs(count: number): SeqState[] {
+    const seqs: SeqState[] = Array.from({ length: count }, () => ({ len: 0, layers: [] }));
     for (let L = 0; L < this.m.cfg.layers; L++) {
-      const w = this.layer(L);
-      const comp = w.attn.compressor !== null ? new CompressorState(w.attn.compressor, this.capacity) : null;
-      const index = w.attn.indexer !== null ? new CompressorState(w.attn.indexer.compressor, this.capacity) : null;
-      layers.push({ ring: [], comp, index });
+      const { compressor, indexer } = this.layer(L).attn;
+      for (const s of seqs) {
+        s.layers.push({
+          ring: [],
+          comp: compressor !== null ? new CompressorState(compressor, this.capacity) : null,
+          index: indexer !== null ? new CompressorState(indexer.compressor, this.capacity) : null,
+        });
+      }
     }
-    return { len: 0, layers };
+    return seqs;
   }
 
   private layer(L: number): DeepseekV4LayerWeights {
@@ -332,6 +363,6 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     const wc = (c.overlap ? 2 : 1) * c.headDim;
     const Kc = kit.lin32(a, n, c.wkv);
     const Zc = kit.lin32(a, n, c.wgate);
-    return (state: CompressorState, i: number, pos: number, invFreq: Float64Array) => state.push(kit, pos, Kc.subarray(i * wc, (i + 1) * wc), Zc.subarray(i * wc, (i + 1) * wc), invFreq);
+    return (state: CompressorState, i: number, pos: number, invFreq: Float64Array) => state.push(kit, c, pos, Kc.subarray(i * wc, (i + 1) * wc), Zc.subarray(i * wc, (i + 1) * wc), invFreq);
   }
 }

@@ -90,6 +90,21 @@ describe('DeepSeek-V4 device incremental decoding', () => {
     }
   });
 
+  it('prefill in passes of a few rows (a pass ending mid-prompt, mid-block) gives the same bits as one pass', () => {
+    const long = Array.from({ length: 45 }, (_, i) => (i * 37 + 11) % m.cfg.vocab);
+    const prompts = [long, long.slice(7, 33), [0, 9]];
+    const one = new DeepseekV4DeviceDecoder(m, N, K);
+    const seven = new DeepseekV4DeviceDecoder(m, N, K, true, 7);
+    const a = one.prefill(prompts, 64);
+    const b = seven.prefill(prompts, 64);
+    expect(b).toHaveLength(3);
+    a.forEach((l, j) => expect(sameBits(l, b[j]), `seq ${j}`).toBe(true));
+    expect(seven.lengths()).toEqual(one.lengths());
+    const toks = a.map((l) => argmax(l));
+    one.step([0, 1, 2], toks).forEach((l, j) => expect(sameBits(l, seven.step([j], [toks[j]])[0]), `step seq ${j}`).toBe(true));
+    expect(() => new DeepseekV4DeviceDecoder(m, N, K, true, 0)).toThrow(/prefillRows/);
+  });
+
   it('is within max_abs 0.1 of the FP32 reference (full recompute) at the end of a long decode', () => {
     const prompt = [[0, 5, 17, 42, 9]];
     const cached = new DeepseekV4DeviceDecoder(m, N, K);
