@@ -82,6 +82,8 @@ case "$mode" in
     : "${HIP_CPU_INCLUDE:?set HIP_CPU_INCLUDE to the include/ directory of HIP-CPU (github.com/ROCm/HIP-CPU)}"
     step "g++ with HIP-CPU: device_check --quick, module_check cpu (parallel)"
     cpu_flags=(-std=c++17 -O2 -ffp-contract=off -DLD_HIP_CPU -I"$HIP_CPU_INCLUDE" "${inc[@]}" -fopenmp)
+    # a binary left by an earlier build must not run in place of one that failed to build now
+    rm -f "$build/device_check_cpu" "$build/module_check_cpu"
     g++ "${cpu_flags[@]}" -x c++ device-hip/check/device_check.hip -o "$build/device_check_cpu" -ltbb -lpthread 2>"$build/dc_cpu.log" &
     p1=$!
     # module_check with the kernels compiled in: the backend's host code (hip/ld_gpu_backend.cc) over HIP-CPU
