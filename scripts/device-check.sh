@@ -19,6 +19,8 @@ mode=auto
 case "${1:-}" in --cuda|--hip|--cpu|--auto) mode=${1#--}; shift ;; esac
 build=${LD_CHECK_BUILD:-/tmp/layerdiff-device-check}
 mkdir -p "$build"
+# a binary left by an earlier build must not run in place of one that fails to build now
+rm -f "$build"/device_check "$build"/device_check_cpu "$build"/module_check "$build"/module_check_cpu "$build"/ld_kernels_*
 inc=(-I"$root/device-hip/include" -I"$root/device-hip/kernels" -I"$root/device-hip/hip")
 jobs=$(nproc 2>/dev/null || echo 4)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$jobs}
@@ -82,8 +84,6 @@ case "$mode" in
     : "${HIP_CPU_INCLUDE:?set HIP_CPU_INCLUDE to the include/ directory of HIP-CPU (github.com/ROCm/HIP-CPU)}"
     step "g++ with HIP-CPU: device_check --quick, module_check cpu (parallel)"
     cpu_flags=(-std=c++17 -O2 -ffp-contract=off -DLD_HIP_CPU -I"$HIP_CPU_INCLUDE" "${inc[@]}" -fopenmp)
-    # a binary left by an earlier build must not run in place of one that failed to build now
-    rm -f "$build/device_check_cpu" "$build/module_check_cpu"
     g++ "${cpu_flags[@]}" -x c++ device-hip/check/device_check.hip -o "$build/device_check_cpu" -ltbb -lpthread 2>"$build/dc_cpu.log" &
     p1=$!
     # module_check with the kernels compiled in: the backend's host code (hip/ld_gpu_backend.cc) over HIP-CPU
