@@ -73,8 +73,11 @@ export function buildLlamaF16Layer(m: LlamaCheckpoint, N: DeviceNative, L: numbe
 }
 
 /** Final norm and head (the head is the embedding array itself when tied). */
+/** The final norm's FP16 weights. */
+export const buildLlamaF16Norm = (m: LlamaCheckpoint, N: DeviceNative): Uint16Array => plainF16(N, m.finalNorm());
+
 export function buildLlamaF16Head(m: LlamaCheckpoint, N: DeviceNative, embed: Uint16Array | null): { norm: Uint16Array; head: Uint16Array } {
-  const norm = plainF16(N, m.finalNorm());
+  const norm = buildLlamaF16Norm(m, N);
   if (m.headName === m.embedName) return { norm, head: embed ?? buildLlamaF16Embed(m, N) };
   const i = m.ck.info(m.headName);
   return { norm, head: plainF16(N, { name: m.headName, dtype: i.dtype, shape: i.shape, bytes: m.ck.read(m.headName) }) };

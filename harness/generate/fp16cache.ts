@@ -20,9 +20,11 @@ import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
 import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
-import type { RowSource } from '../models/rows.js';
+import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
 import { SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
+import type { DeviceNative } from '../../device-hip/binding.js';
+import { storedToF16 } from '../../device-hip/linear.js';
 
 export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
 export const MANIFEST = 'manifest.json';
@@ -44,6 +46,14 @@ export const layerFile = (L: number, part = '') => `layer.${String(L).padStart(5
 
 export const f16Bytes = (a: Uint16Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
 export const f16Tensor = (name: string, shape: number[], data: Uint16Array): TensorToWrite => ({ name, dtype: 'F16', shape, data: f16Bytes(data) });
+
+/** Rows per chunk of an embedding/head conversion: 4096 × 4096 F16 = 32 MiB at real width. */
+const TABLE_ROWS = 4096;
+
+/** A checkpoint's [vocab, hidden] table (embedding, head) converted to F16 chunk by chunk into `w`: never held whole. */
+export function writeTableF16(N: DeviceNative, ck: RowSource, name: string, vocab: number, hidden: number, w: { write(name: string, b: Uint8Array): void }): void {
+  forEachRowChunk(ck, name, vocab, hidden, TABLE_ROWS, (_r0, chunk) => w.write(name, f16Bytes(storedToF16(N, chunk))));
+}
 
 /** A note for stderr when a cache is not used (stale or unfinished): what happens instead and how to refresh it. */
 export function staleCacheNote(cacheDir: string, model: string, why: string): string {

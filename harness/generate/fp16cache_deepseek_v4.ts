@@ -35,7 +35,7 @@ import { forEachRowChunk, readRows } from '../models/rows.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
 import type { TensorSpec } from '../io/stream_writer.js';
-import { type CacheFiles, CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache } from './fp16cache.js';
+import { type CacheFiles, CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface ExpertsFileDigest {
   name: string;
@@ -52,8 +52,6 @@ export interface DeepseekV4Fp16Manifest extends Fp16ManifestBase {
 
 const EMBED = 'embed.safetensors';
 const HEAD = 'head.safetensors';
-/** Rows per chunk of embed/head conversion: 4096 × 4096 F16 = 32 MiB at real width. */
-const ROWS = 4096;
 const expertsFile = (L: number) => layerFile(L, '.experts');
 const wholeFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
 
@@ -81,8 +79,7 @@ function writeItems(files: CacheFiles, file: string, items: Item[]): void {
 }
 
 /** A [vocab, hidden] table converted chunk by chunk (never held whole). */
-const writeTable = (N: DeviceNative, m: DeepseekV4Checkpoint, name: string, w: { write(name: string, b: Uint8Array): void }) =>
-  forEachRowChunk(m.ck, name, m.cfg.vocab, m.cfg.hidden, ROWS, (_r0, chunk) => w.write(name, f16Bytes(storedToF16(N, chunk))));
+const writeTable = (N: DeviceNative, m: DeepseekV4Checkpoint, name: string, w: { write(name: string, b: Uint8Array): void }) => writeTableF16(N, m.ck, name, m.cfg.vocab, m.cfg.hidden, w);
 
 export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<DeepseekV4Fp16Manifest> {
   // Every tensor is checked against the config before a byte is written: bad input leaves nothing behind.

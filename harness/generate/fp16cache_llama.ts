@@ -1,7 +1,7 @@
 /**
  * The Llama FP16 cache (fp16cache.ts): F16 tensors named like the checkpoint's weights
  * (`model.layers.3.mlp.down_proj.weight`, …), one file per layer plus embed.safetensors and head.safetensors,
- * every file vouched for by the manifest. Writing converts one layer at a time (memory bounded by a layer);
+ * every file vouched for by the manifest. Writing streams one layer at a time (memory bounded by a layer);
  * loading reads every weight (the Llama decoder holds them all).
  */
 import * as path from 'node:path';
@@ -10,10 +10,10 @@ import type { FingerprintOptions } from '../gate/fingerprint.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../models/llama.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import {
-  buildLlamaF16Embed, buildLlamaF16Head, buildLlamaF16Layer, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights,
-  llamaLayerTensorName, llamaLayerTensorShape,
+  buildLlamaF16Layer, buildLlamaF16Norm, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights, llamaLayerTensorName, llamaLayerTensorShape,
 } from '../../device-hip/llama_decode.js';
-import { CacheStore, f16Tensor, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache } from './fp16cache.js';
+import type { TensorSpec } from '../io/stream_writer.js';
+import { CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface LlamaFp16Manifest extends Fp16ManifestBase {
   architecture: 'llama';
@@ -26,19 +26,26 @@ const EMBED = 'embed.safetensors';
 const HEAD = 'head.safetensors';
 const cacheFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
 
+/**
+ * Write the cache: each file streamed tensor by tensor, the embedding and an untied head in row chunks, so
+ * memory holds one layer's FP16 weights at most (never the whole embedding or head).
+ */
 export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<LlamaFp16Manifest> {
   const { vocab: V, hidden: D } = m.cfg;
   const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile };
+  const f16 = (name: string, shape: number[]): TensorSpec => ({ name, dtype: 'F16', shape });
   return writeCache<LlamaFp16Manifest>(target, (files) => {
-    const embed = buildLlamaF16Embed(m, N);
-    files.put(EMBED, [f16Tensor(m.embedName, [V, D], embed)]);
+    files.stream(EMBED, [f16(m.embedName, [V, D])], (w) => writeTableF16(N, m.ck, m.embedName, V, D, w));
     for (let L = 0; L < m.cfg.layers; L++) {
-      const w = buildLlamaF16Layer(m, N, L);
-      files.put(layerFile(L), LAYER_KEYS.map((k) => f16Tensor(llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k), w[k])));
+      const layer = buildLlamaF16Layer(m, N, L);
+      const names = LAYER_KEYS.map((k) => llamaLayerTensorName(L, k));
+      files.stream(layerFile(L), LAYER_KEYS.map((k, i) => f16(names[i], llamaLayerTensorShape(m, k))), (w) => LAYER_KEYS.forEach((k, i) => w.write(names[i], f16Bytes(layer[k]))));
     }
     const tied = m.headName === m.embedName;
-    const { norm, head } = buildLlamaF16Head(m, N, embed);
-    files.put(HEAD, [f16Tensor('model.norm.weight', [D], norm), ...(tied ? [] : [f16Tensor(m.headName, [V, D], head)])]);
+    files.stream(HEAD, [f16('model.norm.weight', [D]), ...(tied ? [] : [f16(m.headName, [V, D])])], (w) => {
+      w.write('model.norm.weight', f16Bytes(buildLlamaF16Norm(m, N)));
+      if (!tied) writeTableF16(N, m.ck, m.headName, V, D, w);
+    });
     return { verified: cacheFiles(m.cfg.layers), extra: { tied_head: tied } };
   });
 }
