@@ -112,6 +112,27 @@ export class CacheFiles {
 }
 
 /**
+ * A convert that was killed leaves its temp files (`.<file>.<pid>.<ms>.tmp`, up to a whole experts file at real
+ * width); the next convert into the folder removes those whose process is gone. A live one's are left alone.
+ */
+function removeOrphanTemps(dir: string): void {
+  for (const name of fs.readdirSync(dir)) {
+    const m = /^\..+\.(\d+)\.\d+\.tmp$/.exec(name);
+    if (m === null || Number(m[1]) === process.pid || processAlive(Number(m[1]))) continue;
+    fs.rmSync(path.join(dir, name), { force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+  }
+}
+
+/**
  * Convert into t.dir: `body` writes the files and returns the manifest's architecture-specific fields and
  * which files the manifest vouches for as a whole (their digests are taken here, after writing).
  */
@@ -120,9 +141,12 @@ export async function writeCache<M extends Fp16ManifestBase>(
   body: (files: CacheFiles) => Promise<{ verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> }> | { verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> },
 ): Promise<M> {
   if (fs.existsSync(t.dir) && !fs.statSync(t.dir).isDirectory()) throw new InputError('--fp16-cache names a file; give a folder', { file: t.dir });
-  const made = !fs.existsSync(t.dir);
+  // the outermost folder this convert creates: removed whole on failure (with any parents it had to make)
+  let made: string | null = null;
+  for (let d = path.resolve(t.dir); !fs.existsSync(d); d = path.dirname(d)) made = d;
   fs.mkdirSync(t.dir, { recursive: true });
   fs.rmSync(path.join(t.dir, MANIFEST), { force: true });
+  removeOrphanTemps(t.dir);
   const files = new CacheFiles(t);
   try {
     const { verified, extra } = await body(files);
@@ -141,7 +165,7 @@ export async function writeCache<M extends Fp16ManifestBase>(
     return manifest;
   } catch (e) {
     for (const f of files.written) fs.rmSync(path.join(t.dir, f), { force: true });
-    if (made) fs.rmSync(t.dir, { recursive: true, force: true });
+    if (made !== null) fs.rmSync(made, { recursive: true, force: true });
     throw e;
   }
 }

@@ -5,6 +5,7 @@
  * one expert at a time and leaves nothing behind when it fails; `layerdiff convert` / `generate --fp16-cache`
  * through the built CLI. Nothing here depends on the fixture's weight values.
  */
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -251,13 +252,20 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
       return m.readExpert(L, e);
     };
     const fresh = path.join(tmp, 'failed-fresh');
-    await expect(writeDeepseekV4Fp16Cache(failing, N, fresh, fp)).rejects.toThrow(InputError);
-    expect(fs.existsSync(fresh)).toBe(false);
+    await expect(writeDeepseekV4Fp16Cache(failing, N, path.join(fresh, 'a', 'b'), fp)).rejects.toThrow(InputError);
+    expect(fs.existsSync(fresh), 'the parents it made go too').toBe(false);
     const existing = path.join(tmp, 'failed-existing');
     fs.mkdirSync(existing);
     fs.writeFileSync(path.join(existing, 'notes.txt'), 'mine');
     await expect(writeDeepseekV4Fp16Cache(failing, N, existing, fp)).rejects.toThrow(InputError);
     expect(fs.readdirSync(existing)).toEqual(['notes.txt']);
+    // a killed convert's temp file (its process is gone) goes with the next convert; a live process's stays
+    const dead = spawnSync(process.execPath, ['-e', '']).pid!;
+    const orphan = `.layer.00002.experts.safetensors.${dead}.1700000000000.tmp`;
+    const live = `.layer.00001.safetensors.${process.ppid}.1700000000000.tmp`;
+    for (const f of [orphan, live]) fs.writeFileSync(path.join(existing, f), 'partial');
+    await expect(writeDeepseekV4Fp16Cache(failing, N, existing, fp)).rejects.toThrow(InputError);
+    expect(fs.readdirSync(existing).sort()).toEqual([live, 'notes.txt'].sort());
   });
 });
 
