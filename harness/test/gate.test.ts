@@ -15,7 +15,7 @@ import { type GenerateArgs, runGenerate } from '../cli/generate.js';
 import { ExitCode, LockedError } from '../errors.js';
 import { checkpointFingerprint, fingerprintFiles } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, canonicalJson, RecordMismatch, recordHmac } from '../gate/record.js';
-import { copyCheckpoint, nanWeight } from '../../fixtures/inject.js';
+import { copyCheckpoint, nanWeight, scaleBf16Tensor } from '../../fixtures/inject.js';
 import { shardName, writeLlamaTiny } from '../../fixtures/llama-tiny.js';
 import { cli, hashTree, LLAMA_TINY } from './cli.js';
 
@@ -196,6 +196,20 @@ describe('layerdiff gate', () => {
     const fresh = path.join(tmp, 'records', 'never.json');
     expect((await runGate(gateArgs({ model: bad, record: fresh }), sink())).code).toBe(ExitCode.stageFailed);
     expect(fs.existsSync(fresh)).toBe(false);
+  });
+
+  it('writes no record for a DeepSeek-V4 checkpoint whose device path overflows FP16 (exit 1, cause named)', async () => {
+    const bad = path.join(tmp, 'ds-overflow');
+    // layer 2's ffn_norm ×10⁴: the normalized MoE input reaches ~10⁵, past FP16's 65504 (the FP32 reference stays finite)
+    scaleBf16Tensor(path.join(path.dirname(LLAMA_TINY()), 'deepseek-v4-tiny'), bad, 'layers.2.ffn_norm.weight', 1e4);
+    const rec = path.join(tmp, 'records', 'ds-overflow.json');
+    let out = '';
+    const r = await runGate(gateArgs({ model: bad, record: rec }), new Writable({ write: (c, _e, cb) => ((out += String(c)), cb()) }));
+    expect(r.code).toBe(ExitCode.stageFailed);
+    expect(r.record).toBeNull();
+    expect(fs.existsSync(rec)).toBe(false);
+    expect(r.summaries.every((s) => s.verdict === 'fail' && s.worst.stage === 'layer.2')).toBe(true);
+    expect(out).toMatch(/layer\.2.*fp16-overflow/);
   });
 
   it('takes a JSONL prompt set with text and token prompts, and names the line of a bad one', async () => {
