@@ -19,6 +19,7 @@ import {
   sinkhornModel, sparseAttentionModel, swigluRowsModel, topkModel,
 } from './deepseek_model.js';
 import { countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, randomF16, rng, swigluModel } from './model.js';
+import { guarded } from './guard.js';
 
 let N: DeviceNative;
 let K: DeepseekNative;
@@ -53,24 +54,6 @@ function allLevels<T extends object>(f: () => T): T {
   }
   N.setSimd('auto');
   return a;
-}
-
-/** A copy of `a` as a view inside a larger buffer whose other elements are a guard pattern. */
-function guarded<T extends Uint16Array | Float32Array | Int32Array>(a: T, pad = 11): { view: T; intact: () => boolean } {
-  const Ctor = a.constructor as { new (n: number): T };
-  const big = new Ctor(a.length + 2 * pad);
-  const g = a instanceof Float32Array ? -12345.5 : a instanceof Int32Array ? -777 : 0x7e5a;
-  big.fill(g);
-  big.set(a, pad);
-  const view = big.subarray(pad, pad + a.length) as T;
-  return {
-    view,
-    intact: () => {
-      for (let i = 0; i < pad; i++) if (big[i] !== g || big[big.length - 1 - i] !== g) return false;
-      for (let i = 0; i < a.length; i++) if (!Object.is(view[i], a[i])) return false;
-      return true;
-    },
-  };
 }
 
 const randomF32 = (rand: () => number, n: number, amp: number) => Float32Array.from({ length: n }, () => (rand() * 2 - 1) * amp);

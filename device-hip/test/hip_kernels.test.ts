@@ -23,6 +23,7 @@ import { InputError } from '../../harness/errors.js';
 import { cli } from '../../harness/test/cli.js';
 import { sinkhornModel } from './deepseek_model.js';
 import { countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, ldExpf, randomBytes, randomF16, rng, toF16 } from './model.js';
+import { guarded } from './guard.js';
 
 let N: DeviceNative;
 let K: DeepseekNative;
@@ -40,24 +41,6 @@ beforeAll(() => {
 function same16(got: Uint16Array, want: Uint16Array, what: string): void {
   const i = firstF16Mismatch(got, want);
   expect(i, i < 0 ? what : `${what}: first mismatch at ${i}: 0x${got[i]?.toString(16)} vs 0x${want[i]?.toString(16)}`).toBe(-1);
-}
-
-/** A copy of `a` inside a larger buffer of guard values; `intact()` says the guards and the copy are unchanged. */
-function guarded<T extends Uint8Array | Uint16Array | Float32Array>(a: T, pad = 11): { view: T; intact: () => boolean } {
-  const Ctor = a.constructor as { new (n: number): T };
-  const big = new Ctor(a.length + 2 * pad);
-  const g = a instanceof Float32Array ? -777.25 : a instanceof Uint8Array ? 0xa5 : 0x7e5a;
-  big.fill(g);
-  big.set(a, pad);
-  const view = big.subarray(pad, pad + a.length) as T;
-  return {
-    view,
-    intact: () => {
-      for (let i = 0; i < pad; i++) if (big[i] !== g || big[big.length - 1 - i] !== g) return false;
-      for (let i = 0; i < a.length; i++) if (!Object.is(view[i], a[i])) return false;
-      return true;
-    },
-  };
 }
 
 describe('host reference of the HIP kernels == emulation', () => {

@@ -7,6 +7,7 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type DeviceNative, loadAddon, loadDeviceNative } from '../binding.js';
+import { guarded } from './guard.js';
 import {
   attentionModel, countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, gemmF16Model, randomF16, rmsnormModel, rng,
   ropeModel, swigluModel, toF16, toF16Array,
@@ -37,24 +38,6 @@ function bothPaths<T extends Uint16Array | Float32Array>(f: () => T): T {
 function expectBits(got: Uint16Array, want: Uint16Array, what: string): void {
   const i = firstF16Mismatch(got, want);
   expect(i, i < 0 ? what : `${what}: first mismatch at ${i}: got 0x${got[i]?.toString(16)}, want 0x${want[i]?.toString(16)}`).toBe(-1);
-}
-
-/** A copy of `a` placed at an offset inside a larger buffer whose other elements are a guard pattern. */
-function guarded<T extends Uint16Array | Float32Array>(a: T, pad = 13): { view: T; intact: () => boolean } {
-  const Ctor = a.constructor as { new (n: number): T };
-  const big = new Ctor(a.length + 2 * pad);
-  const g = a instanceof Float32Array ? -12345.5 : 0x7e5a;
-  big.fill(g);
-  big.set(a, pad);
-  const view = big.subarray(pad, pad + a.length) as T;
-  return {
-    view,
-    intact: () => {
-      for (let i = 0; i < pad; i++) if (big[i] !== g || big[big.length - 1 - i] !== g) return false;
-      for (let i = 0; i < a.length; i++) if (!Object.is(view[i], a[i])) return false;
-      return true;
-    },
-  };
 }
 
 describe('gemm', () => {
