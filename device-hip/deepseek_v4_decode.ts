@@ -39,6 +39,7 @@ import type { DeepseekV4Attention, DeepseekV4Compressor, DeepseekV4LayerWeights,
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative } from './binding.js';
 import { DeepseekV4Device } from './deepseek_v4.js';
+import { groupedWoA } from './deepseek_v4/attention.js';
 import { expandStreams16, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { Kit } from './deepseek_v4/kit.js';
 import { moe } from './deepseek_v4/moe.js';
@@ -345,17 +346,7 @@ export class DeepseekV4DeviceDecoder implements Decoder {
     }
     const oRot = N.ropeF16(o, tab.cos, tab.sinNeg, n, H, d, d - R, R, true);
 
-    // Grouped low-rank output, as attention.ts
-    const gw = (H / G) * d;
-    const woA = kit.w16(w.wo_a);
-    const y = new Uint16Array(n * G * oLoraRank);
-    for (let g = 0; g < G; g++) {
-      const og = new Uint16Array(n * gw);
-      for (let t = 0; t < n; t++) og.set(oRot.subarray(t * H * d + g * gw, t * H * d + (g + 1) * gw), t * gw);
-      const yg = N.gemmF16(og, woA.subarray(g * oLoraRank * gw, (g + 1) * oLoraRank * gw), n, gw, oLoraRank, 1);
-      for (let t = 0; t < n; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
-    }
-    return kit.lin(y, n, w.wo_b);
+    return kit.lin(groupedWoA(kit, oRot, n, H, d, G, oLoraRank, w.wo_a), n, w.wo_b);
   }
 
   /** K/Z projections (f32) of all rows at once; the returned function pushes row i into a state. */

@@ -12,6 +12,7 @@
  * overflow FP16" (DESIGN §9). Its Inf enters the streams through hc_post and the next hc_pre turns it into
  * NaN, all inside this layer, so the layer that overflowed is the first to fail.
  */
+import type { LinearWeight } from '../../harness/formats/linear.js';
 import type { DeepseekV4Attention } from '../../harness/models/deepseek_v4.js';
 import { OVERFLOW_ALPHA } from '../faults.js';
 import { compress } from './compressor.js';
@@ -63,18 +64,26 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
   const o = K.sparseAttentionF16(q, kv, comp, S, H, d, B, cfg.window, cand, width, kit.f32(w.attn_sink), 1 / Math.sqrt(d));
   const oRot = N.ropeF16(o, tab.cos, tab.sinNeg, S, H, d, d - R, R, true);
 
-  // Grouped low-rank output: group g's H/G consecutive heads times rows g·o_lora_rank.. of wo_a.
-  const gw = (H / G) * d;
-  const woA = kit.w16(w.wo_a);
-  const y = new Uint16Array(S * G * oLoraRank);
-  for (let g = 0; g < G; g++) {
-    const og = new Uint16Array(S * gw);
-    for (let t = 0; t < S; t++) og.set(oRot.subarray(t * H * d + g * gw, t * H * d + (g + 1) * gw), t * gw);
-    const yg = N.gemmF16(og, woA.subarray(g * oLoraRank * gw, (g + 1) * oLoraRank * gw), S, gw, oLoraRank, 1);
-    for (let t = 0; t < S; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
-  }
+  const y = groupedWoA(kit, oRot, S, H, d, G, oLoraRank, w.wo_a);
   const out = kit.lin(y, S, w.wo_b, kit.fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1);
   return { out, indexer: picks };
+}
+
+/**
+ * Grouped low-rank output (wo_a): group g's H/G consecutive heads of each row times rows g·o_lora_rank.. of
+ * wo_a; f16 [rows, G·o_lora_rank], group-major within a row. Shared with the cached decoder.
+ */
+export function groupedWoA(kit: Kit, oRot: Uint16Array, rows: number, H: number, d: number, G: number, oLoraRank: number, woAWeight: LinearWeight): Uint16Array {
+  const gw = (H / G) * d;
+  const woA = kit.w16(woAWeight);
+  const y = new Uint16Array(rows * G * oLoraRank);
+  for (let g = 0; g < G; g++) {
+    const og = new Uint16Array(rows * gw);
+    for (let t = 0; t < rows; t++) og.set(oRot.subarray(t * H * d + g * gw, t * H * d + (g + 1) * gw), t * gw);
+    const yg = kit.N.gemmF16(og, woA.subarray(g * oLoraRank * gw, (g + 1) * oLoraRank * gw), rows, gw, oLoraRank, 1);
+    for (let t = 0; t < rows; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
+  }
+  return y;
 }
 
 function checkForced(f: number[][], S: number, visible: (t: number) => number): void {
