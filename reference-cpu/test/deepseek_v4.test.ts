@@ -29,6 +29,7 @@ import { expertForward, route, sqrtSoftplus } from '../deepseek_v4/moe.js';
 import { deepseekInvFreq, layerInvFreq, yarnRange } from '../deepseek_v4/rope.js';
 import { dequantLinear } from '../dequant.js';
 import { matmul } from '../ops.js';
+import { relErr } from './rel_err.js';
 
 // ---------------------------------------------------------------- seeded numbers
 
@@ -47,18 +48,6 @@ function rng(seed: number) {
 type Rng = ReturnType<typeof rng>;
 const randn = (r: Rng, n: number, s = 1) => Float64Array.from({ length: n }, () => r.normal() * s);
 const f32 = (a: ArrayLike<number>) => Float32Array.from(a);
-
-/** max |a − b| / max |b| */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let m = 0;
-  let ref = 0;
-  for (let i = 0; i < a.length; i++) {
-    m = Math.max(m, Math.abs(a[i] - b[i]));
-    ref = Math.max(ref, Math.abs(b[i]));
-  }
-  return m / Math.max(ref, 1e-30);
-}
 
 // ---------------------------------------------------------------- number formats, written here from spec §3
 

@@ -23,6 +23,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { SafetensorsFile } from '../../harness/io/safetensors.js';
 import { DeepseekV4Checkpoint, type DeepseekV4LayerWeights } from '../../harness/models/deepseek_v4.js';
 import { type DeepseekV4Ablations, DeepseekV4Reference, deepseekV4Reference } from '../deepseek_v4.js';
+import { relErr } from './rel_err.js';
 
 const ROOT = path.join(import.meta.dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'fixtures', 'deepseek-v4-tiny');
@@ -34,18 +35,6 @@ const GOLDEN_JSON = path.join(GOLDEN_DIR, 'golden.json');
 const TOL = 2e-6;
 /** an ablation must move the logits by at least this (relative to max |golden base|) */
 const FAR = 0.05;
-
-/** max |a − b| / max |b| */
-function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let m = 0;
-  let ref = 0;
-  for (let i = 0; i < a.length; i++) {
-    m = Math.max(m, Math.abs(a[i] - b[i]));
-    ref = Math.max(ref, Math.abs(b[i]));
-  }
-  return m / Math.max(ref, 1e-30);
-}
 
 /** rows (positions) of [S, V] logits where a and b differ at all */
 function rowsChanged(a: Float32Array, b: Float32Array, V: number): number {
