@@ -11,10 +11,11 @@ import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
 import { DEFAULT_POLICY, makePolicy, type Policy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
-import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
+import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
 import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign, signingKey, writeRecord } from '../gate/record.js';
 import { Checkpoint } from '../io/checkpoint.js';
+import { assertOutsideModel, checkOutputDir, checkOutputFile } from '../io/output.js';
 import { writeFileAtomic } from '../io/safetensors.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
@@ -25,7 +26,6 @@ import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
 import { sci } from '../../reports/format.js';
-import { assertOutside } from './diff.js';
 import { resolveInput } from './input.js';
 
 export interface GateArgs {
@@ -59,18 +59,18 @@ export function gateCommand(model: string, record: string, device: string, polic
   return parts.join(' ');
 }
 
-/** Outputs never go inside the model directory, also not through a symlinked alias of it. */
-export function assertOutsideModel(target: string, modelDir: string): void {
-  assertOutside(target, modelDir);
-  assertOutside(realish(target), realish(modelDir));
-}
+/** Outputs never go inside the model directory, also not through a symlinked alias of it (harness/io/output.ts). */
+export { assertOutsideModel };
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
   const started = Date.now();
   const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  // Every output checked before the run: outside the model (realpath), the right kind of target, writable.
   assertOutsideModel(a.record, a.model);
   if (a.reports !== undefined) assertOutsideModel(a.reports, a.model);
-  if (fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
+  if (a.record === '-') throw new InputError('--record -: the record is a file; give a path');
+  checkOutputFile(a.record, '--record');
+  if (a.reports !== undefined) checkOutputDir(a.reports, '--reports');
   const ck = Checkpoint.open(a.model);
   try {
     const backend = selectBackend(a.device);
@@ -114,7 +114,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         mode: 'both', layers: 'all', injected: null, run, diagnosis: diagnose(run, policy, weights), weights, elapsedMs: Date.now() - t0,
       });
       const json = reportJson(report);
-      if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `prompt-${String(i + 1).padStart(2, '0')}.json`), json);
+      if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `prompt-${String(i + 1).padStart(2, '0')}.json`), json, '--reports');
       reports.push(report);
       summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
     }

@@ -17,6 +17,8 @@ import { runFixture } from './fixture.js';
 import { runConvert } from './convert.js';
 import { runGate } from './gate.js';
 import { runGenerate } from './generate.js';
+import { superviseOutputs } from './supervise.js';
+import { joinDashValues, rejectRepeatedOptions } from './argv.js';
 
 export const DEFAULT_MODEL = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
 
@@ -27,7 +29,8 @@ function fail(message: string, code: ExitCode): never {
 
 export async function main(argv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
-  await yargs(argv)
+  rejectRepeatedOptions(argv);
+  await yargs(joinDashValues(argv))
     .scriptName('layerdiff')
     .version(toolVersion())
     .strict()
@@ -166,13 +169,16 @@ export async function main(argv: string[]): Promise<number> {
           .option('metric', { type: 'string', default: 'max_abs', describe: 'policy the record must carry' })
           .option('fail-above', { type: 'number', default: 0.1 })
           .option('warn-above', { type: 'number', default: 0.01 })
-          .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' }),
+          .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' })
+          .option('require-signature', { type: 'boolean', default: false, describe: 'refuse an unsigned acceptance record (also LAYERDIFF_REQUIRE_SIGNATURE=1)' })
+          .option('verify', { type: 'string', default: 'cached', choices: ['cached', 'full'], describe: 'full: re-hash every checkpoint byte instead of using the digest cache' }),
       async (a) => {
         code = (
           await runGenerate({
             model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
             temperature: a.temperature, topP: a['top-p'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
             fp16Cache: a['fp16-cache'], device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
+            requireSignature: a['require-signature'], verify: a.verify,
           })
         ).code;
       },
@@ -199,7 +205,8 @@ function isMain(): boolean {
 }
 
 if (isMain()) {
-  main(hideBin(process.argv)).then(
+  const argv = hideBin(process.argv);
+  (superviseOutputs(argv) ?? main(argv)).then(
     (code) => process.exit(code),
     (e: unknown) => {
       if (e instanceof InputError) fail(e.message, ExitCode.badInput);

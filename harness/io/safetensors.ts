@@ -9,6 +9,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
+import { writeFileAtomic } from './output.js';
+import { openRegular } from './regular.js';
 
 export interface TensorInfo {
   name: string;
@@ -46,12 +48,7 @@ export class SafetensorsFile {
 
   static open(file: string): SafetensorsFile {
     const shown = file;
-    let fd: number;
-    try {
-      fd = fs.openSync(file, 'r');
-    } catch (e) {
-      throw new InputError(`cannot open: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file: shown });
-    }
+    const fd = openRegular(file);
     try {
       const size = fs.fstatSync(fd).size;
       if (size < 8) throw new InputError(`truncated: ${size} bytes, too short for the 8-byte header length`, { file: shown });
@@ -211,19 +208,8 @@ export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<str
   return out;
 }
 
-/** Write a file atomically: temp file in the same folder, then rename, so no half file is ever seen. */
-export function writeFileAtomic(file: string, data: string | Uint8Array): void {
-  const dir = path.dirname(file);
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
-  try {
-    fs.writeFileSync(tmp, data);
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw e;
-  }
-}
+/** The one atomic writer (harness/io/output.ts): re-exported here for the writers of safetensors files. */
+export { writeFileAtomic };
 
 export function writeSafetensors(file: string, tensors: TensorToWrite[], metadata?: Record<string, string>): void {
   writeFileAtomic(file, encodeSafetensors(tensors, metadata));
