@@ -93,6 +93,8 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
     return { code: ExitCode.stageFailed, summaries, reports: [], record: null };
   }
 
+  const sources = new Set(loaded.map((l) => l.p.prompt_set.source));
+  if (sources.size > 1) process.stderr.write(`layerdiff: note: the shards read the same prompts from ${sources.size} sources; the record names shard 1's, ${first.prompt_set.source}\n`);
   const paths = new Set(loaded.map((l) => l.p.model.path));
   if (paths.size > 1) process.stderr.write(`layerdiff: note: the shards ran the checkpoint from ${paths.size} paths (same fingerprint); the record names shard 1's, ${first.model.path}\n`);
   const record = buildRecord({
@@ -146,7 +148,8 @@ function differences(a: ShardPartial, b: ShardPartial): string[] {
   const pol = (['metric', 'fail_above', 'warn_above'] as const).filter((k) => a.policy[k] !== b.policy[k]);
   if (pol.length > 0) d.push(`the policy (${pol.map((k) => `${k} ${b.policy[k]} ≠ ${a.policy[k]}`).join(', ')})`);
   if (a.tool.version !== b.tool.version) d.push(`the tool version (${b.tool.version} ≠ ${a.tool.version})`);
-  if (a.prompt_set.digest !== b.prompt_set.digest || a.prompt_set.source !== b.prompt_set.source || canonicalJson(a.prompt_set.prompts) !== canonicalJson(b.prompt_set.prompts)) {
+  // by content: the same prompts read from a file at another path (another checkout) are the same set
+  if (a.prompt_set.digest !== b.prompt_set.digest || canonicalJson(a.prompt_set.prompts) !== canonicalJson(b.prompt_set.prompts)) {
     d.push(`the prompt set (${b.prompt_set.source} ${short(b.prompt_set.digest)}… ≠ ${a.prompt_set.source} ${short(a.prompt_set.digest)}…)`);
   }
   if (a.shard.count !== b.shard.count) d.push(`the shard count (${b.shard.count} ≠ ${a.shard.count})`);
