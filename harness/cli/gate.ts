@@ -24,7 +24,7 @@ import { type AcceptanceRecord, type PromptSummary, signingKey, writeRecord } fr
 import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries } from '../gate/shard.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
