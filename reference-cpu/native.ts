@@ -4,7 +4,7 @@
  * exact dequantization of stored weights (reference-cpu/native/dequant_exact.cc). Everything else on the
  * reference path is plain TypeScript.
  */
-import { loadAddon } from '../device-hip/binding.js';
+import { loadAddon } from '../harness/io/addon.js';
 
 export interface ReferenceNativeInfo {
   /** kernel level; all give the same bits (same accumulation order) */

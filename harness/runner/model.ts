@@ -11,7 +11,7 @@ import { deepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
 import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
 import { LlamaDevice } from '../../device-hip/llama.js';
-import type { FaultPlan } from '../../device-hip/faults.js';
+import type { FaultPlan } from '../faults/plan.js';
 import type { DeviceBackend } from './backend.js';
 
 export const ARCHITECTURES = ['LlamaForCausalLM', 'DeepseekV4ForCausalLM'] as const;
