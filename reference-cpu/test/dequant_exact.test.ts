@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../harness/errors.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../../harness/rng.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { dequantLinear, dequantRowsExact } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
