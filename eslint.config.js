@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**', 'fixtures/gpt-oss-tiny/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
