@@ -1,5 +1,6 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { layeringBlocks } from './eslint.layers.js';
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**', 'fixtures/gpt-oss-tiny/**'] },
@@ -13,4 +14,5 @@ export default tseslint.config(
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
   },
+  ...layeringBlocks(import.meta.dirname),
 );

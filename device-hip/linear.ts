@@ -5,7 +5,7 @@
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type DeviceNative, FAULT_CODES } from './binding.js';
-import type { FaultId } from './faults.js';
+import type { FaultId } from '../harness/faults/plan.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };

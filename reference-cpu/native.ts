@@ -3,7 +3,7 @@
  * reference-cpu/native/gemm_f32.cc, built by `npm run build:native`). The accumulation order is documented
  * there; everything else on the reference path is plain TypeScript.
  */
-import { loadAddon } from '../device-hip/binding.js';
+import { loadAddon } from '../harness/io/addon.js';
 
 export interface ReferenceNativeInfo {
   /** kernel level; all give the same bits (same accumulation order) */

@@ -5,12 +5,12 @@
  * architecture").
  */
 import type { Checkpoint } from '../io/checkpoint.js';
-import type { Decoder } from '../generate/decoder.js';
+import type { Decoder } from '../contracts/decoder.js';
 import type { Fp16ManifestBase } from '../generate/fp16cache.js';
 import type { ModelDef } from '../models/path.js';
 import type { DeviceBackend } from '../runner/backend.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
-import type { FaultPlan } from '../../device-hip/faults.js';
+import type { FaultPlan } from '../faults/plan.js';
 
 /** How `generate` is to decode: the optimized device path (with its FP16 weights), or the FP32 reference. */
 export interface DecoderRequest {

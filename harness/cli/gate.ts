@@ -15,7 +15,7 @@ import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
 import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign, signingKey, writeRecord } from '../gate/record.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';

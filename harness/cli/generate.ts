@@ -21,7 +21,7 @@ import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';

@@ -5,7 +5,7 @@
 import type { Checkpoint } from '../io/checkpoint.js';
 import type { ModelDef } from '../models/path.js';
 import { architectureFor } from '../arch/registry.js';
-import type { FaultPlan } from '../../device-hip/faults.js';
+import type { FaultPlan } from '../faults/plan.js';
 import type { DeviceBackend } from './backend.js';
 
 export { ARCHITECTURES, architectureOf } from '../arch/registry.js';

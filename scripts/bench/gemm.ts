@@ -11,7 +11,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../../harness/rng.js';
 import { gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
 
