@@ -100,29 +100,38 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
   }
 
   /** The routed experts' weighted sum for every token, [S, hidden]; each chosen expert is dequantized once. */
-  moe(m: Float32Array, S: number, w: GptOssLayerWeights, r: { experts: number[][]; weights: number[][] }): Float32Array {
+  moe(m: Float32Array, S: number, w: GptOssLayerWeights, routes: { experts: number[][]; weights: number[][] }): Float32Array {
     const { hidden: H, intermediate: I, swigluLimit } = this.m.cfg;
     const t = this.traps;
     const out = new Float64Array(S * H);
+    const weightOf = (s: number, e: number) => routes.weights[s][routes.experts[s].indexOf(e)];
     const users = new Map<number, number[]>();
-    r.experts.forEach((ids, s) => ids.forEach((e) => users.set(e, [...(users.get(e) ?? []), s])));
+    routes.experts.forEach((ids, s) => ids.forEach((e) => users.set(e, [...(users.get(e) ?? []), s])));
     for (const e of [...users.keys()].sort((a, b) => a - b)) {
       const ex = w.expert(e);
       const W1 = dequantLinear(ex.gate_up);
       const W2 = dequantLinear(ex.down);
       const b1 = t.noExpertBias ? null : decodeStored(ex.gate_up_bias);
       const b2 = t.noExpertBias ? null : decodeStored(ex.down_bias);
-      for (const s of users.get(e)!) {
-        const h = affine(m.subarray(s * H, (s + 1) * H), 1, W1, H, 2 * I, b1);
-        const actv = new Float32Array(I);
+      // the tokens routed to e, as one [n, H] block
+      const rows = users.get(e)!;
+      const n = rows.length;
+      const me = new Float32Array(n * H);
+      rows.forEach((s, i) => me.set(m.subarray(s * H, (s + 1) * H), i * H));
+      const h = affine(me, n, W1, H, 2 * I, b1);
+      const actv = new Float32Array(n * I);
+      for (let r = 0; r < n; r++) {
+        const hr = h.subarray(r * 2 * I, (r + 1) * 2 * I);
         for (let i = 0; i < I; i++) {
-          const [gate, up] = t.halves ? [h[i], h[I + i]] : [h[2 * i], h[2 * i + 1]];
-          actv[i] = gptOssSwiglu(gate, up, swigluLimit, t);
+          const [gate, up] = t.halves ? [hr[i], hr[I + i]] : [hr[2 * i], hr[2 * i + 1]];
+          actv[r * I + i] = gptOssSwiglu(gate, up, swigluLimit, t);
         }
-        const y = affine(actv, 1, W2, I, H, b2);
-        const wt = r.weights[s][r.experts[s].indexOf(e)];
-        for (let j = 0; j < H; j++) out[s * H + j] += wt * y[j];
       }
+      const y = affine(actv, n, W2, I, H, b2);
+      rows.forEach((s, i) => {
+        const wt = weightOf(s, e);
+        for (let j = 0; j < H; j++) out[s * H + j] += wt * y[i * H + j];
+      });
     }
     return Float32Array.from(out);
   }
