@@ -10,7 +10,7 @@ import { makePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { assertFileTarget, checkOutputs, STDOUT } from '../io/output.js';
+import { assertFileTarget, checkOutputs, STDOUT } from '../io/writer.js';
 import { writeReproBundle } from '../repro/bundle.js';
 import { assertNewOrEmptyDir } from '../repro/files.js';
 import { GoldenReader, GoldenWriter } from '../repro/golden.js';
@@ -19,7 +19,7 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { parseInject } from '../../device-hip/faults.js';
+import { parseInject } from '../faults/plan.js';
 import { renderTable } from '../../reports/table.js';
 import { writeReports } from '../../reports/writers.js';
 import { type ResolvedInput, resolveInput } from './input.js';
@@ -226,6 +226,6 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
 }
 
 /** No command ever writes inside the model directory (realpath of both: a symlinked alias is the same folder). */
-export { assertOutsideModel as assertOutside } from '../io/output.js';
+export { assertOutsideModel as assertOutside } from '../io/writer.js';
 
 export { architectureOf };

@@ -4,19 +4,19 @@
  * command that writes outputs runs in a child process; this parent only waits. When the child ends by a
  * signal (SIGINT from the terminal reaches both; SIGTERM is forwarded), the parent removes every partial
  * the child made — each is named `.<target>.layerdiff-partial-<child pid>…` next to or inside an output
- * (harness/io/output.ts) — and exits 130 (SIGINT) or 143 (SIGTERM), as shells report a signalled command.
+ * (harness/io/writer.ts) — and exits 130 (SIGINT) or 143 (SIGTERM), as shells report a signalled command.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { removePartials, STDOUT } from '../io/output.js';
+import { removePartials, STDOUT } from '../io/writer.js';
 
 const CHILD_ENV = 'LAYERDIFF_SUPERVISED_CHILD';
 
 /** Options whose value is an output (file or folder), per command; `fixture`'s second positional is one too. */
 const OUTPUT_OPTIONS: Record<string, string[]> = {
   diff: ['json', 'junit', 'html', 'summary', 'dump', 'repro', 'save-golden'],
-  gate: ['record', 'reports', 'out', 'json', 'junit', 'html', 'summary'],
+  gate: ['record', 'reports', 'out', 'save-golden', 'json', 'junit', 'html', 'summary'],
   generate: ['json'],
   convert: ['fp16-cache'],
   inspect: ['json'],

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { isInside, realish, writeFileAtomic } from '../io/output.js';
+import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 
 export interface FileDigest {
   /** relative to the hashed folder, '/'-separated */
@@ -99,7 +99,7 @@ export function fingerprintCacheFile(): string {
   return dir !== undefined && dir !== '' ? path.join(dir, 'fingerprints.json') : path.join(os.homedir(), '.cache', 'layerdiff', 'fingerprints.json');
 }
 
-export { realish } from '../io/output.js';
+export { realish } from '../io/writer.js';
 
 function readCache(file: string): CacheFile {
   try {

@@ -12,7 +12,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import { LockedError } from '../errors.js';
 import type { Policy } from '../compare/policy.js';
-import { writeFileAtomic } from '../io/output.js';
+import { writeFileAtomic } from '../io/writer.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { toolVersion } from '../version.js';
 import { combineDigests, type FileDigest, type Fingerprint } from './fingerprint.js';
@@ -119,6 +119,13 @@ export interface VerifyInput {
   requireSignature?: boolean;
 }
 
+/** SHA-256 over the per-prompt report digests, in prompt order: the record's report_digest. */
+export function reportDigest(summaries: readonly PromptSummary[]): string {
+  const digest = createHash('sha256');
+  summaries.forEach((s, i) => digest.update(`${i}\t${s.report_sha256}\n`));
+  return `sha256:${digest.digest('hex')}`;
+}
+
 export const REQUIRE_SIGNATURE_ENV = 'LAYERDIFF_REQUIRE_SIGNATURE';
 
 export function signatureRequired(flag: boolean | undefined): boolean {
@@ -163,9 +170,7 @@ export function recordProblems(r: unknown): string[] {
     const badHex = prompts.findIndex((x) => !isObj(x) || typeof x.report_sha256 !== 'string' || !HEX64.test(x.report_sha256));
     if (badHex >= 0) p.push(`acceptance.prompts[${badHex}].report_sha256 is not 64 lowercase hex`);
     else {
-      const digest = createHash('sha256');
-      prompts.forEach((x, i) => digest.update(`${i}\t${(x as PromptSummary).report_sha256}\n`));
-      if (r.report_digest !== `sha256:${digest.digest('hex')}`) p.push('report_digest does not cover the prompts\' report digests');
+      if (r.report_digest !== reportDigest(prompts as PromptSummary[])) p.push('report_digest does not cover the prompts\' report digests');
     }
   }
   if ('hmac' in r) {

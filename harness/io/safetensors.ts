@@ -8,8 +8,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
-import { writeFileAtomic } from './output.js';
 import { openRegular } from './regular.js';
 
 export interface TensorInfo {
@@ -208,7 +208,7 @@ export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<str
   return out;
 }
 
-/** The one atomic writer (harness/io/output.ts): re-exported here for the writers of safetensors files. */
+/** The one atomic writer (harness/io/writer.ts): re-exported here for the writers of safetensors files. */
 export { writeFileAtomic };
 
 export function writeSafetensors(file: string, tensors: TensorToWrite[], metadata?: Record<string, string>): void {

@@ -15,6 +15,8 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyCheckpoint, nanWeight } from '../../fixtures/inject.js';
 import { shardName } from '../../fixtures/llama-tiny.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot } from '../version.js';
 import { cliAsync, limit } from './async-cli.js';
 import { type CliResult, hashTree, LLAMA_TINY } from './cli.js';
@@ -222,6 +224,69 @@ describe('every forward-pass field implemented or refused', () => {
     const rs = await limit(2, [...dirs.map((d) => () => run(['diff', d])), () => run(['diff', emptyTok, '--prompt', 'hello'])]);
     cases.forEach(([, , re], i) => badInput(rs[i], re));
     badInput(rs[cases.length], /tokenizer\.json: (maps ordinary text .* to no vocabulary token|the vocabulary is empty)/);
+  }, 90_000);
+
+  it('tie_word_embeddings: true computes the head as the embedding (as transformers ties it), checked against a float64 product', async () => {
+    const tied = variant('tied', (d) => editConfig(d, (c) => (c.tie_word_embeddings = true)));
+    const dump = path.join(tmp, 'tied-dump');
+    const r = await run(['diff', tied, '--dump', dump, '--layers', '3', '--mode', 'accumulated', '--no-drill', '--tokens', '5,17,42']);
+    expect(r.code, r.stderr).toBe(0);
+    const f32 = (file: string, name: string) => {
+      const t = SafetensorsFile.open(file);
+      try {
+        const info = t.get(name)!;
+        const b = t.read(info);
+        return { shape: info.shape, data: new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)) };
+      } finally {
+        t.close();
+      }
+    };
+    /** a [rows, cols] table of the checkpoint, widened exactly to float64 (BF16: the high half of an F32) */
+    const table = (name: string) => {
+      const ck = Checkpoint.open(tied);
+      try {
+        const info = ck.info(name);
+        const b = ck.read(name);
+        expect(info.dtype).toBe('BF16');
+        const u16 = new Uint16Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+        const out = new Float64Array(u16.length);
+        const word = new Uint32Array(1);
+        const asF32 = new Float32Array(word.buffer);
+        for (let k = 0; k < u16.length; k++) {
+          word[0] = u16[k] << 16;
+          out[k] = asF32[0];
+        }
+        return out;
+      } finally {
+        ck.close();
+      }
+    };
+    const x = f32(path.join(dump, 'final_norm.safetensors'), 'reference');
+    const logits = f32(path.join(dump, 'logits.safetensors'), 'reference');
+    const [S, D] = x.shape;
+    const V = logits.shape[1];
+    const product = (W: Float64Array) => {
+      const y = new Float64Array(S * V);
+      for (let s0 = 0; s0 < S; s0++) for (let v = 0; v < V; v++) {
+        let acc = 0;
+        for (let k = 0; k < D; k++) acc += x.data[s0 * D + k] * W[v * D + k];
+        y[s0 * V + v] = acc;
+      }
+      return y;
+    };
+    const relErr = (a: ArrayLike<number>, b: ArrayLike<number>) => {
+      let num = 0;
+      let den = 0;
+      for (let k = 0; k < a.length; k++) {
+        num += (a[k] - b[k]) ** 2;
+        den += b[k] ** 2;
+      }
+      return Math.sqrt(num / den);
+    };
+    const viaEmbedding = product(table('model.embed_tokens.weight'));
+    const viaLmHead = product(table('lm_head.weight'));
+    expect(relErr(logits.data, viaEmbedding)).toBeLessThan(1e-5);
+    expect(relErr(logits.data, viaLmHead)).toBeGreaterThan(0.1); // the stored lm_head.weight is not what ran
   }, 90_000);
 
   it('a NaN code (E8M0 0xFF scale) is refused by convert as by diff', async () => {
