@@ -22,7 +22,7 @@ import { type AcceptanceRecord, recordHmac } from '../gate/record.js';
 import { assignShards, parseShard, promptSetEntries } from '../gate/shard.js';
 import { packageRoot } from '../version.js';
 import { copyCheckpoint, scaleBf16Tensor } from '../../fixtures/inject.js';
-import { LLAMA_TINY } from './cli.js';
+import { cli, LLAMA_TINY } from './cli.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -68,6 +68,12 @@ async function shards(n: number, root: string, over: Partial<GateArgs> = {}, onl
   }
   return dirs;
 }
+/** The unsigned shards of the built-in set for N, run once and shared by the tests that need them. */
+const runs = new Map<number, Promise<string[]>>();
+const built = (n: number) => {
+  if (!runs.has(n)) runs.set(n, shards(n, path.join(tmp, `n${n}`)));
+  return runs.get(n)!;
+};
 const merge = (dirs: string[], record: string) => runGateMerge({ dirs, record }, sink());
 const mergeError = (dirs: string[]) => {
   try {
@@ -99,7 +105,7 @@ beforeAll(async () => {
   const r = await runGate(base({ record: path.join(tmp, 'single.json'), reports: singleReports }), sink());
   expect(r.code).toBe(ExitCode.pass);
   single = readJson<AcceptanceRecord>(path.join(tmp, 'single.json'));
-  three = await shards(3, path.join(tmp, 'n3'));
+  three = await built(3);
   threeSigned = await withKey('k1', () => shards(3, path.join(tmp, 'n3-signed')));
 });
 afterAll(() => {
@@ -141,7 +147,7 @@ describe('the assignment of prompts to shards', () => {
 describe('N shards merge into the single gate\'s record', () => {
   for (const n of [1, 2, 3]) {
     it(`N = ${n}: every field but times equal, every report equal but for timings`, async () => {
-      const dirs = n === 3 ? three : await shards(n, path.join(tmp, `n${n}`));
+      const dirs = await built(n);
       // the partials name each prompt once, by its place in the set, with its report
       const held = dirs.flatMap((d) => readJson<ShardPartial>(path.join(d, PARTIAL_MANIFEST)).prompts.map((q) => q.index)).sort();
       expect(held).toEqual([0, 1, 2, 3, 4, 5]);
@@ -201,12 +207,16 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     expect(mergeError([three[0], ps, three[2]])).toMatch(/the prompt set/);
   });
 
-  it('a shard of another tool version, and shards of another N', () => {
+  it('a shard of another tool version or device, and shards of another N', async () => {
     const old = path.join(tmp, 'old-tool');
     copyDir(three[1], old);
     editPartial(old, (p) => (p.tool.version = '0.0.9'));
     expect(mergeError([three[0], old, three[2]])).toMatch(/ran layerdiff 0\.0\.9, this is/);
-    const two = path.join(tmp, 'n2', 'shard-2');
+    const dev = path.join(tmp, 'other-device');
+    copyDir(three[1], dev);
+    editPartial(dev, (p) => (p.device.versions = { ...p.device.versions, compiler: 'clang 17' }));
+    expect(mergeError([three[0], dev, three[2]])).toMatch(/the device \(versions: /);
+    const two = (await built(2))[1];
     expect(mergeError([three[0], two])).toMatch(/the shard count \(2 ≠ 3\)/);
   });
 
@@ -232,6 +242,21 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     });
     await withKey('k2', async () => expect(mergeError(threeSigned)).toMatch(/HMAC does not match/));
     await withKey(undefined, async () => expect(mergeError(threeSigned)).toMatch(/signed and LAYERDIFF_SIGNING_KEY is not set/));
+  });
+});
+
+describe('usage', () => {
+  it('refuses outputs that make no sense together before anything runs (exit 2, one line)', async () => {
+    const out = path.join(tmp, 'usage-out');
+    await expect(runGate(base({ shard: '1/2' }), sink())).rejects.toThrow(/--shard I\/N needs --out DIR/);
+    await expect(runGate(base({ shard: '1/2', out, record: path.join(tmp, 'r.json') }), sink())).rejects.toThrow(/writes no record/);
+    await expect(runGate(base({}), sink())).rejects.toThrow(/give --record FILE, or --shard I\/N --out DIR, or --save-golden DIR/);
+    await expect(runGate(base({ shard: '3/2', out }), sink())).rejects.toThrow(/--shard 3\/2: I must be from 1 to 2/);
+    await expect(runGate(base({ shard: '1/2', out: three[0] }), sink())).rejects.toThrow(/--out: the folder is not empty/);
+    expect(fs.existsSync(out)).toBe(false);
+    const r = cli(['gate', model, '--merge', three[0], '--record', path.join(tmp, 'r.json')], { LAYERDIFF_CACHE_DIR: cacheDir });
+    expect(r.code).toBe(ExitCode.badInput);
+    expect(r.stderr.trim().split('\n')).toEqual(['layerdiff: error: gate --merge reads only the shards\' folders and --record; drop the model']);
   });
 });
 
