@@ -286,6 +286,8 @@ describe('a failing prompt', () => {
     const failed = r.summaries.filter((s) => s.verdict === 'fail').map((s) => s.name);
     expect(failed.length).toBeGreaterThan(0);
     for (const name of failed) expect(o.text()).toContain(`${name} (shard 1/2, ${dirs[0]})`);
+    // the causes the shard named, read back from its reports
+    for (const rep of r.reports) for (const d of rep.diagnosis) expect(o.text()).toContain(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
   });
 });
 
