@@ -6,12 +6,13 @@ import { InputError } from '../errors.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { ConfigReader } from '../io/config.js';
 import { DEEPSEEK_V4 } from './deepseek_v4.js';
+import { GPT_OSS } from './gpt_oss.js';
 import { LLAMA } from './llama.js';
 import type { Architecture } from './types.js';
 
 export type { Architecture, DecoderRequest, OpenedDecoder } from './types.js';
 
-export const ARCHITECTURE_ENTRIES: readonly Architecture[] = [LLAMA, DEEPSEEK_V4];
+export const ARCHITECTURE_ENTRIES: readonly Architecture[] = [LLAMA, DEEPSEEK_V4, GPT_OSS];
 
 /** Every config.json architecture name the tool accepts (the first of each entry's matches). */
 export const ARCHITECTURES: readonly string[] = ARCHITECTURE_ENTRIES.map((a) => a.matches[0]);
