@@ -335,18 +335,19 @@ describe('the scheduler examples', () => {
     expect(timeless(readJson(path.join(work, 'acceptance.json')))).toEqual(timeless(single));
   });
 
-  it('as a Kubernetes Indexed Job does (JOB_COMPLETION_INDEX from 0), and a failing set exits 1 without a record', () => {
+  it('as a Kubernetes Indexed Job does (JOB_COMPLETION_INDEX from 0), and as a Slurm array a failing set exits 1 without a record', () => {
     const file = path.join(tmp, 'k8s.jsonl');
     fs.writeFileSync(file, '{"name": "short", "prompt": "Hi"}\n{"name": "ids", "tokens": [5, 6, 7, 8]}\n{"tokens": [9, 10]}\n');
     const ok = play(3, path.join(tmp, 'play-k8s'), { PLAY_AS: 'k8s' }, ['--prompts', file]); // one prompt a shard
     expect(ok.status, ok.stdout + ok.stderr).toBe(0);
     expect(fs.readdirSync(path.join(tmp, 'play-k8s', 'shards')).sort()).toEqual(['shard-1', 'shard-2', 'shard-3']);
-    const bad = play(2, path.join(tmp, 'play-k8s-fail'), { PLAY_AS: 'k8s' }, ['--prompts', file, '--fail-above', '0.005', '--warn-above', '0.001']);
+    const bad = play(2, path.join(tmp, 'play-slurm-fail'), { PLAY_AS: 'slurm' }, ['--prompts', file, '--fail-above', '0.005', '--warn-above', '0.001']);
     expect(bad.status, bad.stdout + bad.stderr).toBe(1);
-    expect(fs.existsSync(path.join(tmp, 'play-k8s-fail', 'acceptance.json'))).toBe(false);
+    expect(fs.existsSync(path.join(tmp, 'play-slurm-fail', 'acceptance.json'))).toBe(false);
+    expect(fs.readdirSync(path.join(tmp, 'play-slurm-fail', 'shards')).sort()).toEqual(['shard-1', 'shard-2']); // failing shards still write partials
   });
 
-  it('the workflow and the manifest use these scripts with one shard count throughout', () => {
+  it('the workflow, the manifest and the Slurm script use these scripts with one shard count throughout', () => {
     const gh = fs.readFileSync(path.join(scripts, 'github-actions-gate.yml'), 'utf8');
     const n = Number(/^\s+SHARDS: (\d+)/m.exec(gh)![1]);
     expect(/shard: \[([\d, ]+)\]/.exec(gh)![1].split(',').map(Number)).toEqual(Array.from({ length: n }, (_v, i) => i + 1));
@@ -358,5 +359,9 @@ describe('the scheduler examples', () => {
     expect(k8s).toContain(`"scripts/shards/run-shard.sh", "/models/DeepSeek-V4-Flash", "-", "${completions}", "/results"`);
     expect(k8s).toContain(`merge.sh /results/acceptance.json /results ${completions}`);
     expect(k8s).toContain('completionMode: Indexed');
+    const slurm = fs.readFileSync(path.join(scripts, 'slurm-array.sbatch'), 'utf8');
+    const tasks = Number(/#SBATCH --array=1-(\d+)/.exec(slurm)![1]);
+    expect(slurm).toContain(`run-shard.sh "\${MODEL_DIR:-/models/DeepSeek-V4-Flash}" - ${tasks} gate-shards`);
+    expect(slurm).toContain(`merge.sh gate-shards/acceptance.json gate-shards ${tasks}`);
   });
 });
