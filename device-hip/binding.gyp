@@ -20,7 +20,7 @@
       'target_name': 'ld_device',
       'include_dirs': ['include'],
       'sources': ['src/addon.cc', 'src/dequant.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
-                  'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc'],
+                  'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc', 'src/gpt_oss.cc'],
     },
     {
       'target_name': 'ld_reference',
