@@ -471,7 +471,7 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
 // ---------------------------------------------------------------------------------------------------
 // gpt-oss kernels (device-hip/src/gpt_oss.cc; element numerics in include/ld_gpt_oss.h): the router with a
 // softmax over the top-k logits only, and the clamped, α-scaled, +1-shifted SwiGLU on interleaved gate/up rows.
-// No HIP kernels yet: only the emulated backend offers this surface.
+// The hip backend offers the same surface (kernels/gpt_oss.hip).
 // ---------------------------------------------------------------------------------------------------
 
 export interface OssRouterResult {

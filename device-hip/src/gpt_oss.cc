@@ -53,7 +53,8 @@ Napi::Value oss_router(const Napi::CallbackInfo& info) {
   for (int t = 0; t < T; t++) {
     float* z = zv.data() + (size_t)omp_get_thread_num() * E;
     int* ix = order.data() + (size_t)omp_get_thread_num() * E;
-    for (int e = 0; e < E; e++) z[e] = bias != nullptr ? logits.data[(size_t)t * E + e] + bias[e] : logits.data[(size_t)t * E + e];
+    const float* row = logits.data + (size_t)t * E;
+    for (int e = 0; e < E; e++) z[e] = ld_oss_router_z(row, bias, e);
     int32_t* it = io + (size_t)t * k;
     if (given != nullptr) {
       std::copy(given + (size_t)t * k, given + (size_t)(t + 1) * k, it);
@@ -63,7 +64,7 @@ Napi::Value oss_router(const Napi::CallbackInfo& info) {
       std::copy(ix, ix + k, it);
     }
     std::sort(it, it + k);
-    ld_oss_router_weights(z, it, k, wo + (size_t)t * k);
+    ld_oss_router_weights(row, bias, it, k, wo + (size_t)t * k);
   }
   Napi::Object out = Napi::Object::New(env);
   out.Set("ids", ids);

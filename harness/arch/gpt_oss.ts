@@ -1,7 +1,7 @@
 /**
  * gpt-oss (GptOssForCausalLM): harness/models/gpt_oss.ts binds it, reference-cpu/gpt_oss.ts runs the FP32
- * reference, device-hip/gpt_oss.ts the device path (emulated backend only: its router and SwiGLU ops have no
- * HIP kernels yet, so `--device hip` refuses). The KV-cache decoder and the FP16 cache are not written yet
+ * reference, device-hip/gpt_oss.ts the device path (on the emulated and hip backends; a hip addon built before
+ * the gpt-oss kernels existed refuses). The KV-cache decoder and the FP16 cache are not written yet
  * (issue #13 step 6): `generate` and `convert` refuse with exit 2 saying so.
  */
 import { InputError } from '../errors.js';
@@ -14,11 +14,11 @@ import type { Architecture } from './types.js';
 
 const notYet = (what: string) => new InputError(`gpt_oss: ${what} is not implemented yet (binding, FP32 reference and emulated device path are); see issue #13`);
 
-/** The device path on a backend without gpt-oss's ops: every stage refuses (exit 2) before computing anything. */
+/** The device path on a backend without gpt-oss's ops (an older hip addon): every stage refuses (exit 2) before computing anything. */
 class NoGptOssKernels implements StagePath<GptOssLayerWeights> {
   constructor(private readonly backend: string) {}
   private refuse(): never {
-    throw notYet(`the device path on the ${this.backend} backend (ossRouterF32, ossSwigluF16 have no HIP kernels); use --device emulated`);
+    throw notYet(`the device path on the ${this.backend} backend (its addon lacks ossRouterF32, ossSwigluF16: rebuild with npm run build:native, or use --device emulated)`);
   }
   embed(): Act {
     return this.refuse();

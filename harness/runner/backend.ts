@@ -34,7 +34,7 @@ export interface DeviceBackend {
   deepseek: DeepseekNative;
   /** the KV-cache attention of incremental decoding (generate) */
   decode: DecodeNative;
-  /** gpt-oss's own ops (router, SwiGLU); null where the backend has no kernels for them yet (hip) */
+  /** gpt-oss's own ops (router, SwiGLU); null from a hip addon built before they were wired */
   gptOss: GptOssNative | null;
 }
 
@@ -54,12 +54,12 @@ function emulated(fallback?: string): DeviceBackend {
 }
 
 function hip(p: HipProbe): DeviceBackend {
-  const { native, deepseek, decode, codeObject } = openHipNative(p);
+  const { native, deepseek, decode, gptOss, codeObject } = openHipNative(p);
   return {
     native,
     deepseek,
     decode,
-    gptOss: null,
+    gptOss,
     identity: {
       name: 'hip',
       description:

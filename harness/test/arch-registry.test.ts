@@ -53,7 +53,7 @@ describe('architecture registry', () => {
       const model = architectureFor(ck).open(ck, { ...emulated, gptOss: null, identity: { ...emulated.identity, name: 'hip' } }, null);
       const tokens = [1, 2, 3];
       const x = model.reference.embed(tokens);
-      expect(() => model.device.embed(tokens)).toThrow(/hip backend.*use --device emulated/);
+      expect(() => model.device.embed(tokens)).toThrow(/hip backend.*--device emulated/);
       expect(() => model.device.layer(0, x, model.loadLayer(0), { tokens, positions: [0, 1, 2], forcedSelections: null })).toThrow(InputError);
     } finally {
       ck.close();
