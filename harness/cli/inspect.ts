@@ -28,6 +28,9 @@ export function tensorGroups(ck: Checkpoint): Group[] {
     if (info.dtype === 'F8_E4M3') format = 'fp8-block';
     else if ((info.dtype === 'I8' || info.dtype === 'U8') && ck.has(`${base}.scale`)) format = 'mxfp4 (packed)';
     else if (/\.(scale|weight_scale_inv)$/.test(name)) format = 'scale';
+    // gpt-oss's fused experts: <base>_blocks U8 [E, rows, in/32, 16] beside <base>_scales (harness/models/gpt_oss.ts)
+    else if (info.dtype === 'U8' && name.endsWith('_blocks') && ck.has(name.replace(/_blocks$/, '_scales'))) format = 'mxfp4 (blocks)';
+    else if (name.endsWith('_scales') && ck.has(name.replace(/_scales$/, '_blocks'))) format = 'scale';
     const key = `${pattern}|${info.dtype}|${JSON.stringify(info.shape)}`;
     const g = groups.get(key);
     if (g) g.count++;
