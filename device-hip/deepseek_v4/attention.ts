@@ -35,7 +35,7 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
     if (p !== t) throw new Error(`DeepSeek-V4 device path runs a prefill at positions 0..S−1; got position ${p} for token ${t}`);
   });
   const invFreq = layerInvFreq(cfg, ratio);
-  const tab = ropeTable(positions, invFreq);
+  const tab = ropeTable(positions, invFreq, kit.fault === 'rope-angle-fp16');
 
   const qr = N.rmsnormF16(kit.lin(a, S, w.wq_a), kit.vec16(w.q_norm), S, qLoraRank, eps);
   const qn = N.rmsnormF16(kit.lin(qr, S, w.wq_b), new Uint16Array(d).fill(0x3c00), S * H, d, eps);

@@ -9,7 +9,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
-import { DEFAULT_POLICY, makePolicy, type Policy } from '../compare/policy.js';
+import { DEFAULT_POLICY, type Policy, policyText, resolvePolicy } from '../compare/policy.js';
+import type { Questions } from '../compare/questions.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
@@ -33,9 +34,12 @@ export interface GateArgs {
   record: string;
   prompts?: string;
   device: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** a fixed rule (diff's flags); none of them and no policy file: the default floor policy */
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  /** --policy FILE, as diff's */
+  policy?: string;
   /** also write each prompt's JSON report here (the files the record's report digest covers) */
   reports?: string;
 }
@@ -53,9 +57,13 @@ const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g,
 export function gateCommand(model: string, record: string, device: string, policy: Policy): string {
   const parts = ['layerdiff', 'gate', shq(model), '--record', shq(record)];
   if (device !== 'auto') parts.push('--device', device);
-  if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
-  if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
-  if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  if (policy.rule === 'fixed') {
+    parts.push('--metric', policy.metric);
+    if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
+    if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  } else if (policy.source !== 'default') {
+    parts.push('--policy', shq(policy.source));
+  }
   return parts.join(' ');
 }
 
@@ -67,7 +75,7 @@ export function assertOutsideModel(target: string, modelDir: string): void {
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
   const started = Date.now();
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  const policy = resolvePolicy(a);
   assertOutsideModel(a.record, a.model);
   if (a.reports !== undefined) assertOutsideModel(a.reports, a.model);
   if (fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
@@ -166,14 +174,49 @@ function summarize(name: string, r: Report, policy: Policy, sha: string): Prompt
   let warnings = 0;
   for (const s of r.stages) {
     if (s.status === 'warn') warnings++;
-    for (const m of [s.accumulated, s.isolated]) {
+    for (const m of [s.accumulated_forced ?? s.accumulated, s.isolated]) {
       if (m === null) continue;
       const v = m[policy.metric];
       const rank = m.nan.device + m.inf.device > 0 || !Number.isFinite(v) ? Infinity : v;
       if (rank > worst.rank) worst = { stage: s.name, rank, value: Number.isFinite(rank) ? v : null };
     }
   }
-  return { name, tokens: r.input.tokens.length, verdict: r.verdict, warnings, worst: { stage: worst.stage, value: worst.value }, report_sha256: sha };
+  return {
+    name,
+    tokens: r.input.tokens.length,
+    verdict: r.verdict,
+    warnings,
+    worst: { stage: worst.stage, value: worst.value },
+    ...(r.questions !== null ? { questions: questionSummary(r.questions) } : {}),
+    report_sha256: sha,
+  };
+}
+
+const finite = (x: number | null | undefined): number | null => (x !== null && x !== undefined && Number.isFinite(x) ? x : null);
+
+/** The three answers with their figures, JSON-safe (a non-finite figure is null: the record is canonical JSON). */
+export function questionSummary(q: Questions): NonNullable<PromptSummary['questions']> {
+  const num = (a: Questions['own_error']) => ({
+    status: a.status,
+    first_failure: a.first_failure,
+    worst: a.worst === null ? null : { stage: a.worst.stage, metric: a.worst.metric, error: finite(a.worst.error), floor: finite(a.worst.floor), ratio: finite(a.worst.ratio) },
+  });
+  const b = q.behaviour;
+  return {
+    own_error: num(q.own_error),
+    drift: num(q.drift),
+    behaviour: {
+      status: b.status,
+      top1_agreement: finite(b.logits?.top1_agreement),
+      kl_mean: finite(b.logits?.kl_mean),
+      kl_p99: finite(b.logits?.kl_p99),
+      flips: b.flips.count,
+      benign: b.flips.benign,
+      scoring_bug: b.flips.scoring_bug,
+      unjudged: b.flips.unjudged,
+      first_flip: b.first_flip,
+    },
+  };
 }
 
 export function renderGateTable(rows: PromptSummary[], policy: Policy, device: string): string {
@@ -183,5 +226,7 @@ export function renderGateTable(rows: PromptSummary[], policy: Policy, device: s
     colAligns: ['right', 'left', 'right', 'right', 'left', 'right', 'left'],
   });
   rows.forEach((s, i) => t.push([String(i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
-  return [`layerdiff gate — ${rows.length} acceptance prompts · device ${device} · policy ${policy.metric} fail > ${policy.fail_above}, warn > ${policy.warn_above} · both modes, all stages`, t.toString()].join('\n');
+  const q = (s: PromptSummary) => (s.questions ? `own ${s.questions.own_error.status} · drift ${s.questions.drift.status} · behaviour ${s.questions.behaviour.status}` : '-');
+  const t2 = rows.some((s) => s.questions) ? ['', ...rows.map((s, i) => `  ${i + 1}. ${s.name}: ${q(s)}${s.questions && s.questions.behaviour.flips > 0 ? ` (${s.questions.behaviour.flips} flips: ${s.questions.behaviour.benign} benign, ${s.questions.behaviour.scoring_bug} scoring bug)` : ''}`)] : [];
+  return [`layerdiff gate — ${rows.length} acceptance prompts · device ${device} · policy ${policyText(policy)} · all modes, all stages`, t.toString(), ...t2].join('\n');
 }

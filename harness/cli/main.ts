@@ -47,10 +47,11 @@ export async function main(argv: string[]): Promise<number> {
           .option('layers', { type: 'string', default: 'all', describe: 'all, N or A-B' })
           .option('max-tokens', { type: 'number', describe: 'truncate the input' })
           .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'isolated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 })
+          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'accumulated-forced', 'isolated'], describe: 'both: isolated, accumulated-forced and accumulated (the three questions)' })
+          .option('metric', { type: 'string', describe: 'fixed rule: judge by this metric (max_abs, mean_abs, rms, rel_l2), no FP16 floor' })
+          .option('fail-above', { type: 'number', describe: 'fixed rule: fail above (default 0.1)' })
+          .option('warn-above', { type: 'number', describe: 'fixed rule: warn above (default 0.01)' })
+          .option('policy', { type: 'string', describe: 'policy file (JSON): thresholds per stage kind and mode, floor and behaviour bounds' })
           .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1)' })
           .option('dump', { type: 'string', describe: 'write DIR/<stage>.safetensors with both paths\' outputs' })
           .option('inject', { type: 'string', describe: 'simulate a device-path bug: FAULT[@layer]' })
@@ -76,6 +77,7 @@ export async function main(argv: string[]): Promise<number> {
           metric: a.metric,
           failAbove: a['fail-above'],
           warnAbove: a['warn-above'],
+          policy: a.policy,
           json: a.json,
           dump: a.dump,
           inject: a.inject,
@@ -139,11 +141,12 @@ export async function main(argv: string[]): Promise<number> {
           .option('prompts', { type: 'string', describe: 'JSONL acceptance prompts: {"prompt": "..."} or {"tokens": [...]} per line (default: built-in set)' })
           .option('reports', { type: 'string', describe: 'also write each prompt\'s JSON report into this folder' })
           .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 }),
+          .option('metric', { type: 'string', describe: 'fixed rule, as diff' })
+          .option('fail-above', { type: 'number', describe: 'fixed rule, as diff' })
+          .option('warn-above', { type: 'number', describe: 'fixed rule, as diff' })
+          .option('policy', { type: 'string', describe: 'policy file (JSON), as diff' }),
       async (a) => {
-        code = (await runGate({ model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'] })).code;
+        code = (await runGate({ model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], policy: a.policy })).code;
       },
     )
     .command(
