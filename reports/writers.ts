@@ -3,7 +3,7 @@
  * requested file first and writes them only when all rendered, each atomically (temp file + rename), so a
  * run that fails or is interrupted leaves no report and no half file.
  */
-import { writeFileAtomic } from '../harness/io/safetensors.js';
+import { writeFileAtomic } from '../harness/io/writer.js';
 import type { Report } from '../harness/runner/report.js';
 import { renderHtml } from './html.js';
 import { reportJson } from './json.js';

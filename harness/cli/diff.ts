@@ -18,7 +18,7 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { parseInject } from '../../device-hip/faults.js';
+import { parseInject } from '../faults/plan.js';
 import { renderTable } from '../../reports/table.js';
 import { writeReports } from '../../reports/writers.js';
 import { type ResolvedInput, resolveInput } from './input.js';
