@@ -4,9 +4,8 @@
  */
 import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
-import { policyText } from '../harness/compare/policy.js';
 import type { Questions } from '../harness/compare/questions.js';
-import { cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+import { cos, describeDrill, policyText, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';

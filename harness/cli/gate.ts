@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
-import { DEFAULT_POLICY, type Policy, policyText, resolvePolicy } from '../compare/policy.js';
+import { DEFAULT_POLICY, type Policy, resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
@@ -35,7 +35,7 @@ import { runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
-import { sci } from '../../reports/format.js';
+import { policyText, sci } from '../../reports/format.js';
 import { assertOutside } from './diff.js';
 import { type ResolvedInput, resolveInput } from './input.js';
 

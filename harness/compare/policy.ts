@@ -256,10 +256,3 @@ export function worst(a: Status, b: Status): Status {
   const rank = { pass: 0, warn: 1, fail: 2 } as const;
   return rank[a] >= rank[b] ? a : b;
 }
-
-/** The policy in one line, for tables and summaries. */
-export function policyText(p: Policy): string {
-  const base = `${p.metric} fail > ${p.fail_above}, warn > ${p.warn_above}`;
-  if (p.rule === 'fixed') return `${base} (fixed rule)`;
-  return `${base} unless within ${p.floor_excuse}× the FP16 floor; fail when error/floor > ${p.floor_ratio}${p.source !== 'default' ? ` · policy ${p.source}` : ''}`;
-}
