@@ -77,7 +77,8 @@ export function gateCommand(model: string, record: string, device: string, polic
   const parts = ['layerdiff', 'gate', shq(model), '--record', shq(record)];
   if (device !== 'auto') parts.push('--device', device);
   if (policy.rule === 'fixed') {
-    parts.push('--metric', policy.metric);
+    // a record matches on metric and thresholds (gate/record.ts): the defaults need no flag
+    if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
     if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
     if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
   } else if (policy.source !== 'default') {

@@ -278,6 +278,8 @@ function scoringBugDiagnosis(s: StageResult, weightsClean: string): Diagnosis | 
 function scoreSubstageDiagnosis(s: StageResult, policy: Policy, weightsClean: string): Diagnosis | null {
   const first = s.drill?.first_failing ?? null;
   if (first === null || !first.endsWith('.scores')) return null;
+  // only the scores: a bug upstream of them (every matrix product, the attention input) moves them too
+  if (s.drill!.substages.some((q) => q.status === 'fail' && !q.name.endsWith('.scores'))) return null;
   const x = s.drill!.substages.find((q) => q.name === first)!;
   const ratio = floorRatio(x.metrics.max_abs, x.floor?.max_abs ?? 0);
   return {
@@ -300,7 +302,8 @@ function scoreSubstageDiagnosis(s: StageResult, policy: Policy, weightsClean: st
  *     lose bits, not the inputs.
  */
 function floorSignature(s: StageResult, policy: Policy, weightsClean: string): Diagnosis | null {
-  const failing = s.drill?.substages.filter((x) => x.status === 'fail' && x.position_profile?.floor != null) ?? [];
+  // the score sub-stages follow what feeds them; the signatures are read on the sublayer outputs
+  const failing = s.drill?.substages.filter((x) => x.status === 'fail' && x.position_profile?.floor != null && !x.name.endsWith('.scores')) ?? [];
   if (failing.length === 0) return null;
   const ratios = (x: (typeof failing)[number]) => x.position_profile!.error.map((e, i) => floorRatio(e, x.position_profile!.floor![i]));
   const bound = policy.floor_ratio;

@@ -65,6 +65,8 @@ export interface RunOptions {
   saveGolden?: GoldenSink | null;
   /** keep the first failing layer's inputs and reference output (for --repro) */
   captureRepro?: boolean;
+  /** run the accumulated-forced pass (default: in modes both and accumulated-forced); false measures the plain diff */
+  forced?: boolean;
 }
 
 export interface Progress {
@@ -173,7 +175,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const from = opt.layers?.from ?? 0;
   const to = opt.layers?.to ?? model.numLayers - 1;
   const doAcc = opt.mode === 'both' || opt.mode === 'accumulated';
-  const doForced = opt.mode === 'both' || opt.mode === 'accumulated-forced';
+  const doForced = opt.forced ?? (opt.mode === 'both' || opt.mode === 'accumulated-forced');
   const doIso = opt.mode === 'both' || opt.mode === 'isolated';
   const doFloor = policy.rule === 'floor';
   const repeat = opt.repeat ?? 1;
