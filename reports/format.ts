@@ -1,4 +1,5 @@
 /** Formatting shared by the printers, so every output says the same thing in the same words. */
+import type { Policy } from '../harness/compare/policy.js';
 import type { Report } from '../harness/runner/report.js';
 import type { Drill } from '../harness/runner/run.js';
 import type { TensorCheck, WeightsReport } from '../harness/weights/check.js';
@@ -66,4 +67,11 @@ export function stageFailure(r: Report, name: string): string {
     return `${mode} ${p.metric} ${sci(m[p.metric])}${m[p.metric] > p.fail_above ? ` > ${p.fail_above}` : ''}${nf}`;
   };
   return [part('isolated'), part('accumulated')].filter((x) => x !== null).join('; ');
+}
+
+/** The policy in one line, for tables and summaries. */
+export function policyText(p: Policy): string {
+  const base = `${p.metric} fail > ${p.fail_above}, warn > ${p.warn_above}`;
+  if (p.rule === 'fixed') return `${base} (fixed rule)`;
+  return `${base} unless within ${p.floor_excuse}× the FP16 floor; fail when error/floor > ${p.floor_ratio}${p.source !== 'default' ? ` · policy ${p.source}` : ''}`;
 }

@@ -4,28 +4,35 @@
  */
 import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
-import { cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+import type { Questions } from '../harness/compare/questions.js';
+import { cos, describeDrill, policyText, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';
 
 export function renderTable(r: Report, colour: boolean): string {
   const t = new Table({
-    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'nan/inf', 'status'],
+    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'forced max_abs', 'floor', 'err/floor', 'flips', 'nan/inf', 'status'],
     style: { head: [], border: [], compact: true },
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'left'],
+    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
   });
+  const firstFlip = r.questions?.behaviour.first_flip ?? null;
   for (const s of r.stages) {
-    const a = s.accumulated ?? s.isolated;
+    const a = s.accumulated ?? s.accumulated_forced ?? s.isolated;
     const nonFinite = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
     const status = colour ? `${COLOURS[s.status]}${s.status}${RESET}` : s.status;
-    t.push([s.name, sci(a?.max_abs), sci(a?.rel_l2), cos(a?.cosine), sci(s.isolated?.max_abs), nonFinite > 0 ? String(nonFinite) : '0', status]);
+    // floor and ratio of the judged modes: isolated / forced
+    const fl = s.floor ? `${sci(s.floor.isolated?.[s.judged_by ?? r.policy.metric])}/${sci(s.floor.accumulated_forced?.[s.judged_by ?? r.policy.metric])}` : '-';
+    const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
+    const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
+    const flips = f === null ? '0' : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
+    t.push([s.name, sci(a?.max_abs), sci(a?.rel_l2), cos(a?.cosine), sci(s.isolated?.max_abs), sci(s.accumulated_forced?.max_abs), fl, ratio, flips, nonFinite > 0 ? String(nonFinite) : '0', status]);
   }
   const dev = r.backends.device;
   const lines = [
     `layerdiff ${r.tool.version} — ${r.model.architecture}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${r.model.path}`,
     `reference: ${r.golden?.action === 'compared' ? `golden run ${r.golden.dir} (not recomputed)` : 'reference-cpu fp32'} · device: ${dev.name} (${dev.description})`,
-    `policy: ${r.policy.metric} fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
+    `policy: ${policyText(r.policy)} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
   ];
   if (r.weights !== null) {
     lines.push(`weights: ${describeWeights(r.weights)}`);
@@ -38,7 +45,8 @@ export function renderTable(r: Report, colour: boolean): string {
   lines.push(t.toString());
   const logits = r.stages.find((s) => s.logits)?.logits;
   const lm = logits?.accumulated ?? logits?.isolated;
-  if (lm) lines.push(`logits: top-1 agreement ${(lm.top1_agreement * 100).toFixed(1)}%, KL mean ${sci(lm.kl_mean)}, KL max ${sci(lm.kl_max)}`);
+  if (lm) lines.push(`logits: top-1 agreement ${(lm.top1_agreement * 100).toFixed(1)}%, KL mean ${sci(lm.kl_mean)}, KL p99 ${sci(lm.kl_p99)}, KL max ${sci(lm.kl_max)}`);
+  if (r.questions !== null) lines.push(...questionLines(r.questions));
   for (const s of r.stages) if (s.drill) lines.push(`drill-down ${s.name}: ${describeDrill(s.drill)}`);
   if (r.determinism !== null) {
     const d = r.determinism;
@@ -55,4 +63,25 @@ export function renderTable(r: Report, colour: boolean): string {
     if (d.hint) lines.push(`    hint: ${d.hint}`);
   }
   return lines.join('\n');
+}
+
+const ratioText = (x: number | null | undefined) => (x === null || x === undefined ? '-' : Number.isFinite(x) ? x.toFixed(2) : 'inf');
+
+/** The three questions, one line each (README "Reading the verdict"). */
+export function questionLines(q: Questions): string[] {
+  const num = (label: string, a: Questions['own_error']) => {
+    if (a.status === 'not-run') return `${label}: not run`;
+    const w = a.worst;
+    const fig = w === null ? '' : ` — worst ${w.stage}: ${w.metric} ${sci(w.error)}${w.floor !== null ? `, floor ${sci(w.floor)}, ratio ${ratioText(w.ratio)}` : ''}`;
+    return `${label}: ${a.status}${a.first_failure !== null ? ` (first failure ${a.first_failure})` : ''}${fig}`;
+  };
+  const b = q.behaviour;
+  const lm = b.logits;
+  const beh =
+    b.status === 'not-run'
+      ? 'behaviour (accumulated): not run'
+      : `behaviour (accumulated): ${b.status}${lm ? ` — top-1 ${(lm.top1_agreement * 100).toFixed(1)}% (≥ ${(b.thresholds.top1_min * 100).toFixed(0)}%), KL mean ${sci(lm.kl_mean)} (≤ ${b.thresholds.kl_mean_max}), p99 ${sci(lm.kl_p99)} (≤ ${b.thresholds.kl_p99_max})` : ''}` +
+        `; ${b.flips.count} top-k flip${b.flips.count === 1 ? '' : 's'}${b.flips.count > 0 ? ` (${b.flips.benign} benign, ${b.flips.scoring_bug} scoring bug${b.flips.unjudged > 0 ? `, ${b.flips.unjudged} unjudged` : ''}; first at ${b.first_flip})` : ''}` +
+        `${b.reasons.length > 0 ? ` — ${b.reasons.join('; ')}` : ''}`;
+  return [num('own error (isolated)', q.own_error), num('drift (accumulated-forced)', q.drift), beh];
 }

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { diagnose } from '../compare/diagnose.js';
-import { makePolicy } from '../compare/policy.js';
+import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
@@ -16,7 +16,7 @@ import { GoldenReader, GoldenWriter } from '../repro/golden.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
-import { type Mode, runDiff, type RunResult, stageNames } from '../runner/run.js';
+import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
 import { parseInject } from '../faults/plan.js';
 import { renderTable } from '../../reports/table.js';
@@ -32,9 +32,12 @@ export interface DiffArgs {
   maxTokens?: number;
   device: string;
   mode: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** a fixed rule (any of the three given): the metric against fail/warn thresholds, no FP16 floor */
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  /** --policy FILE (JSON, compare/policy.ts); without it and without the flags, the default floor policy */
+  policy?: string;
   json?: string;
   dump?: string;
   inject?: string;
@@ -73,8 +76,8 @@ const sameRange = (a: { from: number; to: number } | null, b: { from: number; to
 
 export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; report: Report }> {
   const started = Date.now();
-  if (!['both', 'accumulated', 'isolated'].includes(a.mode)) throw new InputError(`--mode ${a.mode}: expected both, accumulated or isolated`);
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  if (!(MODES as readonly string[]).includes(a.mode)) throw new InputError(`--mode ${a.mode}: expected ${MODES.join(', ')}`);
+  const policy = resolvePolicy(a);
   const repeat = a.repeat ?? 1;
   if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) throw new InputError(`--repeat ${a.repeat}: expected an integer from 1 to 100`);
   if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
@@ -84,6 +87,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
     const model = openModel(ck, backend, faults);
     if (faults?.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${a.inject}: the model has layers 0-${model.numLayers - 1}`);
+    if (faults?.fault === 'router-bias-dropped' && model.architecture === 'llama') throw new InputError(`--inject ${a.inject}: a Llama model has no expert router (the fault needs a MoE selection bias, as DeepSeek-V4's)`);
     let layers = parseLayers(a.layers, model.numLayers);
     const fingerprint = quickFingerprint(ck);
 

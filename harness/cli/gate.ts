@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
-import { DEFAULT_POLICY, makePolicy, type Policy } from '../compare/policy.js';
+import { DEFAULT_POLICY, type Policy, resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
@@ -35,7 +35,7 @@ import { runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
-import { sci } from '../../reports/format.js';
+import { policyText, sci } from '../../reports/format.js';
 import { assertOutside } from './diff.js';
 import { type ResolvedInput, resolveInput } from './input.js';
 
@@ -45,9 +45,12 @@ export interface GateArgs {
   record?: string;
   prompts?: string;
   device: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** a fixed rule (diff's flags); none of them and no policy file: the default floor policy */
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  /** --policy FILE, as diff's */
+  policy?: string;
   /** also write each prompt's JSON report here (the files the record's report digest covers) */
   reports?: string;
   /** run only the prompts of shard I/N (harness/gate/shard.ts); needs --out */
@@ -73,9 +76,14 @@ const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g,
 export function gateCommand(model: string, record: string, device: string, policy: Policy): string {
   const parts = ['layerdiff', 'gate', shq(model), '--record', shq(record)];
   if (device !== 'auto') parts.push('--device', device);
-  if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
-  if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
-  if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  if (policy.rule === 'fixed') {
+    // a record matches on metric and thresholds (gate/record.ts): the defaults need no flag
+    if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
+    if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
+    if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  } else if (policy.source !== 'default') {
+    parts.push('--policy', shq(policy.source));
+  }
   return parts.join(' ');
 }
 
@@ -96,7 +104,7 @@ function checkOutputs(a: GateArgs): void {
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
   const started = Date.now();
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  const policy = resolvePolicy(a);
   checkOutputs(a);
   for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
   if (a.record !== undefined && fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
@@ -278,5 +286,8 @@ export function renderGateTable(rows: PromptSummary[], policy: Policy, device: s
   });
   rows.forEach((s, i) => t.push([String(scope.numbers?.[i] ?? i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
   const what = scope.shard != null ? `shard ${scope.shard.index}/${scope.shard.count}: ${rows.length} of ${scope.of ?? rows.length} acceptance prompts` : `${rows.length} acceptance prompts`;
-  return [`layerdiff gate — ${what} · device ${device} · policy ${policy.metric} fail > ${policy.fail_above}, warn > ${policy.warn_above} · both modes, all stages`, t.toString()].join('\n');
+  const q = (s: PromptSummary) => (s.questions ? `own error ${s.questions.own_error.status} · drift ${s.questions.drift.status} · behaviour ${s.questions.behaviour.status}` : '-');
+  const flips = (s: PromptSummary) => (s.questions && s.questions.behaviour.flips > 0 ? ` (${s.questions.behaviour.flips} flips: ${s.questions.behaviour.benign} benign, ${s.questions.behaviour.scoring_bug} scoring bug)` : '');
+  const answers = rows.some((s) => s.questions) ? rows.map((s, i) => `  ${scope.numbers?.[i] ?? i + 1}. ${s.name}: ${q(s)}${flips(s)}`) : [];
+  return [`layerdiff gate — ${what} · device ${device} · policy ${policyText(policy)} · all modes, all stages`, t.toString(), ...answers].join('\n');
 }

@@ -48,10 +48,11 @@ export async function main(argv: string[]): Promise<number> {
           .option('layers', { type: 'string', default: 'all', describe: 'all, N or A-B' })
           .option('max-tokens', { type: 'number', describe: 'truncate the input' })
           .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'isolated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 })
+          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'accumulated-forced', 'isolated'], describe: 'both: isolated, accumulated-forced and accumulated (the three questions)' })
+          .option('metric', { type: 'string', describe: 'fixed rule: judge by this metric (max_abs, mean_abs, rms, rel_l2), no FP16 floor' })
+          .option('fail-above', { type: 'number', describe: 'fixed rule: fail above (default 0.1)' })
+          .option('warn-above', { type: 'number', describe: 'fixed rule: warn above (default 0.01)' })
+          .option('policy', { type: 'string', describe: 'policy file (JSON): thresholds per stage kind and mode, floor and behaviour bounds' })
           .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1)' })
           .option('dump', { type: 'string', describe: 'write DIR/<stage>.safetensors with both paths\' outputs' })
           .option('inject', { type: 'string', describe: 'simulate a device-path bug: FAULT[@layer]' })
@@ -77,6 +78,7 @@ export async function main(argv: string[]): Promise<number> {
           metric: a.metric,
           failAbove: a['fail-above'],
           warnAbove: a['warn-above'],
+          policy: a.policy,
           json: a.json,
           dump: a.dump,
           inject: a.inject,
@@ -145,9 +147,10 @@ export async function main(argv: string[]): Promise<number> {
           .option('golden', { type: 'string', describe: 'take each prompt\'s reference from the golden run DIR/prompt-NN' })
           .option('save-golden', { type: 'string', describe: 'save each prompt\'s reference as the golden run DIR/prompt-NN' })
           .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 }),
+          .option('metric', { type: 'string', describe: 'fixed rule, as diff' })
+          .option('fail-above', { type: 'number', describe: 'fixed rule, as diff' })
+          .option('warn-above', { type: 'number', describe: 'fixed rule, as diff' })
+          .option('policy', { type: 'string', describe: 'policy file (JSON), as diff' }),
       async (a) => {
         if (a.merge !== undefined) {
           const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
@@ -160,7 +163,7 @@ export async function main(argv: string[]): Promise<number> {
         code = (
           await runGate({
             model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'],
-            shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
+            policy: a.policy, shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
           })
         ).code;
       },

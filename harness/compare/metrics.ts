@@ -28,6 +28,8 @@ export interface StageMetrics {
 export interface LogitMetrics {
   top1_agreement: number;
   kl_mean: number;
+  /** 99th percentile of KL per token (nearest rank), as llama.cpp's KL-divergence report gives it */
+  kl_p99: number;
   kl_max: number;
 }
 
@@ -179,6 +181,7 @@ export function compareLogits(d: Act, r: Act): LogitMetrics {
   let agree = 0;
   let klSum = 0;
   let klMax = 0;
+  const kls = new Float64Array(T);
   for (let t = 0; t < T; t++) {
     const lr = logSoftmax(r.data.subarray(t * V, (t + 1) * V));
     const ld = logSoftmax(d.data.subarray(t * V, (t + 1) * V));
@@ -191,8 +194,16 @@ export function compareLogits(d: Act, r: Act): LogitMetrics {
     if (!Number.isFinite(kl)) kl = Infinity;
     klSum += kl;
     klMax = Math.max(klMax, kl);
+    kls[t] = kl;
   }
-  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_max: klMax };
+  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_p99: percentile(kls, 0.99), kl_max: klMax };
+}
+
+/** Nearest-rank percentile: the smallest value with at least q of the values at or below it. */
+export function percentile(values: Float64Array, q: number): number {
+  if (values.length === 0) return 0;
+  const sorted = Float64Array.from(values).sort();
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
 function logSoftmax(x: ArrayLike<number>): Float64Array {

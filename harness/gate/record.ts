@@ -28,8 +28,30 @@ export interface PromptSummary {
   warnings: number;
   /** the stage with the largest policy metric over both modes, and that value (null: NaN/Inf on the device) */
   worst: { stage: string; value: number | null };
+  /** the three questions of the verdict (compare/questions.ts), each with its status and figures */
+  questions?: {
+    own_error: NumericSummary;
+    drift: NumericSummary;
+    behaviour: {
+      status: 'pass' | 'fail' | 'not-run';
+      top1_agreement: number | null;
+      kl_mean: number | null;
+      kl_p99: number | null;
+      flips: number;
+      benign: number;
+      scoring_bug: number;
+      unjudged: number;
+      first_flip: string | null;
+    };
+  };
   /** SHA-256 of this prompt's JSON report (layerdiff.report/1, as reports/json.ts serializes it) */
   report_sha256: string;
+}
+
+export interface NumericSummary {
+  status: 'pass' | 'fail' | 'not-run';
+  first_failure: string | null;
+  worst: { stage: string; metric: string; error: number | null; floor: number | null; ratio: number | null } | null;
 }
 
 export interface AcceptanceRecord {

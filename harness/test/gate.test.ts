@@ -163,7 +163,7 @@ describe('layerdiff gate', () => {
     expect(rec.model.files.map((f) => f.name)).toEqual(['config.json', shardName(1), shardName(2), 'model.safetensors.index.json', 'tokenizer.json', 'tokenizer_config.json']);
     expect(rec.model.fingerprint).toBe((await checkpointFingerprint(model, [shardName(1), shardName(2)])).value);
     expect(rec.device.name).toBe('emulated');
-    expect(rec.policy).toEqual({ metric: 'max_abs', fail_above: 0.1, warn_above: 0.01 });
+    expect(rec.policy).toMatchObject({ rule: 'fixed', metric: 'max_abs', fail_above: 0.1, warn_above: 0.01 });
     expect(rec.hmac).toBeUndefined();
     expect(Date.parse(rec.created)).toBeGreaterThan(Date.now() - 600_000);
     // the report digest covers the per-prompt reports written with --reports
