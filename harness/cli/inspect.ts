@@ -34,6 +34,8 @@ function formatOf(ck: Checkpoint, name: string): string {
   }
   const side = SIDE_SUFFIXES.find((x) => name.endsWith('.' + x));
   if (side !== undefined) return FORMATS.some((f) => f.global?.suffix === side) ? 'global scale' : 'scale';
+  // NVFP4 producers record the activations' static scale beside the weight; it does not change W
+  if (/\.(input_scale|input_global_scale)$/.test(name)) return 'activation scale (recorded, unused)';
   return 'plain';
 }
 
