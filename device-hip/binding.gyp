@@ -19,7 +19,7 @@
     {
       'target_name': 'ld_device',
       'include_dirs': ['include'],
-      'sources': ['src/addon.cc', 'src/dequant.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
+      'sources': ['src/addon.cc', 'src/dequant.cc', 'src/dequant_fp4.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
                   'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc', 'src/gpt_oss.cc'],
     },
     {

@@ -39,6 +39,11 @@ export interface DeviceNative {
    * fault: 0 or a FAULT_CODES value; a fault that does not apply to the format is a no-op.
    */
   dequantToF16(kind: number, weight: Uint8Array, scale: Uint8Array | null, scaleIsF32: boolean, out: number, inDim: number, blockOut: number, blockIn: number, fault: number): Uint16Array;
+  /**
+   * An NVFP4 weight [out, in] → f16 bits: packed [out, in/2] low-even, E4M3 scales [out, in/16], and the
+   * tensor's f32 global scale, a multiplier or (globalIsDivisor) a divisor. fault as for dequantToF16.
+   */
+  dequantNvfp4ToF16(weight: Uint8Array, scale: Uint8Array, out: number, inDim: number, globalScale: number, globalIsDivisor: boolean, fault: number): Uint16Array;
   /** y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ), FP32 accumulation in the ld lane order. */
   gemmF16(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number, alpha: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
@@ -113,6 +118,20 @@ function validated(raw: DeviceNative): DeviceNative {
         arr(fn, 'weight', weight, Uint8Array, n * esz, `${esz} bytes × ${shape}`);
       }
       return raw.dequantToF16(kind, weight, scale, scaleIsF32, out, inDim, blockOut, blockIn, fault);
+    },
+    dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault) {
+      const fn = 'dequantNvfp4ToF16';
+      int(fn, 'out', out, 1);
+      int(fn, 'in', inDim, 1);
+      int(fn, 'fault', fault, 0);
+      if (fault > FAULT_MAX) throw new RangeError(`${fn}: fault must be 0..${FAULT_MAX}, got ${fault}`);
+      if (inDim % 16 !== 0) throw new RangeError(`${fn}: nvfp4 weight [${out}×${inDim}]: in must be a multiple of 16`);
+      num(fn, 'globalScale', globalScale);
+      if (!(globalScale > 0) || !Number.isFinite(Math.fround(globalScale))) throw new RangeError(`${fn}: globalScale must be a finite positive f32, got ${globalScale}`);
+      if (typeof globalIsDivisor !== 'boolean') throw new TypeError(`${fn}: globalIsDivisor must be a boolean`);
+      arr(fn, 'weight', weight, Uint8Array, (out * inDim) / 2, `packed [${out}×${inDim / 2}]`);
+      arr(fn, 'scale', scale, Uint8Array, (out * inDim) / 16, `E4M3 [${out}×${inDim / 16}]`);
+      return raw.dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault);
     },
     gemmF16(x, w, m, k, n, alpha) {
       gemmArgs('gemmF16', x, w, m, k, n);

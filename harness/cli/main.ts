@@ -127,9 +127,13 @@ export async function main(argv: string[]): Promise<number> {
     .command(
       'fixture <kind> <out>',
       'write a small seeded checkpoint in the real on-disk format',
-      (y) => y.positional('kind', { type: 'string', demandOption: true }).positional('out', { type: 'string', demandOption: true }),
+      (y) =>
+        y
+          .positional('kind', { type: 'string', demandOption: true })
+          .positional('out', { type: 'string', demandOption: true })
+          .option('format', { type: 'string', describe: 'llama-tiny: quark-mxfp4, modelopt-nvfp4, ct-nvfp4 or ct-mxfp4 (one producer\'s FP4 form)' }),
       (a) => {
-        code = runFixture(a.kind, a.out);
+        code = runFixture(a.kind, a.out, a.format);
       },
     )
     .command(
