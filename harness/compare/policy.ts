@@ -36,7 +36,8 @@ export function verdict(m: StageMetrics | null, p: Policy): Status {
   if (m === null) return 'pass';
   if (newNonFinite(m)) return 'fail';
   const v = m[p.metric];
-  if (v > p.fail_above) return 'fail';
+  // NaN: the paths disagree on a non-finite element (also one the reference has and the device not)
+  if (Number.isNaN(v) || v > p.fail_above) return 'fail';
   if (v > p.warn_above) return 'warn';
   return 'pass';
 }

@@ -21,6 +21,7 @@ import {
   spreadOf,
   type StageMetrics,
 } from '../compare/metrics.js';
+import { carriedFrom } from '../compare/carried.js';
 import { type Policy, type Status, verdict, worst } from '../compare/policy.js';
 import type { Act } from '../formats/tensor.js';
 import { writeSafetensors } from '../io/safetensors.js';
@@ -60,6 +61,8 @@ export interface RunOptions {
   saveGolden?: GoldenSink | null;
   /** keep the first failing layer's inputs and reference output (for --repro) */
   captureRepro?: boolean;
+  /** --fail-fast: stop after the first failing stage (its drill-down included) */
+  failFast?: boolean;
 }
 
 export interface Progress {
@@ -103,6 +106,8 @@ export interface StageResult {
   /** --repeat N: how far repeated device runs of this stage land from the first (0 for a deterministic path) */
   spread?: { runs: number; accumulated: Spread | null; isolated: Spread | null };
   time_ms: { reference: number; device: number };
+  /** fails only on the device's own (accumulated) input, passes isolated: the root stage the error came from */
+  carried_from?: string;
 }
 
 /** What --repro needs of the first failing layer (held in memory: one layer's activations). */
@@ -153,6 +158,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const stages: StageResult[] = [];
   let repro: ReproCapture | null = null;
   const t0 = Date.now();
+  const stop = () => opt.failFast === true && stages.some((s) => s.status === 'fail');
 
   const record = (s: Omit<StageResult, 'status'>, acts: { reference: Act; device: Act | null; device_isolated: Act | null }) => {
     const status = worst(verdict(s.accumulated, policy), verdict(s.isolated, policy));
@@ -205,7 +211,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     ref = model.reference.embed(tokens);
   }
 
-  for (let L = golden ? from : 0; L <= to; L++) {
+  for (let L = golden ? from : 0; L <= to && !stop(); L++) {
     if (L < from) {
       // stages before the range: reference only, to produce the range's input
       ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
@@ -254,7 +260,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     dev = acc?.out ?? null;
   }
 
-  if (to === model.numLayers - 1) {
+  if (to === model.numLayers - 1 && !stop()) {
     const [refN, tR] = golden ? timed(() => golden.stage('final_norm').out) : timed(() => model.reference.finalNorm(ref));
     save?.stage('final_norm', { out: refN, selections: null });
     const devN = dev;
@@ -270,6 +276,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
       },
       { reference: refN, device: accN, device_isolated: isoN },
     );
+    if (stop()) return finish(stages, policy, repro);
     const [refL, tR2] = golden ? timed(() => golden.stage('logits').out) : timed(() => model.reference.logits(refN));
     save?.stage('logits', { out: refL, selections: null });
     const [accL, tA2] = timed(() => (accN ? model.device.logits(accN) : null));
@@ -287,6 +294,12 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     );
   }
 
+  return finish(stages, policy, repro);
+}
+
+/** The carried markers, the first failure and the verdict of a run's stages. */
+function finish(stages: StageResult[], policy: Policy, repro: ReproCapture | null): RunResult {
+  for (const [name, root] of carriedFrom(stages, policy)) stages.find((s) => s.name === name)!.carried_from = root;
   const failed = stages.find((s) => s.status === 'fail');
   return { stages, first_failure: failed?.name ?? null, verdict: failed ? 'fail' : 'pass', repro };
 }
