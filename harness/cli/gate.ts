@@ -24,7 +24,13 @@ import { runDiff, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
-import { sci } from '../../reports/format.js';
+import { sci, verdictLine } from '../../reports/format.js';
+import { gateCauseLines, gateVerdictLine } from '../../reports/gate.js';
+import { stdoutTaken, writeGateReports } from '../../reports/writers.js';
+import { buildGateReport } from '../gate/report.js';
+import { checkReportTargets } from './outputs.js';
+import { ProgressLine } from './progress.js';
+import { terminal, useColour } from './terminal.js';
 import { assertOutside } from './diff.js';
 import { resolveInput } from './input.js';
 
@@ -38,6 +44,11 @@ export interface GateArgs {
   warnAbove: number;
   /** also write each prompt's JSON report here (the files the record's report digest covers) */
   reports?: string;
+  /** one report over every prompt (per-prompt sections), in each format; `-` is stdout */
+  json?: string;
+  junit?: string;
+  summary?: string;
+  html?: string;
 }
 
 export interface GateResult {
@@ -70,6 +81,11 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
   assertOutsideModel(a.record, a.model);
   if (a.reports !== undefined) assertOutsideModel(a.reports, a.model);
+  const targets = { json: a.json, junit: a.junit, summary: a.summary, html: a.html };
+  checkReportTargets(targets, (t) => assertOutsideModel(t, a.model));
+  // with a report on stdout, the human-readable table goes to stderr
+  const human = stdoutTaken(targets) ? process.stderr : out;
+  const log = (line: string) => !terminal().quiet && process.stderr.write(line + '\n');
   if (fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
   const ck = Checkpoint.open(a.model);
   try {
@@ -89,16 +105,16 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     }
 
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
-    const tty = process.stderr.isTTY === true;
+    const progress = new ProgressLine(null, 0);
     const nStages = stageNames(model.numLayers, null).length;
     // Weights first, as `diff` does (once: it does not depend on the prompt): shapes against the config,
     // every quantized tensor's FP16 copy against the exact one, NaN codes as bad input. Each report carries it.
     model.conformance();
     const weights = checkWeights(ck, backend.native, {
       layers: null, faults: null,
-      onTensor: (name, done, total) => tty && process.stderr.write(`\r\x1b[Kgate: weights ${done + 1}/${total} ${name}`),
+      onTensor: (name, done, total) => progress.show(`gate: weights ${done + 1}/${total} ${name}`),
     });
-    if (tty) process.stderr.write('\r\x1b[K');
+    progress.done();
     assertNoNanCodes(ck, weights);
     const summaries: PromptSummary[] = [];
     const reports: Report[] = [];
@@ -106,8 +122,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       const t0 = Date.now();
       const run = runDiff(model, {
         tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
-        onStage: (p) => tty && process.stderr.write(`\r\x1b[Kgate: prompt ${i + 1}/${prompts.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
+        onStage: (p) => progress.show(`gate: prompt ${i + 1}/${prompts.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
       });
+      progress.done();
       const report = buildReport({
         modelPath: path.resolve(ck.dir), architecture: model.architecture, fingerprint: { value: fp.value, kind: 'sha256 of every file' },
         numLayers: model.numLayers, tokens: inputs[i].tokens, prompt: inputs[i].prompt, device: backend.identity, policy,
@@ -116,16 +133,27 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       const json = reportJson(report);
       if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `prompt-${String(i + 1).padStart(2, '0')}.json`), json);
       reports.push(report);
-      summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
+      const sum = summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex'));
+      summaries.push(sum);
+      // one line per prompt as it finishes: a CI log shows progress (and which prompt failed) before the end
+      log(`gate: prompt ${i + 1}/${prompts.length} ${prompts[i].name}: ${report.verdict === 'pass' ? 'pass' : verdictLine(report)} · worst ${policy.metric} ${sum.worst.value !== null ? sci(sum.worst.value) : 'NaN/Inf'} at ${sum.worst.stage} · ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     }
-    if (tty) process.stderr.write('\r\x1b[K');
+    const gateReport = (written: boolean) =>
+      buildGateReport({ prompts: prompts.map((p, i) => ({ name: p.name, verdict: reports[i].verdict, report: reports[i] })), device: backend.identity, policy, record: path.resolve(a.record), written, elapsedMs: Date.now() - started });
 
-    out.write(renderGateTable(summaries, policy, backend.identity.name) + '\n');
     const failed = summaries.filter((s) => s.verdict === 'fail');
     if (failed.length > 0) {
-      const existing = fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : '';
-      out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts failed (${failed.map((s) => s.name).join(', ')}); no record written${existing}\n`);
-      for (const r of reports) for (const d of r.diagnosis) out.write(`  likely cause at ${d.stage}: ${d.cause} — ${d.evidence}\n`);
+      const g = gateReport(false);
+      const colour = useColour(human as { isTTY?: boolean });
+      const vl = gateVerdictLine(g);
+      human.write(`${colour ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
+      if (!terminal().quiet) {
+        human.write(renderGateTable(summaries, policy, backend.identity.name) + '\n');
+        const existing = fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : '';
+        human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts failed (${failed.map((s) => s.name).join(', ')}); no record written${existing}\n`);
+        for (const l of gateCauseLines(g)) human.write(`  ${l}\n`);
+      }
+      writeGateReports(g, targets, out);
       return { code: ExitCode.stageFailed, summaries, reports, record: null };
     }
 
@@ -153,7 +181,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       signingKey(),
     );
     writeRecord(a.record, record);
-    out.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
+    writeGateReports(gateReport(true), targets, out);
+    if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name) + '\n');
+    human.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
     return { code: ExitCode.pass, summaries, reports, record };
   } finally {
     ck.close();

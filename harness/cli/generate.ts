@@ -116,6 +116,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       record = verifyRecord({
         recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(),
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
+        newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
       io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name})\n`);
     }
