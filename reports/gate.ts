@@ -4,7 +4,6 @@
  * one section per prompt). Every cause names the prompts it showed in.
  */
 import type { GateReport } from '../harness/gate/report.js';
-import { promptsText } from '../harness/gate/report.js';
 import { sci, verdictLine } from './format.js';
 import { htmlPage, htmlSections } from './html.js';
 import { reportJson } from './json.js';
@@ -13,6 +12,12 @@ import { mdCell, renderMarkdown } from './markdown.js';
 import { esc } from './svg.js';
 
 type Prompt = GateReport['prompts'][number];
+
+/** "prompt greeting" / "prompts greeting, code (2 of 6)" / "all 6 prompts". */
+export function promptsText(names: string[], total: number): string {
+  if (names.length === total && total > 1) return `all ${total} prompts`;
+  return names.length === 1 ? `prompt ${names[0]}` : `prompts ${names.join(', ')} (${names.length} of ${total})`;
+}
 
 /** The worst value of the policy metric of a prompt, and where (NaN/Inf outrank every number). */
 export function worstOf(g: GateReport, p: Prompt): { stage: string; text: string } {

@@ -77,9 +77,3 @@ export function buildGateReport(a: { prompts: GatePrompt[]; device: DeviceIdenti
     elapsed_s: Math.round(a.elapsedMs) / 1000,
   };
 }
-
-/** "prompt greeting" / "prompts greeting, code (2 of 6)" / "all 6 prompts". */
-export function promptsText(names: string[], total: number): string {
-  if (names.length === total && total > 1) return `all ${total} prompts`;
-  return names.length === 1 ? `prompt ${names[0]}` : `prompts ${names.join(', ')} (${names.length} of ${total})`;
-}
