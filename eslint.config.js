@@ -1,8 +1,9 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { layeringBlocks } from './eslint.layers.js';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**', 'fixtures/gpt-oss-tiny/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -13,4 +14,5 @@ export default tseslint.config(
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
   },
+  ...layeringBlocks(import.meta.dirname),
 );

@@ -4,20 +4,9 @@
  * a bad call ends in a TypeError/RangeError naming the shapes; the C++ checks again and throws the same
  * kinds, never aborts. All FP16 data is f16 bits in a Uint16Array; matrices are row-major, weights [out, in].
  */
-import * as fs from 'node:fs';
-import { createRequire } from 'node:module';
-import * as path from 'node:path';
-import { packageRoot } from '../harness/version.js';
+import { loadAddon } from '../harness/io/addon.js';
 
-/**
- * Load one of the addons that `npm run build:native` (device-hip/binding.gyp) builds. Resolved from the
- * package root, so it works from source (vitest) and from dist/ alike.
- */
-export function loadAddon(name: 'ld_device' | 'ld_reference'): unknown {
-  const file = path.join(packageRoot(), 'device-hip', 'build', 'Release', `${name}.node`);
-  if (!fs.existsSync(file)) throw new Error(`native addon not built: run npm run build:native (missing ${file})`);
-  return createRequire(import.meta.url)(file) as unknown;
-}
+export { loadAddon } from '../harness/io/addon.js';
 
 /** Injected device-path faults (DESIGN §9) → the `ld_fault` enum of ld_numerics.h. */
 export const FAULT_CODES = {

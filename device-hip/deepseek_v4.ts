@@ -21,7 +21,7 @@ import { attention } from './deepseek_v4/attention.js';
 import { expandStreams16, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { Kit } from './deepseek_v4/kit.js';
 import { moe } from './deepseek_v4/moe.js';
-import { faultAt, type FaultPlan } from './faults.js';
+import { faultAt, type FaultPlan } from '../harness/faults/plan.js';
 import { LinearCache } from './linear.js';
 
 export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {

@@ -34,7 +34,7 @@
  * seconds); the chunks are the ones DeepseekV4Device.logits converts, so the logits keep their bits.
  */
 import { act } from '../harness/formats/tensor.js';
-import type { Decoder } from '../harness/generate/decoder.js';
+import type { Decoder } from '../harness/contracts/decoder.js';
 import type { DeepseekV4Attention, DeepseekV4Compressor, DeepseekV4LayerWeights, DeepseekV4Weights } from '../harness/models/deepseek_v4.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative } from './binding.js';

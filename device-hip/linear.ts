@@ -5,7 +5,7 @@
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type DeviceNative, FAULT_CODES } from './binding.js';
-import type { FaultId } from './faults.js';
+import type { FaultId } from '../harness/faults/plan.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
@@ -53,5 +53,11 @@ export class LinearCache {
 export function storedToF16(N: DeviceNative, t: StoredTensor): Uint16Array {
   const n = t.shape.reduce((a, b) => a * b, 1);
   if (t.dtype === 'F16' && t.bytes.byteOffset % 2 === 0) return new Uint16Array(t.bytes.buffer, t.bytes.byteOffset, n);
+  // BF16 (embedding and head rows: up to 0.5 G elements a pass) in one native pass with the same element rule
+  // (ld_bf16_to_f16 = ld_f32_to_f16 of the widened bits, what f32ToF16 of decodeToF32's output computes).
+  if (t.dtype === 'BF16' && n > 0) {
+    const rows = t.shape.length > 1 ? t.shape[0] : 1;
+    return N.dequantToF16(PLAIN_KIND.BF16, t.bytes, null, false, rows, n / rows, 1, 1, 0);
+  }
   return N.f32ToF16(decodeToF32(t.dtype, t.bytes, n));
 }

@@ -10,7 +10,7 @@ import { type Act, act } from '../harness/formats/tensor.js';
 import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeviceNative } from './binding.js';
-import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from './faults.js';
+import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.js';
 import { LinearCache } from './linear.js';
 
 export class LlamaDevice implements StagePath<LlamaLayerWeights> {

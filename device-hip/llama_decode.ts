@@ -17,7 +17,7 @@
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
-import type { Decoder } from '../harness/generate/decoder.js';
+import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
 import { LinearCache } from './linear.js';

@@ -1,65 +1,49 @@
 /**
- * Exact dequantization for the reference path. Every product below is exact in float32: an E2M1 value has
- * 2 significant bits and an E4M3 value 4, times a power of two (E8M0) — so W is the stored value, not an
- * approximation. F32 `weight_scale_inv` scales are the one inexact case (one float32 rounding, as PyTorch).
+ * Exact dequantization for the reference path, in native code (reference-cpu/native/dequant_exact.cc,
+ * written from the format definitions and independent of device-hip). The same rule element by element in
+ * TypeScript is reference-cpu/dequant_ts.ts; tests hold both to identical bits and to an exact-rational
+ * oracle. Every product is exact in float32 (E2M1/E4M3 times a power of two); F32 `weight_scale_inv`
+ * scales are the one inexact case (one float32 rounding, as PyTorch).
  */
 import { InputError } from '../harness/errors.js';
-import { decodeToF32, E2M1_VALUES, E4M3_TABLE, E8M0_TABLE } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
+import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
-export function dequantLinear(lw: LinearWeight): Float32Array {
-  const { out, in: inn } = lw;
-  const w = new Float32Array(out * inn);
-  if (lw.format === 'plain') {
-    w.set(decodeToF32(lw.weight.dtype, lw.weight.bytes, out * inn));
-  } else if (lw.format === 'mxfp4') {
-    // W[o,i] = E2M1(nibble) · 2^(S[o,⌊i/32⌋]−127); byte j of a row holds inputs 2j (low nibble) and 2j+1 (high).
-    const packed = lw.weight.bytes;
-    const scales = lw.scale!.bytes;
-    const nb = inn / 32;
-    for (let o = 0; o < out; o++) {
-      for (let b = 0; b < nb; b++) {
-        const s = E8M0_TABLE[scales[o * nb + b]];
-        const src = o * (inn / 2) + b * 16;
-        const dst = o * inn + b * 32;
-        for (let j = 0; j < 16; j++) {
-          const byte = packed[src + j];
-          w[dst + 2 * j] = E2M1_VALUES[byte & 0x0f] * s;
-          w[dst + 2 * j + 1] = E2M1_VALUES[byte >> 4] * s;
-        }
-      }
-    }
-  } else {
-    // W[o,i] = E4M3(w[o,i]) · scale[⌊o/bo⌋, ⌊i/bi⌋], one scale per bo×bi tile (edge tiles partial).
-    const [bo, bi] = lw.block;
-    const nbi = Math.ceil(inn / bi);
-    const scale = blockScales(lw.scale!);
-    const codes = lw.weight.bytes;
-    for (let o = 0; o < out; o++) {
-      const srow = Math.floor(o / bo) * nbi;
-      for (let b = 0; b < nbi; b++) {
-        const s = scale[srow + b];
-        const end = Math.min(inn, (b + 1) * bi);
-        for (let i = b * bi; i < end; i++) w[o * inn + i] = E4M3_TABLE[codes[o * inn + i]] * s;
-      }
-    }
+function kindOf(lw: LinearWeight): ExactKind {
+  if (lw.format === 'mxfp4') return 'mxfp4';
+  if (lw.format === 'fp8-block') return lw.scale!.dtype === 'F32' ? 'fp8-f32' : 'fp8-e8m0';
+  switch (lw.weight.dtype) {
+    case 'BF16': return 'bf16';
+    case 'F16': return 'f16';
+    case 'F32': return 'f32';
+    default: throw new InputError(`dtype ${lw.weight.dtype} is not a plain linear weight (BF16/F16/F32)`, { file: lw.weight.file, tensor: lw.name });
   }
-  assertFinite(w, lw, lw.weight.file);
+}
+
+const NO_SCALE = new Uint8Array(0);
+
+/**
+ * Output rows [r0, r0+n) of W as FP32 [n, in], the stored values exactly. Rows are independent in every
+ * format (an FP8 row's scale row is ⌊o/block[0]⌋, §3), so any range is cut directly, with no copy.
+ * A NaN/Inf is bad input named by tensor and flat index in the whole tensor.
+ */
+export function dequantRowsExact(lw: LinearWeight, r0: number, n: number): Float32Array {
+  if (r0 < 0 || n < 0 || r0 + n > lw.out) throw new Error(`${lw.name}: rows [${r0}, ${r0 + n}) outside [0, ${lw.out})`);
+  const [bo, bi] = lw.block;
+  const w = dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  assertFinite(w, lw, lw.weight.file, r0 * lw.in);
   return w;
 }
 
-function blockScales(s: StoredTensor): Float64Array {
-  const n = s.shape.reduce((a, b) => a * b, 1);
-  if (s.dtype === 'F32') return Float64Array.from(decodeToF32('F32', s.bytes, n));
-  return Float64Array.from(s.bytes.subarray(0, n), (b) => E8M0_TABLE[b]);
+/** The whole weight [out, in] in FP32. */
+export function dequantLinear(lw: LinearWeight): Float32Array {
+  return dequantRowsExact(lw, 0, lw.out);
 }
 
 /** NaN in a weight is bad input (E8M0 0xFF, E4M3 0x7F/0xFF, a NaN BF16): name the tensor, do not compute. */
-export function assertFinite(w: Float32Array, lw: { name: string; scale?: StoredTensor | null; file?: string }, file = lw.file): void {
-  for (let i = 0; i < w.length; i++) {
-    if (!Number.isFinite(w[i])) {
-      const what = Number.isNaN(w[i]) ? 'NaN' : 'Inf';
-      throw new InputError(`weight decodes to ${what} at flat index ${i}${lw.scale ? ` (check its scale ${lw.scale.name})` : ''}`, { file, tensor: lw.name });
-    }
-  }
+export function assertFinite(w: Float32Array, lw: { name: string; scale?: StoredTensor | null; file?: string }, file = lw.file, offset = 0): void {
+  const i = firstNonFinite(w);
+  if (i < 0) return;
+  const what = Number.isNaN(w[i]) ? 'NaN' : 'Inf';
+  throw new InputError(`weight decodes to ${what} at flat index ${offset + i}${lw.scale ? ` (check its scale ${lw.scale.name})` : ''}`, { file, tensor: lw.name });
 }

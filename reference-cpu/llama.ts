@@ -12,10 +12,17 @@ import { type Act, act } from '../harness/formats/tensor.js';
 import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import { assertFinite, dequantLinear } from './dequant.js';
+import { dequantExact, type ExactKind } from './native.js';
 import { add, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, swiglu } from './ops.js';
 
+/** The exact widenings (BF16/F16/F32) run natively: embedding rows and head chunks are large. */
+const NATIVE_PLAIN: Partial<Record<StoredTensor['dtype'], ExactKind>> = { BF16: 'bf16', F16: 'f16', F32: 'f32' };
+
 export function decodeStored(t: StoredTensor): Float32Array {
-  const w = decodeToF32(t.dtype, t.bytes, t.shape.reduce((a, b) => a * b, 1));
+  const count = t.shape.reduce((a, b) => a * b, 1);
+  const kind = NATIVE_PLAIN[t.dtype];
+  const rows = t.shape.length > 1 ? t.shape[0] : 1;
+  const w = kind !== undefined && count > 0 ? dequantExact(kind, t.bytes, new Uint8Array(0), rows, count / rows, 1, 1, 0, rows) : decodeToF32(t.dtype, t.bytes, count);
   assertFinite(w, t);
   return w;
 }

@@ -8,7 +8,7 @@
  * relative; in practice the bits agree). Batching is ragged, as on the device path: one cache region per
  * sequence, no padding.
  */
-import type { Decoder } from '../harness/generate/decoder.js';
+import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
 import { dequantLinear } from './dequant.js';
 import { decodeStored } from './llama.js';

@@ -1,9 +1,10 @@
 /**
- * The reference path's one native op: y[m, n] = x[m, k]·W[n, k]ᵀ in FP32 (addon `ld_reference`, C++ in
- * reference-cpu/native/gemm_f32.cc, built by `npm run build:native`). The accumulation order is documented
- * there; everything else on the reference path is plain TypeScript.
+ * The reference path's native ops (addon `ld_reference`, built by `npm run build:native`): y[m, n] =
+ * x[m, k]·W[n, k]ᵀ in FP32 (reference-cpu/native/gemm_f32.cc, accumulation order documented there) and the
+ * exact dequantization of stored weights (reference-cpu/native/dequant_exact.cc). Everything else on the
+ * reference path is plain TypeScript.
  */
-import { loadAddon } from '../device-hip/binding.js';
+import { loadAddon } from '../harness/io/addon.js';
 
 export interface ReferenceNativeInfo {
   /** kernel level; all give the same bits (same accumulation order) */
@@ -11,8 +12,13 @@ export interface ReferenceNativeInfo {
   openmpThreads: number;
 }
 
+/** Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind. */
+export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32';
+
 interface ReferenceAddon {
   gemmF32(x: Float32Array, w: Float32Array, m: number, k: number, n: number): Float32Array;
+  dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
+  firstNonFinite(w: Float32Array): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
 }
@@ -23,9 +29,9 @@ function native(): ReferenceAddon {
   return addon;
 }
 
-function dim(name: string, v: number): void {
-  if (typeof v !== 'number') throw new TypeError(`gemmF32: ${name} must be a number, got ${typeof v}`);
-  if (!Number.isInteger(v) || v < 1 || v > 0x7fffffff) throw new RangeError(`gemmF32: ${name} must be a positive integer, got ${v}`);
+function dim(name: string, v: number, fn = 'gemmF32'): void {
+  if (typeof v !== 'number') throw new TypeError(`${fn}: ${name} must be a number, got ${typeof v}`);
+  if (!Number.isInteger(v) || v < 1 || v > 0x7fffffff) throw new RangeError(`${fn}: ${name} must be a positive integer, got ${v}`);
 }
 
 /** y = x·Wᵀ: x [m, k], W [n, k] (row-major, PyTorch Linear layout) → y [m, n], FP32 FMA accumulation. */
@@ -48,4 +54,19 @@ export function referenceNativeInfo(): ReferenceNativeInfo {
 /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
 export function setReferenceSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'] {
   return native().setSimd(mode);
+}
+
+/**
+ * Rows [r0, r0+n) of a stored [out, in] weight decoded exactly to FP32 [n, in]. `weight` and `scale` are the
+ * whole stored tensors (scale empty for plain kinds); (bo, bi) is the FP8 scale block.
+ */
+export function dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array {
+  for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'dequantExact');
+  if (!Number.isInteger(r0) || !Number.isInteger(n) || r0 < 0 || n < 0 || r0 + n > out) throw new RangeError(`dequantExact: rows [${r0}, ${r0 + n}) outside [0, ${out})`);
+  return native().dequantExact(kind, weight, scale, out, inn, bo, bi, r0, n);
+}
+
+/** The lowest index of a NaN or ±Inf in w, or −1. */
+export function firstNonFinite(w: Float32Array): number {
+  return native().firstNonFinite(w);
 }

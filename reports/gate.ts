@@ -65,7 +65,7 @@ export function gateMarkdown(g: GateReport): string {
   out.push(`## layerdiff gate: ${g.verdict === 'pass' ? '✅ PASS' : '❌ FAIL'}`, '', `**${mdCell(gateVerdictLine(g))}**`, '');
   out.push(`- model: \`${g.model.path}\` (${mdCell(g.model.architecture)}, ${g.model.num_layers} layers)`);
   out.push(`- policy: \`${g.policy.metric}\` fail > ${g.policy.fail_above}, warn > ${g.policy.warn_above}; both modes, all stages`);
-  out.push(`- record: \`${g.record.path}\` ${g.record.written ? 'written' : 'not written'}`, '');
+  out.push(g.record.path !== null ? `- record: \`${g.record.path}\` ${g.record.written ? 'written' : 'not written'}` : '- no record (a shard or the reference side)', '');
   out.push(`| # | prompt | tokens | worst ${g.policy.metric} | at stage | verdict |`, '|---:|---|---:|---:|---|---|');
   g.prompts.forEach((p, i) => {
     const w = worstOf(g, p);
@@ -90,7 +90,7 @@ export function gateHtml(g: GateReport): string {
   const body: string[] = [];
   body.push(`<h1>layerdiff gate</h1><div class="sub">${h(g.model.architecture)}, ${g.model.num_layers} layers, ${g.prompts.length} acceptance prompts — <span class="mono">${h(g.model.path)}</span></div>`);
   body.push(`<div class="banner ${g.verdict}" id="verdict">${h(gateVerdictLine(g))}</div>`);
-  body.push(`<p id="policy">policy: <span class="mono">${h(`${g.policy.metric} fail > ${g.policy.fail_above}, warn > ${g.policy.warn_above}`)}</span> · both modes, all stages · record <span class="mono">${h(g.record.path)}</span> ${g.record.written ? 'written' : 'not written'}</p>`);
+  body.push(`<p id="policy">policy: <span class="mono">${h(`${g.policy.metric} fail > ${g.policy.fail_above}, warn > ${g.policy.warn_above}`)}</span> · both modes, all stages · ${g.record.path !== null ? `record <span class="mono">${h(g.record.path)}</span> ${g.record.written ? 'written' : 'not written'}` : 'no record (a shard or the reference side)'}</p>`);
   const rows = g.prompts.map((p, i) => {
     const w = worstOf(g, p);
     return `<tr class="${p.verdict}"><td>${i + 1}</td><td class="l"><a href="#p${i + 1}-section">${h(p.name)}</a></td><td>${p.report.input.tokens.length}</td><td>${h(w.text)}</td><td class="l mono">${h(w.stage)}</td><td><span class="st-${p.verdict}">${p.verdict.toUpperCase()}</span></td></tr>`;

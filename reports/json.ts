@@ -1,5 +1,5 @@
 /** The JSON report, written atomically (temp file + rename): an interrupted run leaves no half file. */
-import { writeFileAtomic } from '../harness/io/safetensors.js';
+import { writeFileAtomic } from '../harness/io/writer.js';
 import type { Report } from '../harness/runner/report.js';
 
 /** JSON has no Infinity/NaN: write them as strings so a reader sees them instead of a silent null. */

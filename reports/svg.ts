@@ -3,7 +3,7 @@
  * chart and a log-binned error histogram. Every point and bar carries a <title>, so a hover shows its
  * number without any script. Colours are given by the caller; text is escaped here.
  */
-import { type ErrorHistogram, histEdge } from '../harness/compare/metrics.js';
+import type { ErrorHistogram } from '../harness/compare/metrics.js';
 
 export function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
@@ -124,6 +124,8 @@ export function histogramChart(o: { id: string; title: string; hists: Array<{ na
   const ph = H - m.t - m.b;
   const first = o.hists[0]?.h;
   const nb = first?.counts.length ?? 0;
+  // bin edges from the record's own binning (lo, per_decade), so the chart needs no code of the comparison
+  const histEdge = (k: number) => (first === undefined ? 0 : first.lo * 10 ** (k / first.per_decade));
   const used = (k: number) => o.hists.some((x) => x.h.counts[k] > 0);
   let k0 = 0;
   let k1 = nb - 1;

@@ -4,7 +4,7 @@
  * run that fails or is interrupted leaves no report and no half file. The target `-` is standard output
  * (one format at a time: the CLI refuses two), for a pipe into jq or a CI step.
  */
-import { writeFileAtomic } from '../harness/io/safetensors.js';
+import { writeFileAtomic } from '../harness/io/writer.js';
 import type { GateReport } from '../harness/gate/report.js';
 import type { Report } from '../harness/runner/report.js';
 import { GATE_WRITERS } from './gate.js';

@@ -14,7 +14,7 @@
  */
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import type { DeepseekV4Attention } from '../../harness/models/deepseek_v4.js';
-import { OVERFLOW_ALPHA } from '../faults.js';
+import { OVERFLOW_ALPHA } from '../../harness/faults/plan.js';
 import { compress } from './compressor.js';
 import { indexerPicks } from './indexer.js';
 import type { Kit } from './kit.js';

@@ -6,7 +6,7 @@ import { decodeToF32 } from '../../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js';
 import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
 import type { DeepseekNative, DeviceNative } from '../binding.js';
-import type { FaultId } from '../faults.js';
+import type { FaultId } from '../../harness/faults/plan.js';
 import { type LinearCache, storedToF16 } from '../linear.js';
 
 export class Kit {

@@ -6,7 +6,8 @@
  * where the inputs sit in their buffers (guard elements around subarray views must stay untouched).
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type DeviceNative, loadAddon, loadDeviceNative } from '../binding.js';
+import { loadAddon } from '../../harness/io/addon.js';
+import { type DeviceNative, loadDeviceNative } from '../binding.js';
 import { guarded } from './guard.js';
 import {
   attentionModel, countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, gemmF16Model, randomF16, rmsnormModel, rng,

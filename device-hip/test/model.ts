@@ -6,7 +6,7 @@
  * since binary64 has 53 ≥ 2·24 + 2 bits (double rounding is then innocuous). Fused multiply-add is the
  * exception — a·b + c can need more than 53 bits — so fmaf() below rounds to odd in binary64 first.
  */
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../../harness/rng.js';
 import { f32ToF16Bits, f16ToF32 } from '../../harness/formats/dtypes.js';
 
 export const fr = Math.fround;

@@ -3,7 +3,7 @@
  * line each: what goes wrong, its signature) and the fixture kinds. The ids come from their registries
  * (FAULT_IDS, FIXTURE_KINDS), so a fault or kind added there is listed at once; a missing text says so.
  */
-import { FAULT_IDS } from '../../device-hip/faults.js';
+import { FAULT_IDS } from '../faults/plan.js';
 import { FIXTURE_KINDS } from '../../fixtures/generate.js';
 
 /** DESIGN §9's table: what goes wrong · the signature the diagnosis looks for. */
@@ -30,6 +30,7 @@ const FIXTURE_TEXT: Record<string, string> = {
   'llama-tiny-overflow': 'llama-tiny with activations that leave FP16\'s range in layer 2 (fails without any injected fault)',
   'deepseek-v4-tiny': 'DeepSeek-V4-Flash, 4 layers: hyper-connections, compressed sparse attention with indexer, MXFP4 MoE (4.6 MB)',
   'deepseek-v4-wide': 'DeepSeek-V4-Flash at real widths (hidden 4096, 256 experts, vocab 129,280), 2 layers, ~8.7 GB: for benchmarks',
+  'gpt-oss-tiny': 'gpt-oss, 4 layers alternating sliding/full attention with sinks, 8 MXFP4 experts top-2, YaRN (1.2 MB)',
 };
 
 export function faultLines(): string[] {
@@ -44,5 +45,5 @@ export function fixtureKinds(): string[] {
 export function fixtureLines(): string[] {
   const kinds = fixtureKinds();
   const w = Math.max(...kinds.map((k) => k.length));
-  return kinds.map((k) => `  ${k.padEnd(w)}  ${FIXTURE_TEXT[k] ?? ''}`.trimEnd());
+  return kinds.map((k) => `  ${k.padEnd(w)}  ${FIXTURE_TEXT[k] ?? '(no description yet)'}`);
 }

@@ -18,7 +18,7 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { parseInject } from '../../device-hip/faults.js';
+import { parseInject } from '../faults/plan.js';
 import { renderTable, renderVerdict } from '../../reports/table.js';
 import { stdoutTaken, writeReports } from '../../reports/writers.js';
 import { checkReportTargets } from './outputs.js';

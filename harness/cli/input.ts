@@ -4,7 +4,9 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 
-export const DEFAULT_PROMPT = 'The quick brown fox checks every layer: 3.14 × 2 = 6.28, and FP4 weights stay exact.';
+import { DEFAULT_PROMPT } from '../gate/prompts.js';
+
+export { DEFAULT_PROMPT };
 /** used when a checkpoint has no tokenizer.json: a fixed spread of ids, reduced modulo the vocabulary */
 const DEFAULT_IDS = [1, 17, 4, 123, 42, 7, 300, 99, 256, 5, 64, 211, 3, 150, 88, 31];
 

@@ -11,7 +11,7 @@ import { compareActs, type StageMetrics } from '../compare/metrics.js';
 import { type Status, verdict, worst } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import type { LayerContext } from '../models/path.js';
 import { ACTIVATIONS, MODEL_DIR, REPRO_MANIFEST, REPRO_SCHEMA, type ReproManifest } from '../repro/bundle.js';
 import { readActs, verifyDigest } from '../repro/files.js';

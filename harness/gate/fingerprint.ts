@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 
 export interface FileDigest {
   /** relative to the hashed folder, '/'-separated */

@@ -9,6 +9,9 @@
 import * as fs from 'node:fs';
 import { InputError } from '../errors.js';
 
+/** The prompt of a run given neither --prompt nor --tokens (also the first prompt of the fixtures' golden runs). */
+export const DEFAULT_PROMPT = 'The quick brown fox checks every layer: 3.14 × 2 = 6.28, and FP4 weights stay exact.';
+
 export interface AcceptancePrompt {
   name: string;
   prompt?: string;

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LockedError } from '../errors.js';
 import type { Policy } from '../compare/policy.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { toolVersion } from '../version.js';
 import type { FileDigest, Fingerprint } from './fingerprint.js';

@@ -37,8 +37,8 @@ export interface GateReport {
   device: DeviceIdentity;
   policy: Policy;
   verdict: 'pass' | 'fail';
-  /** the acceptance record: written on pass only */
-  record: { path: string; written: boolean };
+  /** the acceptance record (null: a shard or a reference-side run, which write none): written on pass only */
+  record: { path: string | null; written: boolean };
   prompts: GatePrompt[];
   causes: GateCause[];
   elapsed_s: number;
@@ -62,7 +62,7 @@ export function mergeCauses(prompts: ReadonlyArray<{ name: string; report: Repor
   return [...out.values()];
 }
 
-export function buildGateReport(a: { prompts: GatePrompt[]; device: DeviceIdentity; policy: Policy; record: string; written: boolean; elapsedMs: number }): GateReport {
+export function buildGateReport(a: { prompts: GatePrompt[]; device: DeviceIdentity; policy: Policy; record: string | null; written: boolean; elapsedMs: number }): GateReport {
   const first = a.prompts[0]?.report;
   return {
     schema: GATE_REPORT_SCHEMA,

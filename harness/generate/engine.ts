@@ -3,7 +3,7 @@
  * each per step, until each has produced an end-of-sequence token or maxNewTokens tokens. Finished
  * sequences leave the batch (no padding tokens are fed for them).
  */
-import type { Decoder } from './decoder.js';
+import type { Decoder } from '../contracts/decoder.js';
 import { Sampler, type SamplingOptions } from './sampler.js';
 
 export interface GenerateOptions {

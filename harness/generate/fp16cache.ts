@@ -19,7 +19,8 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
-import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeFileAtomic, writeSafetensors } from '../io/safetensors.js';
+import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
 import { SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
@@ -29,7 +30,8 @@ import { storedToF16 } from '../../device-hip/linear.js';
 export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
 export const MANIFEST = 'manifest.json';
 
-export type Fp16Architecture = 'llama' | 'deepseek_v4';
+/** the registry entry's name (harness/arch/): the layout a cache was written in */
+export type Fp16Architecture = string;
 
 export interface Fp16ManifestBase {
   schema: typeof FP16_CACHE_SCHEMA;

@@ -6,7 +6,7 @@
  */
 import { act, type Act } from '../formats/tensor.js';
 import type { StagePath } from '../models/path.js';
-import type { Decoder } from './decoder.js';
+import type { Decoder } from '../contracts/decoder.js';
 
 export interface RecomputeModel<LW> {
   numLayers: number;

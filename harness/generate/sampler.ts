@@ -7,11 +7,11 @@
  *      above it is < p (the smallest set whose mass reaches p; the most likely token always stays);
  *   4. one draw from the renormalised distribution (inverse CDF over the kept tokens in id order).
  * Arithmetic is float64 (transformers works in the logits' dtype; the rules, not the bits, are the
- * contract). Randomness: one seeded xoshiro128** stream per sequence (fixtures/rng.ts), keyed by the seed and
+ * contract). Randomness: one seeded xoshiro128** stream per sequence (harness/rng.ts), keyed by the seed and
  * the sequence's index, one uniform per sampled token — so a seed reproduces a run exactly.
  */
 import { InputError } from '../errors.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../rng.js';
 
 export interface SamplingOptions {
   temperature: number;

@@ -8,6 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
 
 export interface TensorInfo {
@@ -211,19 +212,9 @@ export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<str
   return out;
 }
 
-/** Write a file atomically: temp file in the same folder, then rename, so no half file is ever seen. */
-export function writeFileAtomic(file: string, data: string | Uint8Array): void {
-  const dir = path.dirname(file);
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
-  try {
-    fs.writeFileSync(tmp, data);
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw e;
-  }
-}
+/** The atomic writer moved to io/writer.ts; re-exported for callers not yet moved. */
+export { writeFileAtomic } from './writer.js';
+
 
 export function writeSafetensors(file: string, tensors: TensorToWrite[], metadata?: Record<string, string>): void {
   writeFileAtomic(file, encodeSafetensors(tensors, metadata));

@@ -27,7 +27,7 @@ import type { Drill, Mode, ReproCapture } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { layerOf } from '../weights/check.js';
 import { SafetensorsStreamWriter } from '../io/stream_writer.js';
-import type { FaultPlan } from '../../device-hip/faults.js';
+import type { FaultPlan } from '../faults/plan.js';
 import { writeSafetensors } from '../io/safetensors.js';
 import { f32Tensor, sha256File, StagedDir } from './files.js';
 

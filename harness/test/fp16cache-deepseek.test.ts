@@ -25,7 +25,7 @@ import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js'
 import { Kit } from '../../device-hip/deepseek_v4/kit.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { wrongShape } from '../../fixtures/inject.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../rng.js';
 import { cli, flipBits, hashTree, LLAMA_TINY } from './cli.js';
 
 process.env.OMP_NUM_THREADS ??= '1';

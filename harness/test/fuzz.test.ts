@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../errors.js';
 import { runDiffCommand } from '../cli/diff.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../rng.js';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { LLAMA_TINY } from './cli.js';
 

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Decoder } from '../generate/decoder.js';
+import type { Decoder } from '../contracts/decoder.js';
 import { generate } from '../generate/engine.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { argmax } from '../generate/sampler.js';

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
-import type { Decoder } from '../generate/decoder.js';
+import type { Decoder } from '../contracts/decoder.js';
 import { generate, TextStream } from '../generate/engine.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
@@ -25,7 +25,7 @@ import { buildLlamaF16, LlamaDeviceDecoder, type LlamaF16Weights } from '../../d
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../rng.js';
 import { flipBits, LLAMA_TINY } from './cli.js';
 
 // One OpenMP thread: decoding issues many tiny kernels, and on a loaded 2-core runner a 2-thread team

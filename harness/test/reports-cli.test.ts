@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { FAULT_IDS } from '../../device-hip/faults.js';
+import { FAULT_IDS } from '../faults/plan.js';
 import { FIXTURE_KINDS } from '../../fixtures/generate.js';
 import type { Report } from '../runner/report.js';
 import { clipToWidth, useColour } from '../cli/terminal.js';

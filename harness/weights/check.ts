@@ -20,7 +20,7 @@ import { type LinearWeight, loadLinear, parseQuantConfig } from '../formats/line
 import type { Checkpoint } from '../io/checkpoint.js';
 import { dequantLinear } from '../../reference-cpu/dequant.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
-import { faultAt, type FaultPlan } from '../../device-hip/faults.js';
+import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { applies, READINGS, reproduces, sameF16, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
 

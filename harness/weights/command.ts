@@ -8,11 +8,11 @@ import Table from 'cli-table3';
 import { diagnoseWeights } from '../compare/diagnose.js';
 import { ExitCode } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/safetensors.js';
+import { writeFileAtomic } from '../io/writer.js';
 import { selectBackend } from '../runner/backend.js';
 import { assertOutside, parseLayers } from '../cli/diff.js';
 import { openModel } from '../runner/model.js';
-import { parseInject } from '../../device-hip/faults.js';
+import { parseInject } from '../faults/plan.js';
 import { describeWeights, faultText, sci } from '../../reports/format.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from './check.js';
 

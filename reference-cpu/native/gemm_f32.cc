@@ -1,4 +1,5 @@
-// Module `ld_reference`: the reference path's one native op, y = x·Wᵀ in FP32.
+// Module `ld_reference`: the reference path's native ops: y = x·Wᵀ in FP32 (here) and the exact
+// dequantization of stored weights (dequant_exact.cc).
 //   x [m, k] f32, W [n, k] f32 (PyTorch Linear layout, row-major), y [m, n] f32.
 // Deliberately independent of device-hip (no shared header): the reference must not inherit a device bug.
 //
@@ -17,6 +18,8 @@
 //            the same order and the same bits as AVX2 and the scalar loop, at twice the width.
 #include <immintrin.h>
 #include <napi.h>
+
+#include "dequant_exact.h"
 #include <omp.h>
 
 #include <algorithm>
@@ -256,6 +259,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("gemmF32", Napi::Function::New(env, gemm_f32));
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
+  register_dequant_exact(env, exports);
   return exports;
 }
 

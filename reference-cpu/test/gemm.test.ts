@@ -8,7 +8,7 @@
  * ~2^-29 times smaller and ignored. The bound is rigorous, so any excess is a kernel bug, not bad luck.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../../harness/rng.js';
 import { gemmF32, referenceNativeInfo, setReferenceSimd } from '../native.js';
 
 afterEach(() => {

@@ -10,7 +10,7 @@
  * factor of about 2–4 over its estimate, and failures print the worst element and its bound.
  */
 import { describe, expect, test } from 'vitest';
-import { Rng } from '../../fixtures/rng.js';
+import { Rng } from '../../harness/rng.js';
 import { GraphBuilder, linearModel, runGraph, type HostTensor } from '../../scripts/onnx/graph.js';
 import { causalAttention, matmul, rmsnorm, rope, ropeInvFreq, softmaxInPlace, swiglu } from '../ops.js';
 

@@ -2,7 +2,8 @@
  * Matrix-product and dequant throughput, measured side by side in one process:
  *   - reference gemmF32 vs onnxruntime-node's MatMul (CPU EP, 2 intra-op threads, weight as an
  *     initializer) on [16×4096]×[4096×4096]; the target is reference ≥ 0.7× ORT;
- *   - MXFP4 dequant to f16 on a [2048×4096] weight, in packed bytes read per second;
+ *   - MXFP4 dequant on a [2048×4096] weight, in packed bytes read per second, against a memcpy of the same
+ *     packed bytes in the same run: the device emulation (to f16) and the reference's exact decoder (to f32);
  *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time).
  * Each figure is the median of several timed runs after warm-up, the two sides of a comparison timed in
  * alternating blocks (see timeBlocks).
@@ -11,8 +12,8 @@
  */
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
-import { Rng } from '../../fixtures/rng.js';
-import { gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
+import { Rng } from '../../harness/rng.js';
+import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
 
 const WARMUP = 3;
@@ -93,9 +94,19 @@ export async function benchGemm(): Promise<Record<string, number>> {
     const r = new Rng(3);
     const packed = Uint8Array.from({ length: (o * i) / 2 }, () => r.int(256));
     const scales = Uint8Array.from({ length: (o * i) / 32 }, () => 118 + r.int(16));
-    const [ms] = await timeBlocks([() => dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0)]);
+    // memcpy yardstick: the same packed bytes copied (Uint8Array.set is a memcpy), timed in the same blocks.
+    const copy = new Uint8Array(packed.length);
+    const [ms, refMs, cpMs] = await timeBlocks([
+      () => dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0),
+      () => dequantExact('mxfp4', packed, scales, o, i, 1, 32, 0, o),
+      () => copy.set(packed),
+    ]);
     out['mxfp4_dequant(out=2048,in=4096).ms'] = ms;
     out['mxfp4_dequant(out=2048,in=4096).packed_gbps'] = packed.length / (ms * 1e6);
+    out['mxfp4_dequant_exact_f32(out=2048,in=4096).packed_gbps'] = packed.length / (refMs * 1e6);
+    out['memcpy(packed 4 MiB).gbps'] = packed.length / (cpMs * 1e6);
+    out['mxfp4_dequant_vs_memcpy.ratio'] = cpMs / ms;
+    out['mxfp4_dequant_exact_f32_vs_memcpy.ratio'] = cpMs / refMs;
   }
 
   // 3. emulated gemmF16 vs reference gemmF32 at real widths: attention/shared (4096→4096), an expert

@@ -18,7 +18,7 @@ import { pathToFileURL } from 'node:url';
 import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js';
 import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
-import type { Decoder } from '../../harness/generate/decoder.js';
+import type { Decoder } from '../../harness/contracts/decoder.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../../harness/generate/fp16cache_llama.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { LlamaCheckpoint } from '../../harness/models/llama.js';

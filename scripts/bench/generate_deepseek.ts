@@ -35,7 +35,7 @@ import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceN
 import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
 import { DeepseekV4DeviceDecoder, withHeldHead } from '../../device-hip/deepseek_v4_decode.js';
 import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
-import type { Decoder } from '../../harness/generate/decoder.js';
+import type { Decoder } from '../../harness/contracts/decoder.js';
 import { loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../../harness/generate/fp16cache_deepseek_v4.js';
 import { RecomputeDecoder } from '../../harness/generate/recompute.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';

@@ -2,7 +2,7 @@
  * Device-path bugs the harness can simulate (DESIGN §9), to prove the harness catches them. A fault with a
  * layer applies to that layer only; without one it applies wherever its format occurs.
  */
-import { InputError } from '../harness/errors.js';
+import { InputError } from '../errors.js';
 
 export const FAULT_IDS = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'fp16-overflow', 'e8m0-as-int'] as const;
 export type FaultId = (typeof FAULT_IDS)[number];

@@ -1,0 +1,57 @@
+/**
+ * The reference's exact dequantization written out in TypeScript, element by element: the readable
+ * statement of each format's rule and the second implementation the native decoder (reference-cpu/native/
+ * dequant_exact.cc, what every path runs) is tested against. Not on any hot path.
+ *
+ * Every product below is exact in float32: an E2M1 value has 2 significant bits and an E4M3 value 4, times
+ * a power of two (E8M0) — so W is the stored value, not an approximation. F32 `weight_scale_inv` scales are
+ * the one inexact case (one float32 rounding, as PyTorch).
+ */
+import { decodeToF32, E2M1_VALUES, E4M3_TABLE, E8M0_TABLE } from '../harness/formats/dtypes.js';
+import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
+
+export function dequantLinearTs(lw: LinearWeight): Float32Array {
+  const { out, in: inn } = lw;
+  const w = new Float32Array(out * inn);
+  if (lw.format === 'plain') {
+    w.set(decodeToF32(lw.weight.dtype, lw.weight.bytes, out * inn));
+  } else if (lw.format === 'mxfp4') {
+    // W[o,i] = E2M1(nibble) · 2^(S[o,⌊i/32⌋]−127); byte j of a row holds inputs 2j (low nibble) and 2j+1 (high).
+    const packed = lw.weight.bytes;
+    const scales = lw.scale!.bytes;
+    const nb = inn / 32;
+    for (let o = 0; o < out; o++) {
+      for (let b = 0; b < nb; b++) {
+        const s = E8M0_TABLE[scales[o * nb + b]];
+        const src = o * (inn / 2) + b * 16;
+        const dst = o * inn + b * 32;
+        for (let j = 0; j < 16; j++) {
+          const byte = packed[src + j];
+          w[dst + 2 * j] = E2M1_VALUES[byte & 0x0f] * s;
+          w[dst + 2 * j + 1] = E2M1_VALUES[byte >> 4] * s;
+        }
+      }
+    }
+  } else {
+    // W[o,i] = E4M3(w[o,i]) · scale[⌊o/bo⌋, ⌊i/bi⌋], one scale per bo×bi tile (edge tiles partial).
+    const [bo, bi] = lw.block;
+    const nbi = Math.ceil(inn / bi);
+    const scale = blockScales(lw.scale!);
+    const codes = lw.weight.bytes;
+    for (let o = 0; o < out; o++) {
+      const srow = Math.floor(o / bo) * nbi;
+      for (let b = 0; b < nbi; b++) {
+        const s = scale[srow + b];
+        const end = Math.min(inn, (b + 1) * bi);
+        for (let i = b * bi; i < end; i++) w[o * inn + i] = E4M3_TABLE[codes[o * inn + i]] * s;
+      }
+    }
+  }
+  return w;
+}
+
+function blockScales(s: StoredTensor): Float64Array {
+  const n = s.shape.reduce((a, b) => a * b, 1);
+  if (s.dtype === 'F32') return Float64Array.from(decodeToF32('F32', s.bytes, n));
+  return Float64Array.from(s.bytes.subarray(0, n), (b) => E8M0_TABLE[b]);
+}

@@ -1,0 +1,216 @@
+// The reference path's exact dequantization, rows [r0, r0+n) of a stored [out, in] linear weight → FP32.
+// Written from the format definitions (OCP MX v1.0 for E2M1/E8M0, OCP 8-bit FP for E4M3 "fn", IEEE 754 for
+// binary16/bfloat16), deliberately NOT from device-hip's ld_numerics.h: the weights-first check compares
+// this decoder with the device's, so a shared bug would hide itself.
+//
+// Why the result is the stored value, bit for bit what reference-cpu/dequant_ts.ts computes in float64:
+//   mxfp4      E2M1 (2 significant bits) · 2^(s−127): a power-of-two scaling, exact unless it leaves the
+//              float32 range (6·2^127 → Inf, which the caller rejects). 2^-127 itself is a float32 subnormal.
+//   fp8 E8M0   E4M3 (4 significant bits) · 2^(s−127): exact down to 2^-136 (float32 subnormals reach 2^-149).
+//   fp8 F32    E4M3 · a float32 scale: the exact product has ≤ 28 significant bits, so one correctly
+//              rounded float32 multiply equals TypeScript's exact float64 product rounded once to float32.
+//   plain      BF16 and F16 widen exactly; F32 is copied.
+// -ffp-contract=off and -fno-fast-math (binding.gyp) keep the multiply a plain IEEE multiply with subnormals.
+#include "dequant_exact.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace {
+
+enum class Kind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32 };
+
+struct Tables {
+  float e2m1[16];
+  float e4m3[256];
+  float e8m0[256];
+};
+
+// Built once from the bit-field definitions (no lookup copied from anywhere).
+Tables make_tables() {
+  Tables t{};
+  // E2M1: sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0; exponent 0 is subnormal (0 or 0.5).
+  for (int c = 0; c < 16; c++) {
+    const int e = (c >> 1) & 3, m = c & 1;
+    const float mag = e == 0 ? 0.5f * m : std::ldexp(1.0f + 0.5f * m, e - 1);
+    t.e2m1[c] = (c & 8) ? -mag : mag;
+  }
+  // E4M3 fn: sign bit 7, exponent bits 6..3 (bias 7), mantissa bits 2..0; S.1111.111 is NaN, no Inf.
+  for (int b = 0; b < 256; b++) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    float mag;
+    if (e == 15 && m == 7) mag = std::numeric_limits<float>::quiet_NaN();
+    else if (e == 0) mag = std::ldexp(static_cast<float>(m), -9);  // 2^-6 · m/8
+    else mag = std::ldexp(1.0f + m / 8.0f, e - 7);
+    t.e4m3[b] = (b & 0x80) ? -mag : mag;
+  }
+  // E8M0: 2^(b−127), 0xFF is NaN.
+  for (int b = 0; b < 256; b++) t.e8m0[b] = b == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, b - 127);
+  return t;
+}
+
+const Tables& tables() {
+  static const Tables t = make_tables();
+  return t;
+}
+
+// IEEE binary16 → float32, from the definition (every binary16 value is a float32 value).
+inline float f16_value(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  float mag;
+  if (e == 0) mag = std::ldexp(static_cast<float>(m), -24);
+  else if (e == 31) mag = m == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  else mag = std::ldexp(1.0f + m / 1024.0f, e - 15);
+  return (h & 0x8000) ? -mag : mag;
+}
+
+inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline float load_f32(const uint8_t* p) {
+  const uint32_t u = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+                     (static_cast<uint32_t>(p[3]) << 24);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// One output row o of the weight into dst[in].
+void row_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, float* dst) {
+  const Tables& t = tables();
+  const int64_t nb = in / 32;
+  const uint8_t* src = packed + o * (in / 2);
+  for (int64_t b = 0; b < nb; b++) {
+    const float s = t.e8m0[scales[o * nb + b]];
+    for (int j = 0; j < 16; j++) {
+      const uint8_t byte = src[b * 16 + j];
+      dst[b * 32 + 2 * j] = t.e2m1[byte & 15] * s;  // low nibble: the even input index
+      dst[b * 32 + 2 * j + 1] = t.e2m1[byte >> 4] * s;
+    }
+  }
+}
+
+void row_fp8(Kind kind, const uint8_t* codes, const uint8_t* scales, int64_t o, int64_t in, int64_t bo, int64_t bi,
+             float* dst) {
+  const Tables& t = tables();
+  const int64_t nbi = (in + bi - 1) / bi, srow = (o / bo) * nbi;
+  const uint8_t* src = codes + o * in;
+  for (int64_t b = 0; b < nbi; b++) {
+    const float s = kind == Kind::Fp8E8m0 ? t.e8m0[scales[srow + b]] : load_f32(scales + 4 * (srow + b));
+    const int64_t end = std::min(in, (b + 1) * bi);
+    for (int64_t i = b * bi; i < end; i++) dst[i] = t.e4m3[src[i]] * s;
+  }
+}
+
+void row_plain(Kind kind, const uint8_t* bytes, int64_t o, int64_t in, float* dst) {
+  if (kind == Kind::F32) {
+    std::memcpy(dst, bytes + o * in * 4, in * 4);  // little-endian host (x86-64), as safetensors stores
+    return;
+  }
+  const uint8_t* src = bytes + o * in * 2;
+  if (kind == Kind::Bf16) {
+    for (int64_t i = 0; i < in; i++) {
+      const uint32_t u = static_cast<uint32_t>(load_u16(src + 2 * i)) << 16;  // bfloat16 = top half of binary32
+      std::memcpy(dst + i, &u, 4);
+    }
+  } else {
+    for (int64_t i = 0; i < in; i++) dst[i] = f16_value(load_u16(src + 2 * i));
+  }
+}
+
+[[noreturn]] void fail(const Napi::Env& env, bool range, const std::string& msg) {
+  if (range) throw Napi::RangeError::New(env, "dequantExact: " + msg);
+  throw Napi::TypeError::New(env, "dequantExact: " + msg);
+}
+
+int64_t arg_int(const Napi::CallbackInfo& info, size_t i, const char* name, int64_t lo) {
+  if (!info[i].IsNumber()) fail(info.Env(), false, std::string(name) + " must be a number");
+  const double d = info[i].As<Napi::Number>().DoubleValue();
+  if (!(d >= lo && d <= 2147483647.0 && d == std::floor(d))) fail(info.Env(), true, std::string(name) + " must be an integer ≥ " + std::to_string(lo));
+  return static_cast<int64_t>(d);
+}
+
+const uint8_t* arg_bytes(const Napi::CallbackInfo& info, size_t i, const char* name, size_t want) {
+  if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) fail(info.Env(), false, std::string(name) + " must be a Uint8Array");
+  auto a = info[i].As<Napi::Uint8Array>();
+  if (a.ByteLength() < want) fail(info.Env(), true, std::string(name) + " holds " + std::to_string(a.ByteLength()) + " bytes, need " + std::to_string(want));
+  return a.Data();
+}
+
+Kind arg_kind(const Napi::CallbackInfo& info) {
+  const std::string k = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  if (k == "mxfp4") return Kind::Mxfp4;
+  if (k == "fp8-e8m0") return Kind::Fp8E8m0;
+  if (k == "fp8-f32") return Kind::Fp8F32;
+  if (k == "bf16") return Kind::Bf16;
+  if (k == "f16") return Kind::F16;
+  if (k == "f32") return Kind::F32;
+  fail(info.Env(), false, "kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32");
+}
+
+// dequantExact(kind, weight: Uint8Array, scale: Uint8Array, out, in, bo, bi, r0, n) → Float32Array [n, in].
+// weight and scale are the whole stored tensors; (bo, bi) is the FP8 scale block (ignored otherwise).
+Napi::Value dequant_exact(const Napi::CallbackInfo& info) {
+  if (info.Length() < 9) fail(info.Env(), false, "expected (kind, weight, scale, out, in, bo, bi, r0, n)");
+  const Kind kind = arg_kind(info);
+  const int64_t out = arg_int(info, 3, "out", 1), in = arg_int(info, 4, "in", 1);
+  const int64_t bo = arg_int(info, 5, "bo", 1), bi = arg_int(info, 6, "bi", 1);
+  const int64_t r0 = arg_int(info, 7, "r0", 0), n = arg_int(info, 8, "n", 0);
+  if (r0 + n > out) fail(info.Env(), true, "rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") outside [0, " + std::to_string(out) + ")");
+  size_t wbytes = 0, sbytes = 0;
+  switch (kind) {
+    case Kind::Mxfp4:
+      if (in % 32 != 0) fail(info.Env(), true, "mxfp4 needs in divisible by 32");
+      wbytes = out * in / 2, sbytes = out * (in / 32);
+      break;
+    case Kind::Fp8E8m0:
+    case Kind::Fp8F32:
+      wbytes = out * in, sbytes = ((out + bo - 1) / bo) * ((in + bi - 1) / bi) * (kind == Kind::Fp8F32 ? 4 : 1);
+      break;
+    case Kind::Bf16:
+    case Kind::F16: wbytes = out * in * 2; break;
+    case Kind::F32: wbytes = out * in * 4; break;
+  }
+  const uint8_t* w = arg_bytes(info, 1, "weight", wbytes);
+  const uint8_t* s = arg_bytes(info, 2, "scale", sbytes);
+  auto y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(n * in));
+  float* dst = y.Data();
+  // Rows are independent: split them over the threads when the work is worth a fork.
+  const bool par = n * in >= (1 << 18);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < n; r++) {
+    const int64_t o = r0 + r;
+    float* d = dst + r * in;
+    if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, d);
+    else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, w, s, o, in, bo, bi, d);
+    else row_plain(kind, w, o, in, d);
+  }
+  return y;
+}
+
+// firstNonFinite(Float32Array) → the lowest flat index holding NaN or ±Inf, or −1.
+Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+    throw Napi::TypeError::New(info.Env(), "firstNonFinite: expected a Float32Array");
+  }
+  auto a = info[0].As<Napi::Float32Array>();
+  const float* p = a.Data();
+  const size_t n = a.ElementLength();
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return Napi::Number::New(info.Env(), static_cast<double>(i));
+  }
+  return Napi::Number::New(info.Env(), -1);
+}
+
+}  // namespace
+
+void register_dequant_exact(Napi::Env env, Napi::Object exports) {
+  exports.Set("dequantExact", Napi::Function::New(env, dequant_exact));
+  exports.Set("firstNonFinite", Napi::Function::New(env, first_non_finite));
+}

@@ -1,0 +1,157 @@
+/**
+ * The reference's native exact dequantization (reference-cpu/native/dequant_exact.cc) against two
+ * independent computations: the element-by-element TypeScript rule (reference-cpu/dequant_ts.ts) and an
+ * exact-rational oracle written here from the bit fields (sign · integer significand · 2^exponent; every
+ * product below has ≤ 28 significant bits, so a float64 product is the exact rational and Math.fround
+ * rounds it once, as float32 must). Bits are compared, so −0 and subnormals count; NaN only as "is NaN".
+ */
+import { describe, expect, it } from 'vitest';
+import { InputError } from '../../harness/errors.js';
+import { Rng } from '../../harness/rng.js';
+import type { LinearWeight } from '../../harness/formats/linear.js';
+import { dequantLinear, dequantRowsExact } from '../dequant.js';
+import { dequantLinearTs } from '../dequant_ts.js';
+import { dequantExact } from '../native.js';
+
+/** Exact value of an OCP E2M1 nibble: exponent bits 2..1 (bias 1), mantissa bit 0, sign bit 3. */
+function e2m1Exact(c: number): number {
+  const e = (c >> 1) & 3, m = c & 1, sign = c & 8 ? -1 : 1;
+  return sign * (e === 0 ? m * 2 ** -1 : (2 + m) * 2 ** (e - 2));
+}
+/** Exact value of an OCP E4M3 "fn" byte (NaN for S.1111.111). */
+function e4m3Exact(b: number): number {
+  const e = (b >> 3) & 15, m = b & 7, sign = b & 0x80 ? -1 : 1;
+  if (e === 15 && m === 7) return NaN;
+  return sign * (e === 0 ? m * 2 ** -9 : (8 + m) * 2 ** (e - 10));
+}
+const e8m0Exact = (b: number) => (b === 255 ? NaN : 2 ** (b - 127));
+
+const bitsOf = (a: Float32Array) => new Uint32Array(a.buffer, a.byteOffset, a.length);
+function expectSameBits(got: Float32Array, want: Float32Array, what: string): void {
+  expect(got.length, what).toBe(want.length);
+  const g = bitsOf(got), w = bitsOf(want);
+  for (let i = 0; i < got.length; i++) {
+    if (Number.isNaN(want[i])) expect(Number.isNaN(got[i]), `${what}[${i}] NaN`).toBe(true);
+    else if (g[i] !== w[i]) expect.fail(`${what}[${i}]: ${got[i]} (0x${g[i].toString(16)}) vs ${want[i]} (0x${w[i].toString(16)})`);
+  }
+}
+
+/** Decode without the NaN/Inf rejection (the tables include NaN codes on purpose). */
+function lenient(lw: LinearWeight, r0 = 0, n = lw.out): Float32Array {
+  try {
+    return dequantRowsExact(lw, r0, n);
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    return dequantRowsExactUnchecked(lw, r0, n);
+  }
+}
+function dequantRowsExactUnchecked(lw: LinearWeight, r0: number, n: number): Float32Array {
+  const kind = lw.format === 'mxfp4' ? 'mxfp4' : lw.format === 'fp8-block' ? (lw.scale!.dtype === 'F32' ? 'fp8-f32' : 'fp8-e8m0') : lw.weight.dtype === 'BF16' ? 'bf16' : lw.weight.dtype === 'F16' ? 'f16' : 'f32';
+  return dequantExact(kind, lw.weight.bytes, lw.scale?.bytes ?? new Uint8Array(0), lw.out, lw.in, lw.block[0], lw.block[1], r0, n);
+}
+
+function bytes(r: Rng, n: number): Uint8Array {
+  return Uint8Array.from({ length: n }, () => Math.floor(r.uniform() * 256));
+}
+
+describe('native exact dequantization', () => {
+  it('mxfp4_dequant(out=256,in=32): every E2M1 code under every E8M0 scale, as the oracle and the TS rule', () => {
+    // Row o has scale byte o; its 16 bytes hold each code as low and as high nibble.
+    const out = 256, inn = 32;
+    const packed = new Uint8Array(out * 16), scale = Uint8Array.from({ length: out }, (_, o) => o);
+    for (let o = 0; o < out; o++) for (let j = 0; j < 16; j++) packed[o * 16 + j] = j | (((j + o) & 15) << 4);
+    const lw: LinearWeight = {
+      name: 'e.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
+      weight: { name: 'e.weight', dtype: 'U8', shape: [out, 16], bytes: packed },
+      scale: { name: 'e.scale', dtype: 'F8_E8M0', shape: [out, 1], bytes: scale },
+    };
+    const oracle = new Float32Array(out * inn);
+    for (let o = 0; o < out; o++) for (let j = 0; j < 16; j++) {
+      oracle[o * inn + 2 * j] = Math.fround(e2m1Exact(j) * e8m0Exact(o));
+      oracle[o * inn + 2 * j + 1] = Math.fround(e2m1Exact((j + o) & 15) * e8m0Exact(o));
+    }
+    const got = lenient(lw);
+    expectSameBits(got, oracle, 'vs oracle');
+    expectSameBits(got, dequantLinearTs(lw), 'vs TS');
+  });
+
+  for (const scaleDtype of ['F8_E8M0', 'F32'] as const) {
+    it(`fp8_dequant(out=300,in=160,block=128,scale=${scaleDtype}): every E4M3 code, partial edge blocks, as the oracle and the TS rule`, () => {
+      const r = new Rng(scaleDtype === 'F32' ? 31 : 30);
+      const out = 300, inn = 160, bo = 128, bi = 128, sr = 3, sc = 2;
+      const codes = bytes(r, out * inn);
+      for (let b = 0; b < 256; b++) codes[b * 7] = b; // every code at least once
+      let scale: Uint8Array;
+      const sv: number[] = [];
+      if (scaleDtype === 'F8_E8M0') {
+        scale = Uint8Array.from([0, 1, 127, 130, 200, 254]); // includes 2^-127, a float32 subnormal
+        for (const b of scale) sv.push(e8m0Exact(b));
+      } else {
+        const f = Float32Array.from({ length: sr * sc }, (_, i) => Math.fround((r.uniform() + 0.01) * 2 ** (i * 9 - 30)));
+        f[1] = 2 ** -140; // a subnormal scale: products round
+        scale = new Uint8Array(f.buffer);
+        sv.push(...f);
+      }
+      const lw: LinearWeight = {
+        name: 'q.weight', format: 'fp8-block', out, in: inn, block: [bo, bi],
+        weight: { name: 'q.weight', dtype: 'F8_E4M3', shape: [out, inn], bytes: codes },
+        scale: { name: 'q.scale', dtype: scaleDtype, shape: [sr, sc], bytes: scale },
+      };
+      const oracle = Float32Array.from({ length: out * inn }, (_, k) => {
+        const o = Math.floor(k / inn), i = k % inn;
+        return Math.fround(e4m3Exact(codes[k]) * sv[Math.floor(o / bo) * sc + Math.floor(i / bi)]);
+      });
+      const whole = lenient(lw);
+      expectSameBits(whole, oracle, 'vs oracle');
+      expectSameBits(whole, dequantLinearTs(lw), 'vs TS');
+      for (const [r0, n] of [[0, 300], [127, 2], [100, 60], [299, 1], [5, 290], [7, 0]]) {
+        expectSameBits(lenient(lw, r0, n), whole.subarray(r0 * inn, (r0 + n) * inn), `rows [${r0}, ${r0 + n})`);
+      }
+    });
+  }
+
+  it('plain_dequant(bf16,f16): all 65,536 patterns each, as the TS decoders; f32 is copied', () => {
+    const patterns = new Uint8Array(new Uint16Array(Array.from({ length: 65536 }, (_, i) => i)).buffer);
+    for (const dtype of ['BF16', 'F16'] as const) {
+      const lw: LinearWeight = {
+        name: 'p.weight', format: 'plain', out: 256, in: 256, block: [1, 1], scale: null,
+        weight: { name: 'p.weight', dtype, shape: [256, 256], bytes: patterns },
+      };
+      expectSameBits(lenient(lw), dequantLinearTs(lw), dtype);
+    }
+    const f = Float32Array.from({ length: 96 }, (_, i) => i * 0.37 - 9);
+    const lw: LinearWeight = {
+      name: 'f.weight', format: 'plain', out: 8, in: 12, block: [1, 1], scale: null,
+      weight: { name: 'f.weight', dtype: 'F32', shape: [8, 12], bytes: new Uint8Array(f.buffer) },
+    };
+    expectSameBits(dequantLinear(lw), f, 'F32');
+  });
+
+  it('mxfp4_dequant(out=2048,in=512): the multi-threaded path gives the TS rule\'s bits', () => {
+    const r = new Rng(77);
+    const out = 2048, inn = 512;
+    const lw: LinearWeight = {
+      name: 'x.w1.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
+      weight: { name: 'x.w1.weight', dtype: 'I8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+      scale: { name: 'x.w1.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: Uint8Array.from(bytes(r, (out * inn) / 32), (b) => 110 + (b % 30)) },
+    };
+    expectSameBits(dequantLinear(lw), dequantLinearTs(lw), 'threaded');
+    expectSameBits(dequantRowsExact(lw, 1000, 513), dequantLinearTs(lw).subarray(1000 * inn, 1513 * inn), 'rows');
+  });
+
+  it('a NaN scale or code is bad input naming the tensor, its scale and the flat index in the whole tensor', () => {
+    const out = 4, inn = 32;
+    const scale = Uint8Array.from([127, 127, 255, 127]);
+    const lw: LinearWeight = {
+      name: 'n.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
+      weight: { name: 'n.weight', dtype: 'U8', shape: [out, 16], bytes: new Uint8Array(out * 16) },
+      scale: { name: 'n.scale', dtype: 'F8_E8M0', shape: [out, 1], bytes: scale },
+    };
+    expect(() => dequantRowsExact(lw, 1, 3)).toThrow(InputError);
+    expect(() => dequantRowsExact(lw, 1, 3)).toThrow(/NaN at flat index 64 \(check its scale n\.scale\)/);
+    expect(() => dequantRowsExact(lw, 0, 2)).not.toThrow();
+    scale[2] = 254;
+    lw.weight.bytes[2 * 16 + 5] = 0x70; // 6 · 2^127 overflows float32
+    expect(() => dequantLinear(lw)).toThrow(/Inf at flat index 75/);
+  });
+});
