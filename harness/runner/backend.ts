@@ -12,7 +12,8 @@ import { type DecodeNative, type DeepseekNative, type DeviceNative, type GptOssN
 import { type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
 
 export interface DeviceIdentity {
-  name: 'hip' | 'emulated';
+  /** saved: `layerdiff compare` read the device side from disk; `description` says whose run it was */
+  name: 'hip' | 'emulated' | 'saved';
   /** what the numbers were computed on, in words */
   description: string;
   device_name?: string;
