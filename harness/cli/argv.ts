@@ -22,14 +22,3 @@ export function rejectRepeatedOptions(argv: readonly string[], repeatable: Reado
   }
 }
 
-/** `--json -` (stdout) as `--json=-`: yargs would otherwise take a lone `-` for an unknown positional. */
-export function joinDashValues(argv: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    if (/^--[\w-]+$/.test(argv[i]) && argv[i + 1] === '-') {
-      out.push(`${argv[i]}=-`);
-      i++;
-    } else out.push(argv[i]);
-  }
-  return out;
-}

@@ -26,7 +26,9 @@ process.env.OMP_NUM_THREADS ??= '1';
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-trust-'));
 const env = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'cache'), OMP_NUM_THREADS: '1', LAYERDIFF_SIGNING_KEY: '', LAYERDIFF_REQUIRE_SIGNATURE: '' };
 const model = path.join(tmp, 'llama-tiny');
-const run = (args: string[], extra: Record<string, string> = {}) => cliAsync(args, { ...env, ...extra });
+/** gate and generate under one fixed rule (max_abs 0.1 / 0.01, not the FP16 floor rule): these tests are about the record, not the verdict */
+const FIXED = ['--metric', 'max_abs', '--fail-above', '0.1', '--warn-above', '0.01'];
+const run = (args: string[], extra: Record<string, string> = {}) => cliAsync(args[0] === 'gate' || args[0] === 'generate' ? [...args, ...FIXED] : args, { ...env, ...extra });
 const oneLine = (r: CliResult) => r.stderr.trim().split('\n').filter((l) => l.startsWith('layerdiff: error:'));
 /** exit 2 with exactly one error line matching `re` */
 function badInput(r: CliResult, re: RegExp): void {
