@@ -12,7 +12,7 @@ const RESET = '\x1b[0m';
 
 export function renderTable(r: Report, colour: boolean): string {
   const t = new Table({
-    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'forced max_abs', 'floor', 'err/floor', 'flips', 'nan/inf', 'status'],
+    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'forced max_abs', `floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor', 'flips', 'nan/inf', 'status'],
     style: { head: [], border: [], compact: true },
     colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
   });
@@ -22,7 +22,8 @@ export function renderTable(r: Report, colour: boolean): string {
     const nonFinite = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
     const status = colour ? `${COLOURS[s.status]}${s.status}${RESET}` : s.status;
     // floor and ratio of the judged modes: isolated / forced
-    const fl = s.floor ? `${sci(s.floor.isolated?.[s.judged_by ?? r.policy.metric])}/${sci(s.floor.accumulated_forced?.[s.judged_by ?? r.policy.metric])}` : '-';
+    const fm = s.ratio_metric ?? r.policy.metric;
+    const fl = s.floor ? `${sci(s.floor.isolated?.[fm])}/${sci(s.floor.accumulated_forced?.[fm])}` : '-';
     const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
     const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
     const flips = f === null ? '0' : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
