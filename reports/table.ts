@@ -5,32 +5,53 @@
 import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
 import type { Questions } from '../harness/compare/questions.js';
-import { cos, describeDrill, policyText, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+import { cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, policyText, sci, statusText, verdictLine } from './format.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';
+const BOLD = '\x1b[1m';
 
-export function renderTable(r: Report, colour: boolean): string {
+/**
+ * One column group per mode actually run: max_abs, rel_l2 and cosine of the first mode, max_abs and rel_l2 of
+ * isolated beside accumulated (a cosine per mode would push the table past 80 columns; it is in every report).
+ */
+function metricColumns(r: Report): { head: string[]; cells: (s: Report['stages'][number]) => string[] } {
+  const modes = modesRun(r);
+  const prefix = (mode: string) => (modes.length > 1 && mode === 'isolated' ? 'iso ' : '');
+  return {
+    head: modes.flatMap((mode, k) => [`${prefix(mode)}max_abs`, `${prefix(mode)}rel_l2`, ...(k === 0 ? [`${prefix(mode)}cosine`] : [])]),
+    cells: (s) => modes.flatMap((mode, k) => [sci(s[mode]?.max_abs), sci(s[mode]?.rel_l2), ...(k === 0 ? [cos(s[mode]?.cosine)] : [])]),
+  };
+}
+
+/** The verdict line alone (-q), coloured on request. */
+export function renderVerdict(r: Report, colour: boolean): string {
+  const vl = verdictLine(r);
+  return colour ? `${BOLD}${r.verdict === 'pass' ? COLOURS.pass : COLOURS.fail}${vl}${RESET}` : vl;
+}
+
+/** The table and what follows it; `verbose` (-v) adds every differing tensor, the finite part of non-finite stages, timings and the environment. */
+export function renderTable(r: Report, colour: boolean, verbose = false): string {
+  const cols = metricColumns(r);
   const t = new Table({
-    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'forced max_abs', `floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor', 'flips', 'nan/inf', 'status'],
+    head: ['stage', ...cols.head, 'forced max_abs', `floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor', 'nan/inf', 'flips', 'status'],
     style: { head: [], border: [], compact: true },
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
+    colAligns: ['left', ...cols.head.map(() => 'right' as const), 'right', 'right', 'right', 'right', 'right', 'left'],
   });
   const firstFlip = r.questions?.behaviour.first_flip ?? null;
   for (const s of r.stages) {
-    const a = s.accumulated ?? s.accumulated_forced ?? s.isolated;
-    const nonFinite = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
-    const status = colour ? `${COLOURS[s.status]}${s.status}${RESET}` : s.status;
+    const status = colour ? `${COLOURS[s.status]}${statusText(s)}${RESET}` : statusText(s);
     // floor and ratio of the judged modes: isolated / forced
     const fm = s.ratio_metric ?? r.policy.metric;
     const fl = s.floor ? `${sci(s.floor.isolated?.[fm])}/${sci(s.floor.accumulated_forced?.[fm])}` : '-';
     const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
     const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
-    const flips = f === null ? '0' : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
-    t.push([s.name, sci(a?.max_abs), sci(a?.rel_l2), cos(a?.cosine), sci(s.isolated?.max_abs), sci(s.accumulated_forced?.max_abs), fl, ratio, flips, nonFinite > 0 ? String(nonFinite) : '0', status]);
+    const flips = f === null ? flipsText(s) : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
+    t.push([s.name, ...cols.cells(s), sci(s.accumulated_forced?.max_abs), fl, ratio, nonFiniteText(s), flips, status]);
   }
   const dev = r.backends.device;
   const lines = [
+    renderVerdict(r, colour),
     `layerdiff ${r.tool.version} — ${r.model.architecture}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${r.model.path}`,
     `reference: ${r.golden?.action === 'compared' ? `golden run ${r.golden.dir} (not recomputed)` : 'reference-cpu fp32'} · device: ${dev.name} (${dev.description})`,
     `policy: ${policyText(r.policy)} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
@@ -38,17 +59,27 @@ export function renderTable(r: Report, colour: boolean): string {
   if (r.weights !== null) {
     lines.push(`weights: ${describeWeights(r.weights)}`);
     const bad = mismatchedTensors(r.weights);
-    for (const w of bad.slice(0, 6)) {
+    const shown = verbose ? bad.length : 6;
+    for (const w of bad.slice(0, shown)) {
       lines.push(`  ${w.name}  ${w.format} [${w.shape.join('×')}]  ${w.bad_blocks}/${w.blocks} blocks differ, max |Δw| ${sci(w.max_abs)}  reproduced by: ${w.matches.length > 0 ? w.matches.join(', ') : 'no catalog reading'}`);
     }
-    if (bad.length > 6) lines.push(`  … and ${bad.length - 6} more (see the JSON or HTML report)`);
+    if (bad.length > shown) lines.push(`  … and ${bad.length - shown} more (-v lists them; so do the JSON and HTML reports)`);
   }
   lines.push(t.toString());
-  const logits = r.stages.find((s) => s.logits)?.logits;
-  const lm = logits?.accumulated ?? logits?.isolated;
-  if (lm) lines.push(`logits: top-1 agreement ${(lm.top1_agreement * 100).toFixed(1)}%, KL mean ${sci(lm.kl_mean)}, KL p99 ${sci(lm.kl_p99)}, KL max ${sci(lm.kl_max)}`);
-  if (r.questions !== null) lines.push(...questionLines(r.questions));
+  const lt = logitsText(r);
+  if (lt !== null) lines.push(`logits: ${lt}`);
+  if (r.questions !== null && r.questions !== undefined) lines.push(...questionLines(r.questions));
   for (const s of r.stages) if (s.drill) lines.push(`drill-down ${s.name}: ${describeDrill(s.drill)}`);
+  if (verbose) {
+    for (const s of r.stages) {
+      for (const mode of modesRun(r)) {
+        const f = s[mode]?.finite;
+        if (f) lines.push(`finite part of ${s.name} (${mode}, ${f.count} elements where both paths are finite): max_abs ${sci(f.max_abs)}, rel_l2 ${sci(f.rel_l2)}, cosine ${cos(f.cosine)}`);
+      }
+    }
+    lines.push(`time per stage (reference / device, ms): ${r.stages.map((s) => `${s.name} ${s.time_ms.reference.toFixed(0)}/${s.time_ms.device.toFixed(0)}`).join(', ')}`);
+    lines.push(`environment: ${Object.entries(r.environment).map(([k, v]) => `${k} ${v}`).join(' · ')}`);
+  }
   if (r.determinism !== null) {
     const d = r.determinism;
     lines.push(

@@ -35,7 +35,13 @@ import { runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
-import { policyText, sci } from '../../reports/format.js';
+import { policyText, sci, verdictLine } from '../../reports/format.js';
+import { gateCauseLines, gateVerdictLine } from '../../reports/gate.js';
+import { stdoutTaken, writeGateReports } from '../../reports/writers.js';
+import { buildGateReport } from '../gate/report.js';
+import { checkReportTargets } from './outputs.js';
+import { ProgressLine } from './progress.js';
+import { terminal, useColour } from './terminal.js';
 import { assertOutside } from './diff.js';
 import { type ResolvedInput, resolveInput } from './input.js';
 
@@ -61,6 +67,11 @@ export interface GateArgs {
   golden?: string;
   /** save each prompt's reference stage outputs as the golden run DIR/prompt-NN */
   saveGolden?: string;
+  /** one report over every prompt run (per-prompt sections), in each format; `-` is stdout */
+  json?: string;
+  junit?: string;
+  summary?: string;
+  html?: string;
 }
 
 export interface GateResult {
@@ -109,6 +120,11 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
   if (a.record !== undefined && fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
   if (a.out !== undefined) assertNewOrEmptyDir(a.out, '--out');
+  const targets = { json: a.json, junit: a.junit, summary: a.summary, html: a.html };
+  checkReportTargets(targets, (t) => assertOutsideModel(t, a.model));
+  // with a report on stdout, the human-readable table goes to stderr
+  const human = stdoutTaken(targets) ? process.stderr : out;
+  const log = (line: string) => !terminal().quiet && process.stderr.write(line + '\n');
   const shard = a.shard !== undefined ? parseShard(a.shard) : a.out !== undefined ? { index: 1, count: 1 } : null;
   const ck = Checkpoint.open(a.model);
   try {
@@ -138,16 +154,16 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     if (a.saveGolden !== undefined) for (const i of mine) assertNewOrEmptyDir(path.join(a.saveGolden, promptLabel(i)), '--save-golden');
 
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
-    const tty = process.stderr.isTTY === true;
+    const progress = new ProgressLine(null, 0);
     const nStages = stageNames(model.numLayers, null).length;
     // Weights first, as `diff` does (once: it does not depend on the prompt): shapes against the config,
     // every quantized tensor's FP16 copy against the exact one, NaN codes as bad input. Each report carries it.
     model.conformance();
     const weights = checkWeights(ck, backend.native, {
       layers: null, faults: null,
-      onTensor: (name, done, total) => tty && process.stderr.write(`\r\x1b[Kgate: weights ${done + 1}/${total} ${name}`),
+      onTensor: (name, done, total) => progress.show(`gate: weights ${done + 1}/${total} ${name}`),
     });
-    if (tty) process.stderr.write('\r\x1b[K');
+    progress.done();
     assertNoNanCodes(ck, weights);
     const summaries: PromptSummary[] = [];
     const reports: Report[] = [];
@@ -163,11 +179,13 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           run = runDiff(model, {
             tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
             golden: goldens.get(i) ?? null, saveGolden: saver,
-            onStage: (p) => tty && process.stderr.write(`\r\x1b[Kgate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
+            onStage: (p) => progress.show(`gate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
           });
         } catch (e) {
           saver?.abort();
           throw e;
+        } finally {
+          progress.done();
         }
         if (saver !== null) {
           saver.commit({ model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint: quick, num_layers: model.numLayers }, tokens: inputs[i].tokens, ...(inputs[i].prompt !== undefined ? { prompt: inputs[i].prompt } : {}), layers: null });
@@ -183,25 +201,36 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `${promptLabel(i)}.json`), json);
         reports.push(report);
         jsons.push(json);
-        summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
+        const sum = summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex'));
+        summaries.push(sum);
+        // one line per prompt as it finishes: a CI log shows progress (and which prompt failed) before the end
+        log(`gate: prompt ${k + 1}/${mine.length} ${prompts[i].name}: ${report.verdict === 'pass' ? 'pass' : verdictLine(report)} · worst ${policy.metric} ${sum.worst.value !== null ? sci(sum.worst.value) : 'NaN/Inf'} at ${sum.worst.stage} · ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       }
     } catch (e) {
       // an interrupted gate leaves none of the golden runs it saved: they would look like a finished side
       for (const d of savedGoldens) fs.rmSync(d, { recursive: true, force: true });
       throw e;
     }
-    if (tty) process.stderr.write('\r\x1b[K');
-
-    out.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
     const failed = failedPrompts(summaries);
+    const recordPath = a.record !== undefined ? path.resolve(a.record) : null;
+    const gateReport = (written: boolean) =>
+      buildGateReport({ prompts: mine.map((i, k) => ({ name: prompts[i].name, verdict: reports[k].verdict, report: reports[k] })), device: backend.identity, policy, record: recordPath, written, elapsedMs: Date.now() - started });
+    const g = gateReport(false);
+    if (failed.length > 0) {
+      const vl = gateVerdictLine(g);
+      human.write(`${useColour(human as { isTTY?: boolean }) ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
+    }
+    if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
     const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files };
     const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
-    if (failed.length > 0) {
-      out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
-      for (const r of reports) for (const d of r.diagnosis) out.write(`  likely cause at ${d.stage}: ${d.cause} — ${d.evidence}\n`);
+    if (failed.length > 0 && !terminal().quiet) {
+      human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
+      // each cause once, naming the prompts it showed in
+      for (const l of gateCauseLines(g)) human.write(`  ${l}\n`);
     }
     if (a.out === undefined && (a.record === undefined || failed.length > 0)) {
-      if (a.saveGolden !== undefined) out.write(`golden runs of ${mine.length} prompts saved under ${a.saveGolden}\n`);
+      writeGateReports(g, targets, out);
+      if (a.saveGolden !== undefined) human.write(`golden runs of ${mine.length} prompts saved under ${a.saveGolden}\n`);
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
@@ -227,8 +256,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         },
         signingKey(),
       ), jsons);
+      writeGateReports(g, targets, out);
       const what = failed.length > 0 ? 'FAIL' : 'PASS';
-      out.write(`${what} — shard ${shard!.index}/${shard!.count}: ${summaries.length} of ${prompts.length} prompts; partial result written to ${a.out}${signingKey() !== null ? ' (signed)' : ''}; merge the shards' folders with layerdiff gate --merge DIR... --record FILE\n`);
+      human.write(`${what} — shard ${shard!.index}/${shard!.count}: ${summaries.length} of ${prompts.length} prompts; partial result written to ${a.out}${signingKey() !== null ? ' (signed)' : ''}; merge the shards' folders with layerdiff gate --merge DIR... --record FILE\n`);
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
@@ -237,7 +267,8 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       started: new Date(started), key: signingKey(),
     });
     writeRecord(a.record!, record);
-    out.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
+    writeGateReports(gateReport(true), targets, out);
+    human.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
     return { code: ExitCode.pass, summaries, reports, record };
   } finally {
     ck.close();

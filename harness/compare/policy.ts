@@ -247,6 +247,8 @@ export function verdict(m: StageMetrics | null | undefined, p: Policy, opts: { s
   if (newNonFinite(m)) return 'fail';
   const t = thresholdsFor(p, stageKind(opts.stage ?? 'layer'), opts.mode ?? 'isolated');
   const v = m[t.metric];
+  // NaN: the paths disagree on a non-finite element (also one the reference has and the device not)
+  if (Number.isNaN(v)) return 'fail';
   const floor = p.rule === 'floor' ? (opts.floor?.[t.metric] ?? null) : null;
   if (floor === null) {
     if (v > t.fail_above) return 'fail';

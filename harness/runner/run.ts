@@ -25,6 +25,7 @@ import { addFloors, floorOf, type FloorMetrics, roundActF16, scaleFloor, ZERO_FL
 import { type FlipSummary, judgeFlips, SCORE_SUBSTAGE } from '../compare/flips.js';
 import { floorRatio, type MetricName, newNonFinite, type Policy, type StageKind, stageKind, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
 import { answerQuestions, type Questions, questionsPass } from '../compare/questions.js';
+import { carriedFrom } from '../compare/carried.js';
 import type { Act } from '../formats/tensor.js';
 import { writeSafetensors } from '../io/safetensors.js';
 import type { LayerContext, LayerResult, ModelDef } from '../models/path.js';
@@ -67,6 +68,8 @@ export interface RunOptions {
   captureRepro?: boolean;
   /** run the accumulated-forced pass (default: in modes both and accumulated-forced); false measures the plain diff */
   forced?: boolean;
+  /** --fail-fast: stop after the first failing stage (its drill-down included) */
+  failFast?: boolean;
 }
 
 export interface Progress {
@@ -133,6 +136,8 @@ export interface StageResult {
   /** --repeat N: how far repeated device runs of this stage land from the first (0 for a deterministic path) */
   spread?: { runs: number; accumulated: Spread | null; isolated: Spread | null };
   time_ms: { reference: number; device: number; floor?: number };
+  /** fails only on the device's own (accumulated) input, passes isolated: the root stage the error came from */
+  carried_from?: string;
 }
 
 /** What --repro needs of the first failing layer (held in memory: one layer's activations). */
@@ -190,6 +195,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   // drift budget so far (compare/floor.ts): the sum of the stages' floors, and the last layer's own floor
   let driftSum: FloorMetrics = ZERO_FLOOR;
   let lastLayerFloor: FloorMetrics | null = null;
+  const stop = () => opt.failFast === true && stages.some((s) => s.status === 'fail');
 
   type Acts = { reference: Act; device: Act | null; device_isolated: Act | null; device_forced?: Act | null };
   const record = (s: Omit<StageResult, 'status'>, acts: Acts, extra: Status = 'pass') => {
@@ -283,7 +289,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     ref = model.reference.embed(tokens);
   }
 
-  for (let L = golden ? from : 0; L <= to; L++) {
+  for (let L = golden ? from : 0; L <= to && !stop(); L++) {
     if (L < from) {
       // stages before the range: reference only, to produce the range's input
       ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
@@ -377,7 +383,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     devF = forced?.out ?? null;
   }
 
-  if (to === model.numLayers - 1) {
+  if (to === model.numLayers - 1 && !stop()) {
     // the head's stages: their own floor, and for drift that floor grown as the residual stream's budget grew
     const headFloor = (own: FloorMetrics | null): StageResult['floor'] | undefined =>
       own === null ? undefined : { isolated: own, accumulated_forced: lastLayerFloor !== null ? scaleFloor(own, driftSum, lastLayerFloor) : own };
@@ -401,6 +407,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
       },
       { reference: refN, device: accN, device_isolated: isoN },
     );
+    if (stop()) return finish(stages, policy, repro);
     const [refL, tR2] = golden ? timed(() => golden.stage('logits').out) : timed(() => model.reference.logits(refN));
     save?.stage('logits', { out: refL, selections: null });
     const [accL, tA2] = timed(() => (accN ? model.device.logits(accN) : null));
@@ -427,6 +434,12 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     );
   }
 
+  return finish(stages, policy, repro);
+}
+
+/** The carried markers, the first failure, the three questions and the verdict of a run's stages. */
+function finish(stages: StageResult[], policy: Policy, repro: ReproCapture | null): RunResult {
+  for (const [name, root] of carriedFrom(stages, policy)) stages.find((s) => s.name === name)!.carried_from = root;
   const questions = answerQuestions(stages, policy);
   const failed = stages.find((s) => s.status === 'fail');
   const pass = failed === undefined && questionsPass(questions);
