@@ -489,3 +489,55 @@ export function loadDeepseekNative(): DeepseekNative {
 export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
   return validated(raw);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// gpt-oss kernels (device-hip/src/gpt_oss.cc; element numerics in include/ld_gpt_oss.h): the router with a
+// softmax over the top-k logits only, and the clamped, α-scaled, +1-shifted SwiGLU on interleaved gate/up rows.
+// The hip backend offers the same surface (kernels/gpt_oss.hip).
+// ---------------------------------------------------------------------------------------------------
+
+export interface OssRouterResult {
+  /** Int32 [T, topk]: chosen experts, ascending per token */
+  ids: Int32Array;
+  /** f32 [T, topk]: softmax over the chosen biased logits, in the order of ids */
+  weights: Float32Array;
+}
+
+export interface GptOssNative {
+  /** logits f32 [T, E] (gemmF16F32), bias f32 [E] or null; given Int32 [T, topk] ids replace the choice. */
+  ossRouterF32(logits: Float32Array, bias: Float32Array | null, T: number, E: number, topk: number, given: Int32Array | null): OssRouterResult;
+  /** h f16 [rows, 2I] (gate = even, up = odd elements) → f16 [rows, I]: min(g, L)·σ(α·min(g, L))·(clamp(u, ±L) + 1). */
+  ossSwigluF16(h: Uint16Array, rows: number, I: number, limit: number, alpha: number): Uint16Array;
+}
+
+/** GptOssNative's argument checks around any implementation. */
+export function validatedGptOssNative(raw: GptOssNative): GptOssNative {
+  return {
+    ossRouterF32(logits, bias, T, E, topk, given) {
+      const fn = 'ossRouterF32';
+      int(fn, 'T', T, 1);
+      int(fn, 'E', E, 1);
+      int(fn, 'topk', topk, 1);
+      if (topk > E) throw new RangeError(`${fn}: topk ${topk} exceeds E ${E}`);
+      arr(fn, 'logits', logits, Float32Array, T * E, `T×E [${T}×${E}]`);
+      if (bias !== null) arr(fn, 'bias', bias, Float32Array, E, `E [${E}]`);
+      if (given !== null) i32(fn, 'given', given, T * topk, `T×topk [${T}×${topk}]`, 0, E);
+      return raw.ossRouterF32(logits, bias, T, E, topk, given);
+    },
+    ossSwigluF16(h, rows, I, limit, alpha) {
+      const fn = 'ossSwigluF16';
+      int(fn, 'rows', rows, 1);
+      int(fn, 'I', I, 1);
+      arr(fn, 'h', h, Uint16Array, rows * 2 * I, `rows×2I [${rows}×${2 * I}]`);
+      return raw.ossSwigluF16(h, rows, I, num(fn, 'limit', limit), num(fn, 'alpha', alpha));
+    },
+  };
+}
+
+let cachedGptOss: GptOssNative | undefined;
+
+/** The gpt-oss kernels of the emulated backend, argument-checked like the rest of this file. */
+export function loadGptOssNative(): GptOssNative {
+  cachedGptOss ??= loadSurface<GptOssNative>('ossRouterF32', 'the gpt-oss kernels (ossRouterF32, ossSwigluF16)', validatedGptOssNative);
+  return cachedGptOss;
+}

@@ -68,6 +68,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   init_ops(env, exports);
   init_attention(env, exports);
   init_deepseek(env, exports);
+  void init_gpt_oss(Napi::Env, Napi::Object); init_gpt_oss(env, exports);  // gpt_oss.cc (router, SwiGLU)
   void init_decode(Napi::Env, Napi::Object); init_decode(env, exports);  // decode.cc (KV-cache attention); declared here, addon.h is the kernels'
   return exports;
 }

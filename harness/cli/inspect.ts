@@ -22,6 +22,9 @@ interface Group {
 
 /** The registry's name for what a tensor is: a weight's format id, or the role of a scale beside one. */
 function formatOf(ck: Checkpoint, name: string): string {
+  // gpt-oss's fused experts: <base>_blocks U8 [E, rows, in/32, 16] beside <base>_scales (harness/models/gpt_oss.ts)
+  if (name.endsWith('_blocks') && ck.info(name).dtype === 'U8' && ck.has(name.replace(/_blocks$/, '_scales'))) return 'mxfp4 (blocks)';
+  if (name.endsWith('_scales') && ck.has(name.replace(/_scales$/, '_blocks'))) return 'scale';
   const weightSuffix = WEIGHT_SUFFIXES.find((x) => name.endsWith('.' + x));
   if (weightSuffix !== undefined) {
     try {
