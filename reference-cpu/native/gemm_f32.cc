@@ -260,6 +260,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   register_dequant_exact(env, exports);
+  register_check_f16(env, exports);
   return exports;
 }
 
