@@ -33,6 +33,7 @@ export interface ExactVsF16 {
 
 interface ReferenceAddon {
   gemmF32(x: Float32Array, w: Float32Array, m: number, k: number, n: number): Float32Array;
+  linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number };
   dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
   firstNonFinite(w: Float32Array): number;
   checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
@@ -101,4 +102,16 @@ export function checkExactVsF16(kind: ExactKind, weight: Uint8Array, scale: Uint
 /** float32 → binary16 bits by the reference side's native rounding (nearest-even), for tests. */
 export function roundF16Native(x: Float32Array): Uint16Array {
   return native().roundF16(x);
+}
+
+/**
+ * y [m, n] = x [m, in] · W[r0:r0+n]ᵀ with W decoded exactly inside the GEMM, a few rows at a time (no FP32 copy
+ * of W): the bits of gemmF32(x, dequantExact(W rows)). firstNonFinite ≥ 0 (flat index in the whole tensor)
+ * means a weight decoded to NaN/Inf and y must not be used.
+ */
+export function linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number } {
+  for (const [name, v] of [['m', m], ['out', out], ['in', inn], ['bo', bo], ['bi', bi], ['n', n]] as const) dim(name, v, 'linearExact');
+  if (!Number.isInteger(r0) || r0 < 0 || r0 + n > out) throw new RangeError(`linearExact: rows [${r0}, ${r0 + n}) outside [0, ${out})`);
+  if (!(x instanceof Float32Array) || x.length !== m * inn) throw new RangeError(`linearExact: x must be a Float32Array of m×in = ${m * inn}`);
+  return native().linearExact(x, m, kind, weight, scale, out, inn, bo, bi, r0, n);
 }
