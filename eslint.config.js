@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import { layeringBlocks } from './eslint.layers.js';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'device-hip/build/**', 'fixtures/llama-tiny/**', 'fixtures/deepseek-v4-tiny/**', 'fixtures/gpt-oss-tiny/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

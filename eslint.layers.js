@@ -16,7 +16,7 @@ export const UNITS = [
   { name: 'reports', paths: ['reports'] },
   // before application: `inspect --check`'s command module sits beside the check it runs
   { name: 'cli', paths: ['harness/cli', 'harness/weights/command'] },
-  { name: 'application', paths: ['harness/runner', 'harness/compare', 'harness/weights', 'harness/gate', 'harness/generate', 'harness/repro', 'fixtures'] },
+  { name: 'application', paths: ['harness/arch', 'harness/runner', 'harness/compare', 'harness/weights', 'harness/gate', 'harness/generate', 'harness/repro', 'fixtures'] },
   { name: 'scripts', paths: ['scripts'] },
 ];
 

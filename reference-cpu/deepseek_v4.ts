@@ -119,7 +119,7 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
   }
 }
 
-/** Everything of the ModelDef but the device path, for harness/runner/model.ts to complete. */
+/** Everything of the ModelDef but the device path, for harness/arch/deepseek_v4.ts to complete. */
 export function deepseekV4Reference(m: DeepseekV4Checkpoint, opts: DeepseekV4ReferenceOptions = {}): Omit<ModelDef<DeepseekV4LayerWeights>, 'device'> {
   return {
     architecture: 'deepseek_v4',

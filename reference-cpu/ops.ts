@@ -96,10 +96,11 @@ export function rope(
 /**
  * Causal grouped-query attention: q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, Dv] → [T, Hq, Dv].
  * Query head h reads kv head ⌊h / (Hq/Hkv)⌋. Key s is visible to query t iff s ≤ t (and t − s < window).
+ * sinks[h] (gpt-oss), when given, is one more logit in head h's softmax denominator with no value.
  */
 export function causalAttention(
   q: Float32Array, k: Float32Array, v: Float32Array, T: number, Hq: number, Hkv: number, D: number, Dv: number,
-  scale: number, window = 0,
+  scale: number, window = 0, sinks: ArrayLike<number> | null = null,
 ): Float32Array {
   const out = new Float32Array(T * Hq * Dv);
   const group = Hq / Hkv;
@@ -113,7 +114,7 @@ export function causalAttention(
         for (let d = 0; d < D; d++) dot += q[(t * Hq + h) * D + d] * k[(s * Hkv + kvh) * D + d];
         p[s - first] = dot * scale;
       }
-      softmaxInPlace(p);
+      softmaxInPlace(p, sinks !== null ? sinks[h] : -Infinity);
       for (let d = 0; d < Dv; d++) {
         let acc = 0;
         for (let s = first; s <= t; s++) acc += p[s - first] * v[(s * Hkv + kvh) * Dv + d];

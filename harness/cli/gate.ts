@@ -3,6 +3,11 @@
  * stages) over the acceptance prompts; a per-prompt summary table on stdout. When every stage of every
  * prompt passes, the acceptance record is written atomically (DESIGN §8) and the exit code is 0; otherwise
  * no record is written, an existing record file is left exactly as it was, and the exit code is 1.
+ *
+ * `--shard I/N --out DIR` runs only shard I's prompts (harness/gate/shard.ts) and writes a partial result
+ * instead (harness/gate/partial.ts; `gate --merge`, in gate-merge.ts, makes the record from all N).
+ * `--save-golden DIR` / `--golden DIR` save or take each prompt's reference as the golden run DIR/prompt-NN,
+ * so the reference side and the device side of a gate can run on different machines.
  */
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -13,24 +18,31 @@ import { DEFAULT_POLICY, makePolicy, type Policy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
-import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign, signingKey, writeRecord } from '../gate/record.js';
+import { buildRecord, failedPrompts, summarize } from '../gate/accept.js';
+import { PARTIAL_MANIFEST, PARTIAL_SCHEMA, promptLabel, reportFileName, type ShardPartial, signPartial } from '../gate/partial.js';
+import { type AcceptanceRecord, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
+import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries } from '../gate/shard.js';
 import { Checkpoint } from '../io/checkpoint.js';
+import { quickFingerprint } from '../io/fingerprint.js';
 import { writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
+import { assertNewOrEmptyDir, StagedDir } from '../repro/files.js';
+import { GOLDEN_MANIFEST, GoldenReader, GoldenWriter } from '../repro/golden.js';
 import { buildReport, type Report } from '../runner/report.js';
-import { runDiff, stageNames } from '../runner/run.js';
+import { runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
 import { sci } from '../../reports/format.js';
 import { assertOutside } from './diff.js';
-import { resolveInput } from './input.js';
+import { type ResolvedInput, resolveInput } from './input.js';
 
 export interface GateArgs {
   model: string;
-  record: string;
+  /** acceptance record to write (a whole, unsharded gate) */
+  record?: string;
   prompts?: string;
   device: string;
   metric: string;
@@ -38,6 +50,14 @@ export interface GateArgs {
   warnAbove: number;
   /** also write each prompt's JSON report here (the files the record's report digest covers) */
   reports?: string;
+  /** run only the prompts of shard I/N (harness/gate/shard.ts); needs --out */
+  shard?: string;
+  /** write a partial result (harness/gate/partial.ts) into this new or empty folder instead of a record */
+  out?: string;
+  /** take each prompt's reference from the golden run DIR/prompt-NN instead of computing it */
+  golden?: string;
+  /** save each prompt's reference stage outputs as the golden run DIR/prompt-NN */
+  saveGolden?: string;
 }
 
 export interface GateResult {
@@ -65,12 +85,23 @@ export function assertOutsideModel(target: string, modelDir: string): void {
   assertOutside(realish(target), realish(modelDir));
 }
 
+/** Which outputs a gate writes; every combination that makes no sense is refused before anything runs. */
+function checkOutputs(a: GateArgs): void {
+  if (a.shard !== undefined && a.out === undefined && a.saveGolden === undefined) throw new InputError('--shard I/N needs --out DIR (a shard writes a partial result, which gate --merge turns into the record) or --save-golden DIR (the reference side)');
+  if (a.shard !== undefined && a.record !== undefined) throw new InputError('--shard I/N writes no record: give --out DIR, and make the record with gate --merge');
+  if (a.out !== undefined && a.record !== undefined) throw new InputError('give --record FILE (a whole gate) or --out DIR (a shard\'s partial result), not both; gate --merge writes the record from the partials');
+  if (a.record === undefined && a.out === undefined && a.saveGolden === undefined) throw new InputError('give --record FILE, or --shard I/N --out DIR, or --save-golden DIR');
+  if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
+}
+
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
   const started = Date.now();
   const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
-  assertOutsideModel(a.record, a.model);
-  if (a.reports !== undefined) assertOutsideModel(a.reports, a.model);
-  if (fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
+  checkOutputs(a);
+  for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
+  if (a.record !== undefined && fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
+  if (a.out !== undefined) assertNewOrEmptyDir(a.out, '--out');
+  const shard = a.shard !== undefined ? parseShard(a.shard) : a.out !== undefined ? { index: 1, count: 1 } : null;
   const ck = Checkpoint.open(a.model);
   try {
     const backend = selectBackend(a.device);
@@ -82,11 +113,21 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     const source = a.prompts !== undefined ? `${path.resolve(a.prompts)} sha256:${createHash('sha256').update(fs.readFileSync(a.prompts)).digest('hex')}` : 'built-in';
     // Built-in prompts stay within the model's context; a user's prompts are taken as given.
     const maxPos = typeof ck.config.max_position_embeddings === 'number' ? ck.config.max_position_embeddings : undefined;
-    const inputs = [];
+    const inputs: ResolvedInput[] = [];
     for (const p of prompts) {
       const spec = p.tokens !== undefined ? { tokens: p.tokens.join(',') } : { prompt: p.prompt };
       inputs.push(await resolveInput(ck.dir, model.vocab, a.prompts === undefined && maxPos !== undefined ? { ...spec, maxTokens: maxPos } : spec));
     }
+    // The whole set is resolved on every shard: the assignment and the set's digest depend on all of it.
+    const set = promptSetEntries(prompts.map((p, i) => ({ name: p.name, tokens: inputs[i].tokens })));
+    const assigned = shard !== null ? assignShards(set, shard.count) : null;
+    const mine = prompts.map((_p, i) => i).filter((i) => assigned === null || assigned[i] === shard!.index);
+
+    // Golden runs in (the reference from another machine) or out (for one), checked before anything runs.
+    const quick = a.golden !== undefined || a.saveGolden !== undefined ? quickFingerprint(ck) : '';
+    const goldens = new Map<number, GoldenReader>();
+    if (a.golden !== undefined) for (const i of mine) goldens.set(i, openPromptGolden(a.golden, i, prompts[i].name, inputs[i].tokens, quick, model.architecture));
+    if (a.saveGolden !== undefined) for (const i of mine) assertNewOrEmptyDir(path.join(a.saveGolden, promptLabel(i)), '--save-golden');
 
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
     const tty = process.stderr.isTTY === true;
@@ -102,57 +143,92 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     assertNoNanCodes(ck, weights);
     const summaries: PromptSummary[] = [];
     const reports: Report[] = [];
-    for (let i = 0; i < prompts.length; i++) {
-      const t0 = Date.now();
-      const run = runDiff(model, {
-        tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
-        onStage: (p) => tty && process.stderr.write(`\r\x1b[Kgate: prompt ${i + 1}/${prompts.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
-      });
-      const report = buildReport({
-        modelPath: path.resolve(ck.dir), architecture: model.architecture, fingerprint: { value: fp.value, kind: 'sha256 of every file' },
-        numLayers: model.numLayers, tokens: inputs[i].tokens, prompt: inputs[i].prompt, device: backend.identity, policy,
-        mode: 'both', layers: 'all', injected: null, run, diagnosis: diagnose(run, policy, weights), weights, elapsedMs: Date.now() - t0,
-      });
-      const json = reportJson(report);
-      if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `prompt-${String(i + 1).padStart(2, '0')}.json`), json);
-      reports.push(report);
-      summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
+    const jsons: string[] = [];
+    const savedGoldens: string[] = [];
+    try {
+      for (const [k, i] of mine.entries()) {
+        const t0 = Date.now();
+        const goldenDir = a.golden !== undefined ? path.join(a.golden, promptLabel(i)) : a.saveGolden !== undefined ? path.join(a.saveGolden, promptLabel(i)) : null;
+        const saver = a.saveGolden !== undefined ? new GoldenWriter(goldenDir!) : null;
+        let run: RunResult;
+        try {
+          run = runDiff(model, {
+            tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
+            golden: goldens.get(i) ?? null, saveGolden: saver,
+            onStage: (p) => tty && process.stderr.write(`\r\x1b[Kgate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
+          });
+        } catch (e) {
+          saver?.abort();
+          throw e;
+        }
+        if (saver !== null) {
+          saver.commit({ model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint: quick, num_layers: model.numLayers }, tokens: inputs[i].tokens, ...(inputs[i].prompt !== undefined ? { prompt: inputs[i].prompt } : {}), layers: null });
+          savedGoldens.push(goldenDir!);
+        }
+        const report = buildReport({
+          modelPath: path.resolve(ck.dir), architecture: model.architecture, fingerprint: { value: fp.value, kind: 'sha256 of every file' },
+          numLayers: model.numLayers, tokens: inputs[i].tokens, prompt: inputs[i].prompt, device: backend.identity, policy,
+          mode: 'both', layers: 'all', injected: null, run, diagnosis: diagnose(run, policy, weights), weights, elapsedMs: Date.now() - t0,
+          golden: goldenDir !== null ? { dir: path.resolve(goldenDir), action: a.golden !== undefined ? 'compared' : 'saved' } : null,
+        });
+        const json = reportJson(report);
+        if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `${promptLabel(i)}.json`), json);
+        reports.push(report);
+        jsons.push(json);
+        summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
+      }
+    } catch (e) {
+      // an interrupted gate leaves none of the golden runs it saved: they would look like a finished side
+      for (const d of savedGoldens) fs.rmSync(d, { recursive: true, force: true });
+      throw e;
     }
     if (tty) process.stderr.write('\r\x1b[K');
 
-    out.write(renderGateTable(summaries, policy, backend.identity.name) + '\n');
-    const failed = summaries.filter((s) => s.verdict === 'fail');
+    out.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
+    const failed = failedPrompts(summaries);
+    const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files };
+    const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
     if (failed.length > 0) {
-      const existing = fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : '';
-      out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts failed (${failed.map((s) => s.name).join(', ')}); no record written${existing}\n`);
+      out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
       for (const r of reports) for (const d of r.diagnosis) out.write(`  likely cause at ${d.stage}: ${d.cause} — ${d.evidence}\n`);
-      return { code: ExitCode.stageFailed, summaries, reports, record: null };
+    }
+    if (a.out === undefined && (a.record === undefined || failed.length > 0)) {
+      if (a.saveGolden !== undefined) out.write(`golden runs of ${mine.length} prompts saved under ${a.saveGolden}\n`);
+      return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
-    // The weights the record vouches for must be the weights that ran: re-check (stat-only with the cache).
+    // The weights the record (or partial) vouches for must be the weights that ran: re-check (stat-only with the cache).
     const after = await checkpointFingerprint(ck.dir, ck.shardFiles);
     if (after.value !== fp.value) throw new InputError('the checkpoint changed while the gate ran; no record written', { file: ck.dir });
 
-    const digest = createHash('sha256');
-    summaries.forEach((s, i) => digest.update(`${i}\t${s.report_sha256}\n`));
-    const record = sign(
-      {
-        schema: RECORD_SCHEMA,
-        verdict: 'pass',
-        tool: { name: 'layerdiff', version: toolVersion() },
-        model: { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files },
-        device: backend.identity,
-        policy,
-        acceptance: {
-          mode: 'both', layers: 'all', prompt_source: source, prompts: summaries,
-          weights: { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks },
+    if (a.out !== undefined) {
+      // A failing shard still writes its partial: the merge names it and its failing prompts.
+      writePartialDir(a.out, signPartial(
+        {
+          schema: PARTIAL_SCHEMA,
+          tool: { name: 'layerdiff', version: toolVersion() },
+          model: modelEntry,
+          device: backend.identity,
+          policy,
+          prompt_set: { source, digest: promptSetDigest(set), prompts: set },
+          shard: { ...shard!, assignment: ASSIGNMENT },
+          acceptance: { mode: 'both', layers: 'all', weights: weightsEntry },
+          reference: a.golden !== undefined ? { source: 'golden', dir: path.resolve(a.golden) } : { source: 'computed' },
+          prompts: mine.map((i, k) => ({ index: i, summary: summaries[k], report: reportFileName(i) })),
+          created: new Date(started).toISOString(),
         },
-        report_digest: `sha256:${digest.digest('hex')}`,
-        created: new Date(started).toISOString(),
-      },
-      signingKey(),
-    );
-    writeRecord(a.record, record);
+        signingKey(),
+      ), jsons);
+      const what = failed.length > 0 ? 'FAIL' : 'PASS';
+      out.write(`${what} — shard ${shard!.index}/${shard!.count}: ${summaries.length} of ${prompts.length} prompts; partial result written to ${a.out}${signingKey() !== null ? ' (signed)' : ''}; merge the shards' folders with layerdiff gate --merge DIR... --record FILE\n`);
+      return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
+    }
+
+    const record = buildRecord({
+      toolVersion: toolVersion(), model: modelEntry, device: backend.identity, policy, promptSource: source, summaries, weights: weightsEntry,
+      started: new Date(started), key: signingKey(),
+    });
+    writeRecord(a.record!, record);
     out.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
     return { code: ExitCode.pass, summaries, reports, record };
   } finally {
@@ -160,28 +236,47 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   }
 }
 
-function summarize(name: string, r: Report, policy: Policy, sha: string): PromptSummary {
-  // A non-finite metric (device NaN/Inf) outranks every number; it is recorded as null (JSON has no Inf).
-  let worst = { stage: r.stages[0]?.name ?? '-', rank: -Infinity, value: null as number | null };
-  let warnings = 0;
-  for (const s of r.stages) {
-    if (s.status === 'warn') warnings++;
-    for (const m of [s.accumulated, s.isolated]) {
-      if (m === null) continue;
-      const v = m[policy.metric];
-      const rank = m.nan.device + m.inf.device > 0 || !Number.isFinite(v) ? Infinity : v;
-      if (rank > worst.rank) worst = { stage: s.name, rank, value: Number.isFinite(rank) ? v : null };
-    }
+/** The golden run of prompt i (DIR/prompt-NN): of this checkpoint, every stage, this prompt's tokens. */
+function openPromptGolden(dir: string, i: number, name: string, tokens: number[], fingerprint: string, architecture: string): GoldenReader {
+  const d = path.join(dir, promptLabel(i));
+  if (!fs.existsSync(path.join(d, GOLDEN_MANIFEST))) {
+    throw new InputError(`--golden: no golden run for prompt ${i + 1} (${name}); save the reference side with layerdiff gate MODEL --save-golden ${dir} (same prompts, any --shard)`, { file: d });
   }
-  return { name, tokens: r.input.tokens.length, verdict: r.verdict, warnings, worst: { stage: worst.stage, value: worst.value }, report_sha256: sha };
+  const g = GoldenReader.open(d);
+  g.checkModel(fingerprint, architecture);
+  if (g.manifest.layers !== null) throw new InputError(`--golden: holds ${g.rangeText()}; the gate needs every stage`, { file: d });
+  if (g.manifest.tokens.join(',') !== tokens.join(',')) throw new InputError(`--golden: its ${g.manifest.tokens.length} tokens are not prompt ${i + 1} (${name})'s ${tokens.length}: saved from another prompt set`, { file: d });
+  return g;
 }
 
-export function renderGateTable(rows: PromptSummary[], policy: Policy, device: string): string {
+/** The partial's folder appears whole or not at all (staged, then renamed into place). */
+function writePartialDir(dir: string, partial: ShardPartial, jsons: string[]): void {
+  const staged = new StagedDir(dir);
+  try {
+    partial.prompts.forEach((p, k) => fs.writeFileSync(staged.file(p.report), jsons[k]));
+    fs.writeFileSync(staged.file(PARTIAL_MANIFEST), JSON.stringify(partial, null, 2) + '\n');
+    staged.commit();
+  } catch (e) {
+    staged.abort();
+    throw e;
+  }
+}
+
+export interface GateTableScope {
+  /** each row's 1-based position in the prompt set (default 1, 2, …) */
+  numbers?: number[];
+  /** the set's size, when the rows are one shard of it */
+  of?: number;
+  shard?: { index: number; count: number } | null;
+}
+
+export function renderGateTable(rows: PromptSummary[], policy: Policy, device: string, scope: GateTableScope = {}): string {
   const t = new Table({
     head: ['#', 'prompt', 'tokens', `worst ${policy.metric}`, 'at stage', 'warn stages', 'verdict'],
     style: { head: [], border: [], compact: true },
     colAligns: ['right', 'left', 'right', 'right', 'left', 'right', 'left'],
   });
-  rows.forEach((s, i) => t.push([String(i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
-  return [`layerdiff gate — ${rows.length} acceptance prompts · device ${device} · policy ${policy.metric} fail > ${policy.fail_above}, warn > ${policy.warn_above} · both modes, all stages`, t.toString()].join('\n');
+  rows.forEach((s, i) => t.push([String(scope.numbers?.[i] ?? i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
+  const what = scope.shard != null ? `shard ${scope.shard.index}/${scope.shard.count}: ${rows.length} of ${scope.of ?? rows.length} acceptance prompts` : `${rows.length} acceptance prompts`;
+  return [`layerdiff gate — ${what} · device ${device} · policy ${policy.metric} fail > ${policy.fail_above}, warn > ${policy.warn_above} · both modes, all stages`, t.toString()].join('\n');
 }

@@ -18,24 +18,13 @@ import { makePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.js';
-import type { Decoder } from '../contracts/decoder.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
-import { staleCacheNote } from '../generate/fp16cache.js';
-import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
-import { loadLlamaFp16Cache } from '../generate/fp16cache_llama.js';
-import { RecomputeDecoder } from '../generate/recompute.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
 import { writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
-import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../models/deepseek_v4.js';
-import { LlamaCheckpoint } from '../models/llama.js';
 import { selectBackend } from '../runner/backend.js';
-import { architectureKind } from '../runner/model.js';
-import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
-import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
-import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
-import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
+import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
 import { assertOutsideModel, gateCommand } from './gate.js';
 
 export interface GenerateArgs {
@@ -102,10 +91,10 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
 
   const ck = Checkpoint.open(a.model);
-  /** the DeepSeek-V4 FP16 cache's open files, closed with the checkpoint */
-  let cache: DeepseekV4Fp16Weights | null = null;
+  /** the decoder and what it holds open (an FP16 cache's files), closed with the checkpoint */
+  let opened: OpenedDecoder | null = null;
   try {
-    const arch = architectureKind(ck);
+    const entry = architectureFor(ck);
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
     let fingerprint: string | null = null;
@@ -136,43 +125,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
 
     const t0 = performance.now();
-    let decoder: Decoder;
-    let weights: GenerateOutcome['weights'] = 'fp32-reference';
-    if (arch === 'llama') {
-      const m = new LlamaCheckpoint(ck);
-      if (backend !== null) {
-        let w = null;
-        if (a.fp16Cache !== undefined) {
-          const c = await loadLlamaFp16Cache(a.fp16Cache, m, fingerprint!);
-          if (c.ok) w = c.weights;
-          else io.stderr.write(staleCacheNote(a.fp16Cache, a.model, c.why));
-        }
-        weights = w !== null ? 'fp16-cache' : 'dequant-at-load';
-        decoder = new LlamaDeviceDecoder(m, backend.native, backend.decode, w ?? buildLlamaF16(m, backend.native));
-      } else {
-        decoder = new LlamaReferenceDecoder(m);
-      }
-    } else {
-      const m = new DeepseekV4Checkpoint(ck);
-      // Layers are kept between steps unless the checkpoint is large (then re-read each step: slow, bounded).
-      const keep = (bytes: number) => bytes < 2 ** 31;
-      if (backend !== null) {
-        let src: DeepseekV4Weights = m;
-        let bytes = ck.totalBytes();
-        if (a.fp16Cache !== undefined) {
-          const c = await loadDeepseekV4Fp16Cache(a.fp16Cache, m, fingerprint!);
-          if (c.ok) {
-            src = cache = c.weights;
-            bytes = c.weights.totalBytes();
-            c.weights.keepExperts = keep(bytes);
-          } else io.stderr.write(staleCacheNote(a.fp16Cache, a.model, c.why));
-        }
-        weights = cache !== null ? 'fp16-cache' : 'dequant-at-load';
-        decoder = new DeepseekV4DeviceDecoder(src, backend.native, backend.deepseek, keep(bytes));
-      } else {
-        decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new DeepseekV4Reference(m), keep(ck.totalBytes()));
-      }
-    }
+    opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, model: a.model, note: (t) => io.stderr.write(t) });
+    const { decoder, weights } = opened;
     const loadMs = performance.now() - t0;
 
     const B = prompts.length;
@@ -199,7 +153,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
     const n = result.tokens.reduce((s, t) => s + t.length, 0);
     const decodeRate = result.decodeMs > 0 ? (n - B) / (result.decodeMs / 1000) : 0;
-    const how = backend !== null ? `device ${backend.identity.name}, FP16 weights ${weights === 'fp16-cache' ? 'from the cache' : 'dequantized at load'}, ${arch === 'llama' ? 'KV cache' : 'KV cache (window ring + compressed entries)'}` : `reference FP32${arch === 'llama' ? ', KV cache' : ', full recompute'}`;
+    const how = backend !== null ? `device ${backend.identity.name}, FP16 weights ${weights === 'fp16-cache' ? 'from the cache' : 'dequantized at load'}, ${opened.how}` : `reference FP32, ${opened.how}`;
     io.stderr.write(
       `layerdiff: ${n} tokens for ${B} prompt${B > 1 ? 's' : ''} · load ${loadMs.toFixed(0)} ms · prefill ${result.prefillMs.toFixed(0)} ms · decode ${decodeRate.toFixed(1)} tok/s · seed ${seed} · ${how}\n`,
     );
@@ -213,7 +167,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
     return { code: ExitCode.pass, prompts, result, texts, seed, weights, record };
   } finally {
-    cache?.close();
+    opened?.close();
     ck.close();
   }
 }

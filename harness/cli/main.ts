@@ -16,6 +16,7 @@ import { runWeightsCheckCommand } from '../weights/command.js';
 import { runFixture } from './fixture.js';
 import { runConvert } from './convert.js';
 import { runGate } from './gate.js';
+import { runGateMerge } from './gate-merge.js';
 import { runGenerate } from './generate.js';
 
 export const DEFAULT_MODEL = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
@@ -130,20 +131,38 @@ export async function main(argv: string[]): Promise<number> {
       },
     )
     .command(
-      'gate <model>',
-      'the diff over the acceptance prompts (both modes, all stages); on pass writes the acceptance record',
+      'gate [model]',
+      'the diff over the acceptance prompts (both modes, all stages); on pass writes the acceptance record (or, sharded, a partial result to merge)',
       (y) =>
         y
-          .positional('model', { type: 'string', demandOption: true })
-          .option('record', { type: 'string', demandOption: true, describe: 'acceptance record to write (JSON, outside the model dir)' })
+          .positional('model', { type: 'string', describe: 'checkpoint directory (not with --merge)' })
+          .option('record', { type: 'string', describe: 'acceptance record to write (JSON, outside the model dir)' })
           .option('prompts', { type: 'string', describe: 'JSONL acceptance prompts: {"prompt": "..."} or {"tokens": [...]} per line (default: built-in set)' })
           .option('reports', { type: 'string', describe: 'also write each prompt\'s JSON report into this folder' })
+          .option('shard', { type: 'string', describe: 'run only shard I/N of the prompts (1-based), writing a partial result to --out' })
+          .option('out', { type: 'string', describe: 'new or empty folder for the shard\'s partial result (no record is written)' })
+          .option('merge', { type: 'string', array: true, describe: 'merge the shards\' --out folders into --record (no model: nothing is rerun)' })
+          .option('golden', { type: 'string', describe: 'take each prompt\'s reference from the golden run DIR/prompt-NN' })
+          .option('save-golden', { type: 'string', describe: 'save each prompt\'s reference as the golden run DIR/prompt-NN' })
           .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
           .option('metric', { type: 'string', default: 'max_abs' })
           .option('fail-above', { type: 'number', default: 0.1 })
           .option('warn-above', { type: 'number', default: 0.01 }),
       async (a) => {
-        code = (await runGate({ model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'] })).code;
+        if (a.merge !== undefined) {
+          const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
+          if (given.length > 0) throw new InputError(`gate --merge reads only the shards' folders and --record; drop ${given.map((k) => (k === 'model' ? 'the model' : `--${k}`)).join(', ')}`);
+          if (a.record === undefined) throw new InputError('gate --merge needs --record FILE: the record to write');
+          code = runGateMerge({ dirs: a.merge.map(String), record: a.record }).code;
+          return;
+        }
+        if (a.model === undefined) throw new InputError('gate: give the checkpoint directory (or --merge DIR... to merge shards)');
+        code = (
+          await runGate({
+            model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'],
+            shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
+          })
+        ).code;
       },
     )
     .command(

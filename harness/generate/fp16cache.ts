@@ -30,7 +30,8 @@ import { storedToF16 } from '../../device-hip/linear.js';
 export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
 export const MANIFEST = 'manifest.json';
 
-export type Fp16Architecture = 'llama' | 'deepseek_v4';
+/** the registry entry's name (harness/arch/): the layout a cache was written in */
+export type Fp16Architecture = string;
 
 export interface Fp16ManifestBase {
   schema: typeof FP16_CACHE_SCHEMA;

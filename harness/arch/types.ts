@@ -1,0 +1,60 @@
+/**
+ * What the tool needs of one architecture, in one place (harness/arch/registry.ts lists them). The runner,
+ * gate, generate, convert, inspect and replay look the entry up by the checkpoint's config.json and never
+ * branch on the architecture's name themselves. Adding an architecture is one entry (README: "Adding an
+ * architecture").
+ */
+import type { Checkpoint } from '../io/checkpoint.js';
+import type { Decoder } from '../contracts/decoder.js';
+import type { Fp16ManifestBase } from '../generate/fp16cache.js';
+import type { ModelDef } from '../models/path.js';
+import type { DeviceBackend } from '../runner/backend.js';
+import type { DeviceNative } from '../../device-hip/binding.js';
+import type { FaultPlan } from '../faults/plan.js';
+
+/** How `generate` is to decode: the optimized device path (with its FP16 weights), or the FP32 reference. */
+export interface DecoderRequest {
+  ck: Checkpoint;
+  /** the device backend for the optimized path; null for the FP32 reference */
+  backend: DeviceBackend | null;
+  /** the checkpoint's full fingerprint (the FP16 cache is bound to it); set when backend is */
+  fingerprint: string | null;
+  /** --fp16-cache DIR, when given */
+  fp16Cache?: string;
+  /** a note for stderr (a stale cache, …) */
+  note(text: string): void;
+  /** the model argument as the user typed it (for the commands a note suggests) */
+  model: string;
+}
+
+export interface OpenedDecoder {
+  decoder: Decoder;
+  weights: 'fp16-cache' | 'dequant-at-load' | 'fp32-reference';
+  /** how it decodes, for the statistics line (e.g. "KV cache", "full recompute") */
+  how: string;
+  /** release what the decoder holds open (cache files); the checkpoint is closed by the caller */
+  close(): void;
+}
+
+/** The FP16 cache's manifest as convert reports it: the files verified whole, plus any loaded on first use. */
+export type Fp16CacheManifest = Fp16ManifestBase & { experts?: Array<{ size: number }> };
+
+export interface Architecture {
+  /** the family's name: the report's `architecture`, the FP16 cache manifest's */
+  name: string;
+  /** config.json `architectures[0]` / `model_type` values that select this entry */
+  matches: readonly string[];
+  /** the sub-stage names a layer records, in forward order (drill-down) */
+  substages: readonly string[];
+  /** fixture kinds of this architecture (`layerdiff fixture KIND DIR`, fixtures/generate.ts) */
+  fixtures: readonly string[];
+  /** bind the checkpoint and build both stage paths (weights checked lazily, per layer) */
+  open(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<unknown>;
+  /** the decoder `generate` runs */
+  decoder(r: DecoderRequest): Promise<OpenedDecoder>;
+  /**
+   * `convert --fp16-cache DIR`: write the optimized path's FP16 weights. `progress(total)` is called once with
+   * the number of files, and the function it returns once per file written.
+   */
+  writeFp16Cache(ck: Checkpoint, N: DeviceNative, dir: string, fingerprint: string, progress: (total: number) => (file: string) => void): Promise<Fp16CacheManifest>;
+}

@@ -1,0 +1,73 @@
+/**
+ * What a gate concludes from its prompts, in one place for the single-machine gate and for `gate --merge`:
+ * each prompt's summary row, the verdict rule (the record is written only when no prompt failed), and the
+ * record built from the prompts' summaries. A merged record goes through exactly these functions, so it
+ * carries the same fields and obeys the same rule as one written by a single gate.
+ */
+import { createHash } from 'node:crypto';
+import type { Policy } from '../compare/policy.js';
+import type { DeviceIdentity } from '../runner/backend.js';
+import type { Report } from '../runner/report.js';
+import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign } from './record.js';
+
+export function summarize(name: string, r: Report, policy: Policy, sha: string): PromptSummary {
+  // A non-finite metric (device NaN/Inf) outranks every number; it is recorded as null (JSON has no Inf).
+  let worst = { stage: r.stages[0]?.name ?? '-', rank: -Infinity, value: null as number | null };
+  let warnings = 0;
+  for (const s of r.stages) {
+    if (s.status === 'warn') warnings++;
+    for (const m of [s.accumulated, s.isolated]) {
+      if (m === null) continue;
+      const v = m[policy.metric];
+      const rank = m.nan.device + m.inf.device > 0 || !Number.isFinite(v) ? Infinity : v;
+      if (rank > worst.rank) worst = { stage: s.name, rank, value: Number.isFinite(rank) ? v : null };
+    }
+  }
+  return { name, tokens: r.input.tokens.length, verdict: r.verdict, warnings, worst: { stage: worst.stage, value: worst.value }, report_sha256: sha };
+}
+
+/** The verdict rule: the prompts that keep the record from being written (none: the gate passes). */
+export function failedPrompts(summaries: readonly PromptSummary[]): PromptSummary[] {
+  return summaries.filter((s) => s.verdict !== 'pass');
+}
+
+/** SHA-256 over the per-prompt report digests, in prompt order. */
+export function reportDigest(summaries: readonly PromptSummary[]): string {
+  const digest = createHash('sha256');
+  summaries.forEach((s, i) => digest.update(`${i}\t${s.report_sha256}\n`));
+  return `sha256:${digest.digest('hex')}`;
+}
+
+export interface RecordInput {
+  toolVersion: string;
+  model: AcceptanceRecord['model'];
+  device: DeviceIdentity;
+  policy: Policy;
+  promptSource: string;
+  /** every prompt of the set, in order */
+  summaries: PromptSummary[];
+  weights: AcceptanceRecord['acceptance']['weights'];
+  /** when the gate started (the earliest shard's start for a merged one) */
+  started: Date;
+  key: string | null;
+}
+
+/** The passing record over these prompts; calling it while a prompt failed is a bug of the caller. */
+export function buildRecord(r: RecordInput): AcceptanceRecord {
+  const failed = failedPrompts(r.summaries);
+  if (failed.length > 0) throw new Error(`buildRecord: ${failed.map((s) => s.name).join(', ')} failed; a record is only built for a passing gate`);
+  return sign(
+    {
+      schema: RECORD_SCHEMA,
+      verdict: 'pass',
+      tool: { name: 'layerdiff', version: r.toolVersion },
+      model: r.model,
+      device: r.device,
+      policy: r.policy,
+      acceptance: { mode: 'both', layers: 'all', prompt_source: r.promptSource, prompts: r.summaries, weights: r.weights },
+      report_digest: reportDigest(r.summaries),
+      created: r.started.toISOString(),
+    },
+    r.key,
+  );
+}
