@@ -20,8 +20,8 @@
     {
       'target_name': 'ld_device',
       'include_dirs': ['include'],
-      'sources': ['src/addon.cc', 'src/dequant.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
-                  'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc'],
+      'sources': ['src/addon.cc', 'src/dequant.cc', 'src/dequant_fp4.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
+                  'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc', 'src/gpt_oss.cc'],
     },
     {
       'target_name': 'ld_reference',
@@ -40,8 +40,8 @@
         {
           'action_name': 'hip_code_object',
           'inputs': ['hip/build-code-object.sh', 'kernels/all.hip', 'kernels/dequant.hip', 'kernels/gemm.hip',
-                     'kernels/rows.hip', 'kernels/attention.hip', 'kernels/moe.hip', 'kernels/deepseek.hip', 'kernels/util.hip',
-                     'kernels/ld_kernel_common.h', 'kernels/ld_kernel_args.h', 'include/ld_numerics.h', 'include/ld_deepseek.h'],
+                     'kernels/rows.hip', 'kernels/attention.hip', 'kernels/moe.hip', 'kernels/deepseek.hip', 'kernels/gpt_oss.hip', 'kernels/util.hip',
+                     'kernels/ld_kernel_common.h', 'kernels/ld_kernel_args.h', 'include/ld_numerics.h', 'include/ld_deepseek.h', 'include/ld_gpt_oss.h'],
           'outputs': ['<(PRODUCT_DIR)/ld_kernels.status'],
           'action': ['bash', 'hip/build-code-object.sh', '<(PRODUCT_DIR)'],
         },

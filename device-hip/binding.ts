@@ -39,6 +39,11 @@ export interface DeviceNative {
    * fault: 0 or a FAULT_CODES value; a fault that does not apply to the format is a no-op.
    */
   dequantToF16(kind: number, weight: Uint8Array, scale: Uint8Array | null, scaleIsF32: boolean, out: number, inDim: number, blockOut: number, blockIn: number, fault: number): Uint16Array;
+  /**
+   * An NVFP4 weight [out, in] → f16 bits: packed [out, in/2] low-even, E4M3 scales [out, in/16], and the
+   * tensor's f32 global scale, a multiplier or (globalIsDivisor) a divisor. fault as for dequantToF16.
+   */
+  dequantNvfp4ToF16(weight: Uint8Array, scale: Uint8Array, out: number, inDim: number, globalScale: number, globalIsDivisor: boolean, fault: number): Uint16Array;
   /** y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ), FP32 accumulation in the ld lane order. */
   gemmF16(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number, alpha: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
@@ -113,6 +118,20 @@ function validated(raw: DeviceNative): DeviceNative {
         arr(fn, 'weight', weight, Uint8Array, n * esz, `${esz} bytes × ${shape}`);
       }
       return raw.dequantToF16(kind, weight, scale, scaleIsF32, out, inDim, blockOut, blockIn, fault);
+    },
+    dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault) {
+      const fn = 'dequantNvfp4ToF16';
+      int(fn, 'out', out, 1);
+      int(fn, 'in', inDim, 1);
+      int(fn, 'fault', fault, 0);
+      if (fault > FAULT_MAX) throw new RangeError(`${fn}: fault must be 0..${FAULT_MAX}, got ${fault}`);
+      if (inDim % 16 !== 0) throw new RangeError(`${fn}: nvfp4 weight [${out}×${inDim}]: in must be a multiple of 16`);
+      num(fn, 'globalScale', globalScale);
+      if (!(globalScale > 0) || !Number.isFinite(Math.fround(globalScale))) throw new RangeError(`${fn}: globalScale must be a finite positive f32, got ${globalScale}`);
+      if (typeof globalIsDivisor !== 'boolean') throw new TypeError(`${fn}: globalIsDivisor must be a boolean`);
+      arr(fn, 'weight', weight, Uint8Array, (out * inDim) / 2, `packed [${out}×${inDim / 2}]`);
+      arr(fn, 'scale', scale, Uint8Array, (out * inDim) / 16, `E4M3 [${out}×${inDim / 16}]`);
+      return raw.dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault);
     },
     gemmF16(x, w, m, k, n, alpha) {
       gemmArgs('gemmF16', x, w, m, k, n);
@@ -466,4 +485,56 @@ export function loadDeepseekNative(): DeepseekNative {
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
 export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
   return validated(raw);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// gpt-oss kernels (device-hip/src/gpt_oss.cc; element numerics in include/ld_gpt_oss.h): the router with a
+// softmax over the top-k logits only, and the clamped, α-scaled, +1-shifted SwiGLU on interleaved gate/up rows.
+// The hip backend offers the same surface (kernels/gpt_oss.hip).
+// ---------------------------------------------------------------------------------------------------
+
+export interface OssRouterResult {
+  /** Int32 [T, topk]: chosen experts, ascending per token */
+  ids: Int32Array;
+  /** f32 [T, topk]: softmax over the chosen biased logits, in the order of ids */
+  weights: Float32Array;
+}
+
+export interface GptOssNative {
+  /** logits f32 [T, E] (gemmF16F32), bias f32 [E] or null; given Int32 [T, topk] ids replace the choice. */
+  ossRouterF32(logits: Float32Array, bias: Float32Array | null, T: number, E: number, topk: number, given: Int32Array | null): OssRouterResult;
+  /** h f16 [rows, 2I] (gate = even, up = odd elements) → f16 [rows, I]: min(g, L)·σ(α·min(g, L))·(clamp(u, ±L) + 1). */
+  ossSwigluF16(h: Uint16Array, rows: number, I: number, limit: number, alpha: number): Uint16Array;
+}
+
+/** GptOssNative's argument checks around any implementation. */
+export function validatedGptOssNative(raw: GptOssNative): GptOssNative {
+  return {
+    ossRouterF32(logits, bias, T, E, topk, given) {
+      const fn = 'ossRouterF32';
+      int(fn, 'T', T, 1);
+      int(fn, 'E', E, 1);
+      int(fn, 'topk', topk, 1);
+      if (topk > E) throw new RangeError(`${fn}: topk ${topk} exceeds E ${E}`);
+      arr(fn, 'logits', logits, Float32Array, T * E, `T×E [${T}×${E}]`);
+      if (bias !== null) arr(fn, 'bias', bias, Float32Array, E, `E [${E}]`);
+      if (given !== null) i32(fn, 'given', given, T * topk, `T×topk [${T}×${topk}]`, 0, E);
+      return raw.ossRouterF32(logits, bias, T, E, topk, given);
+    },
+    ossSwigluF16(h, rows, I, limit, alpha) {
+      const fn = 'ossSwigluF16';
+      int(fn, 'rows', rows, 1);
+      int(fn, 'I', I, 1);
+      arr(fn, 'h', h, Uint16Array, rows * 2 * I, `rows×2I [${rows}×${2 * I}]`);
+      return raw.ossSwigluF16(h, rows, I, num(fn, 'limit', limit), num(fn, 'alpha', alpha));
+    },
+  };
+}
+
+let cachedGptOss: GptOssNative | undefined;
+
+/** The gpt-oss kernels of the emulated backend, argument-checked like the rest of this file. */
+export function loadGptOssNative(): GptOssNative {
+  cachedGptOss ??= loadSurface<GptOssNative>('ossRouterF32', 'the gpt-oss kernels (ossRouterF32, ossSwigluF16)', validatedGptOssNative);
+  return cachedGptOss;
 }

@@ -93,6 +93,10 @@ export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {
         moe: act([S, D], N.f16ToF32(mo.out)),
         'moe.router': act([S, c.topk], Float32Array.from(mo.weights)),
       },
+      scores: {
+        ...(mo.scores !== null ? { experts: { scores: act([S, c.experts], mo.scores.s), bias: mo.scores.bias } } : {}),
+        ...(att.indexerScores !== null ? { indexer: { scores: act([S, att.indexerScores.B], att.indexerScores.scores), bias: null } } : {}),
+      },
     };
   }
 

@@ -40,6 +40,10 @@ export class LinearCache {
     const b = lw.weight.bytes;
     if (lw.format === 'plain' && lw.weight.dtype === 'F16' && b.byteOffset % 2 === 0 && b.byteLength === lw.out * lw.in * 2) return new Uint16Array(b.buffer, b.byteOffset, lw.out * lw.in);
     const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    if (lw.format === 'nvfp4') {
+      const g = lw.global!;
+      return this.N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
+    }
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
     return this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }

@@ -4,13 +4,14 @@
  * Every op is a native kernel call (the emulation of the HIP kernel of the same name); this file only sequences
  * them, in the same order as reference-cpu/llama.ts.
  */
-import { decodeToF32 } from '../harness/formats/dtypes.js';
+import { decodeToF32, roundToF16 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
 import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeviceNative } from './binding.js';
 import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.js';
+import { gemmF16AccumulateF16 } from './fault_numerics.js';
 import { LinearCache } from './linear.js';
 
 export class LlamaDevice implements StagePath<LlamaLayerWeights> {
@@ -28,14 +29,16 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
     return this.N.f32ToF16(decodeToF32(t.dtype, t.bytes, t.shape.reduce((a, b) => a * b, 1)));
   }
 
-  private ropeTables(positions: number[]): { cos: Float32Array; sin: Float32Array } {
+  /** `fp16Angles`: the fault rope-angle-fp16 (t, θ_i and t·θ_i each rounded to FP16). */
+  private ropeTables(positions: number[], fp16Angles = false): { cos: Float32Array; sin: Float32Array } {
     const { headDim: hd, ropeTheta } = this.m.cfg;
     const half = hd / 2;
     const cos = new Float32Array(positions.length * half);
     const sin = new Float32Array(positions.length * half);
     positions.forEach((p, t) => {
       for (let i = 0; i < half; i++) {
-        const phi = p * ropeTheta ** (-(2 * i) / hd);
+        const f = ropeTheta ** (-(2 * i) / hd);
+        const phi = fp16Angles ? roundToF16(roundToF16(p) * roundToF16(f)) : p * f;
         cos[t * half + i] = Math.cos(phi);
         sin[t * half + i] = Math.sin(phi);
       }
@@ -53,9 +56,9 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
     const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps } = this.m.cfg;
     const S = x.shape[0];
     const fault = faultAt(this.faults, L);
-    const lin = (inp: Uint16Array, lw: LlamaLayerWeights['q_proj'], alpha = 1) =>
-      N.gemmF16(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha);
-    const { cos, sin } = this.ropeTables(ctx.positions);
+    const gemm = fault === 'fp16-accumulate' ? gemmF16AccumulateF16 : N.gemmF16.bind(N);
+    const lin = (inp: Uint16Array, lw: LlamaLayerWeights['q_proj'], alpha = 1) => gemm(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha);
+    const { cos, sin } = this.ropeTables(ctx.positions, fault === 'rope-angle-fp16');
 
     const xh = N.f32ToF16(x.data);
     const n1 = N.rmsnormF16(xh, this.vecF16(w.input_layernorm), S, D, eps);

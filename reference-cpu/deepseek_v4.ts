@@ -91,6 +91,10 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
       out: act([S, hc, D], X),
       selections,
       substages: { attn: act([S, D], att.out), moe: act([S, D], mo.out), 'moe.router': act([S, k], router) },
+      scores: {
+        ...(mo.scores !== null ? { experts: { scores: act([S, c.experts], Float32Array.from(mo.scores.s)), bias: mo.scores.bias } } : {}),
+        ...(att.indexerScores !== null ? { indexer: { scores: act([S, att.indexerScores.B], att.indexerScores.scores), bias: null } } : {}),
+      },
     };
   }
 

@@ -7,6 +7,7 @@
  */
 import { InputError } from '../harness/errors.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
+import { dequantNvfp4RowsTs } from './dequant_ts.js';
 import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
 /** The native decoder's name for a linear weight's stored encoding. */
@@ -31,7 +32,7 @@ const NO_SCALE = new Uint8Array(0);
 export function dequantRowsExact(lw: LinearWeight, r0: number, n: number): Float32Array {
   if (r0 < 0 || n < 0 || r0 + n > lw.out) throw new Error(`${lw.name}: rows [${r0}, ${r0 + n}) outside [0, ${lw.out})`);
   const [bo, bi] = lw.block;
-  const w = dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  const w = lw.format === 'nvfp4' ? dequantNvfp4RowsTs(lw, r0, n) : dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
   assertFinite(w, lw, lw.weight.file, r0 * lw.in);
   return w;
 }

@@ -32,6 +32,8 @@ export function dequantLinearTs(lw: LinearWeight): Float32Array {
         }
       }
     }
+  } else if (lw.format === 'nvfp4') {
+    w.set(dequantNvfp4RowsTs(lw, 0, out));
   } else {
     // W[o,i] = E4M3(w[o,i]) · scale[⌊o/bo⌋, ⌊i/bi⌋], one scale per bo×bi tile (edge tiles partial).
     const [bo, bi] = lw.block;
@@ -54,4 +56,33 @@ function blockScales(s: StoredTensor): Float64Array {
   const n = s.shape.reduce((a, b) => a * b, 1);
   if (s.dtype === 'F32') return Float64Array.from(decodeToF32('F32', s.bytes, n));
   return Float64Array.from(s.bytes.subarray(0, n), (b) => E8M0_TABLE[b]);
+}
+
+/**
+ * NVFP4 rows [r0, r0+n) as FP32 [n, in]: W[o,i] = E2M1(nibble) · fround(E4M3(S[o,⌊i/16⌋]) op g), byte j of a
+ * row holding inputs 2j (low nibble) and 2j+1 (high). A float64 product or quotient of float32 values
+ * rounded to float32 is the correctly rounded float32 result, so this is exactly the producers' float32
+ * arithmetic; E2M1 · scale is exact in float64 and rounds once when stored.
+ */
+export function dequantNvfp4RowsTs(lw: LinearWeight, r0: number, n: number): Float32Array {
+  const inn = lw.in;
+  const w = new Float32Array(n * inn);
+  const packed = lw.weight.bytes;
+  const scales = lw.scale!.bytes;
+  const g = lw.global!;
+  const nb = inn / 16;
+  for (let o = r0; o < r0 + n; o++) {
+    for (let b = 0; b < nb; b++) {
+      const e = E4M3_TABLE[scales[o * nb + b]];
+      const s = Math.fround(g.op === 'mul' ? e * g.value : e / g.value);
+      const src = o * (inn / 2) + b * 8;
+      const dst = (o - r0) * inn + b * 16;
+      for (let j = 0; j < 8; j++) {
+        const byte = packed[src + j];
+        w[dst + 2 * j] = E2M1_VALUES[byte & 0x0f] * s;
+        w[dst + 2 * j + 1] = E2M1_VALUES[byte >> 4] * s;
+      }
+    }
+  }
+  return w;
 }

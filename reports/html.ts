@@ -10,7 +10,7 @@
  */
 import type { Report } from '../harness/runner/report.js';
 import type { StageResult } from '../harness/runner/run.js';
-import { backendLine, cos, describeWeights, faultText, sci } from './format.js';
+import { backendLine, cos, describeWeights, faultText, flipsText, logitsText, modesRun, nonFiniteText, policyText, sci, verdictLine } from './format.js';
 import { esc, histogramChart, logLineChart } from './svg.js';
 
 const C = { accIso: '#1f77b4', iso: '#d62728', accRel: '#2ca02c', isoRel: '#9467bd', fail: '#c62828', warn: '#b26a00' };
@@ -34,7 +34,7 @@ svg.chart{display:block;margin:8px 0;max-width:100%;height:auto}
 svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#bbb}svg .ylab,svg .xlab,svg .leg,svg .thrlab,svg .axlab{font:11px system-ui,sans-serif;fill:#444}
 svg .ctitle{font:600 13px system-ui,sans-serif}svg .bg-fail{fill:#fdecea}svg .bg-warn{fill:#fff8e1}svg .legend{cursor:pointer}svg .series.off{display:none}svg .legend.off{opacity:.35}
 .kv td:first-child{text-align:left;color:var(--mute)}.kv td{text-align:left}
-.hidden-row{display:none}button{font:inherit;padding:2px 10px;margin:4px 0}
+.hidden-row{display:none}.carried{color:var(--mute);font-weight:400}button{font:inherit;padding:2px 10px;margin:4px 0}
 `;
 
 /** The script adds toggles only; the page is complete without it. */
@@ -47,14 +47,13 @@ const SCRIPT = `
       l.classList.toggle('off');
     });
   });
-  var b = document.getElementById('show-all-weights');
-  if (b) b.addEventListener('click', function(){
-    var rows = document.querySelectorAll('#weights tr.exact');
+  document.querySelectorAll('button.show-all-weights').forEach(function(b){ b.addEventListener('click', function(){
+    var rows = document.querySelectorAll('#' + b.getAttribute('data-table') + ' tr.exact');
     var show = b.getAttribute('data-shown') !== '1';
     rows.forEach(function(r){ r.classList.toggle('hidden-row', !show); });
     b.setAttribute('data-shown', show ? '1' : '0');
     b.textContent = show ? 'show differing tensors only' : 'show all ' + b.getAttribute('data-total') + ' tensors';
-  });
+  }); });
   document.documentElement.setAttribute('data-ready', '1');
 })();
 `;
@@ -65,23 +64,32 @@ const stCell = (s: string) => `<span class="st-${s}">${s.toUpperCase()}</span>`;
 
 export function renderHtml(r: Report): string {
   const title = `layerdiff ${r.verdict.toUpperCase()} — ${r.model.architecture} ${r.model.path}`;
+  return htmlPage(title, htmlSections(r, ''));
+}
+
+/**
+ * The sections of one report's page; every id starts with `pre`, so several reports (the gate's prompts) can
+ * share one page. `heading` is the level of the section titles (2 on its own page, 3 under a gate prompt).
+ */
+export function htmlSections(r: Report, pre: string, heading: 2 | 3 = 2): string[] {
   const body: string[] = [];
-  body.push(`<h1>layerdiff report</h1><div class="sub">${h(r.model.architecture)}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — <span class="mono">${h(r.model.path)}</span></div>`);
+  if (heading === 2) body.push(`<h1>layerdiff report</h1><div class="sub">${h(r.model.architecture)}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — <span class="mono">${h(r.model.path)}</span></div>`);
   body.push(
     r.verdict === 'pass'
-      ? `<div class="banner pass" id="verdict">PASS — every stage within ${h(r.policy.metric)} ≤ ${r.policy.fail_above}</div>`
-      : `<div class="banner fail" id="verdict">FAIL — first failure: <span class="mono">${h(r.first_failure ?? '')}</span>${r.diagnosis[0] ? ` · likely cause <span class="cause">${h(r.diagnosis[0].cause)}</span>` : ''}</div>`,
+      ? `<div class="banner pass" id="${pre}verdict">PASS — every stage within ${h(r.policy.metric)} ≤ ${r.policy.fail_above}</div>`
+      : `<div class="banner fail" id="${pre}verdict">FAIL — first failure: <span class="mono">${h(r.first_failure ?? '')}</span>${r.diagnosis[0] ? ` · likely cause <span class="cause">${h(r.diagnosis[0].cause)}</span>` : ''}</div>`,
   );
-  if (r.injected) body.push(`<div class="banner inject" id="injected">${h(faultText(r.injected))}: this run tests the harness, not the device path.</div>`);
+  body.push(`<p class="mono" id="${pre}verdict-line"><b>${h(verdictLine(r))}</b></p>`);
+  if (r.injected) body.push(`<div class="banner inject" id="${pre}injected">${h(faultText(r.injected))}: this run tests the harness, not the device path.</div>`);
   const dev = r.backends.device;
   body.push(
     dev.name === 'emulated'
-      ? `<div class="banner emulated" id="backend">device backend: emulated — not hardware. ${h(dev.description)}</div>`
-      : `<div class="banner" id="backend">device backend: ${h(backendLine(r))}</div>`,
+      ? `<div class="banner emulated" id="${pre}backend">device backend: emulated — not hardware. ${h(dev.description)}</div>`
+      : `<div class="banner" id="${pre}backend">device backend: ${h(backendLine(r))}</div>`,
   );
-  if (r.golden?.action === 'compared') body.push(`<div class="banner" id="golden">reference read from golden run <span class="mono">${h(r.golden.dir)}</span> (not recomputed)</div>`);
+  if (r.golden?.action === 'compared') body.push(`<div class="banner" id="${pre}golden">reference read from golden run <span class="mono">${h(r.golden.dir)}</span> (not recomputed)</div>`);
 
-  body.push('<h2 id="diagnosis">Diagnosis</h2>');
+  body.push(`<h${heading} id="${pre}diagnosis">Diagnosis</h${heading}>`);
   if (r.diagnosis.length === 0) body.push('<p>No failure to explain.</p>');
   for (const d of r.diagnosis) {
     body.push(
@@ -89,9 +97,10 @@ export function renderHtml(r: Report): string {
     );
   }
 
-  body.push('<h2 id="plots">Error per stage</h2>');
+  body.push(`<h${heading} id="${pre}plots">Error per stage</h${heading}>`);
   const labels = r.stages.map((s) => s.name);
   const statuses = r.stages.map((s) => s.status);
+  const ran = (series: string) => modesRun(r).some((m) => series.startsWith(m));
   const metricOf = (mode: 'accumulated' | 'isolated', k: 'max_abs' | 'rel_l2') => r.stages.map((s) => nonFiniteAware(s, mode, k));
   const thr = (metric: string) =>
     r.policy.metric === metric
@@ -102,38 +111,41 @@ export function renderHtml(r: Report): string {
       : [];
   body.push(
     logLineChart({
-      id: 'plot-max-abs',
+      id: `${pre}plot-max-abs`,
       title: 'max |device − reference| per stage (log scale)',
       labels,
       statuses,
       series: [
         { name: 'accumulated max_abs', color: C.accIso, values: metricOf('accumulated', 'max_abs') },
         { name: 'isolated max_abs', color: C.iso, dash: '5 3', values: metricOf('isolated', 'max_abs') },
-      ],
+      ].filter((x) => ran(x.name)),
       thresholds: thr('max_abs'),
     }),
   );
   body.push(
     logLineChart({
-      id: 'plot-rel-l2',
+      id: `${pre}plot-rel-l2`,
       title: 'rel_l2 = ‖d − r‖ / ‖r‖ per stage (log scale)',
       labels,
       statuses,
       series: [
         { name: 'accumulated rel_l2', color: C.accRel, values: metricOf('accumulated', 'rel_l2') },
         { name: 'isolated rel_l2', color: C.isoRel, dash: '5 3', values: metricOf('isolated', 'rel_l2') },
-      ],
+      ].filter((x) => ran(x.name)),
       thresholds: thr('rel_l2'),
     }),
   );
   body.push('<p class="sub">A kernel bug is a spike in isolated error; drift is a smooth rise in accumulated error. Hollow points on the "0" row agree exactly; points on the "∞" row have Inf/NaN.</p>');
 
-  body.push('<h2 id="stages">Stages</h2>');
+  body.push(`<h${heading} id="${pre}stages">Stages</h${heading}>`);
+  body.push(`<p id="${pre}policy">policy: <span class="mono">${h(policyText(r.policy))}</span> · mode ${h(r.mode)}</p>`);
   body.push(stageTable(r));
+  const lt = logitsText(r);
+  if (lt !== null) body.push(`<p id="${pre}logits">logits: ${h(lt)}</p>`);
 
   const drills = r.stages.filter((s) => s.drill);
   if (drills.length > 0) {
-    body.push('<h2 id="drill">Drill-down of failing layers</h2><p class="sub">The device layer run on the reference\'s input; each sub-stage output compared with the reference\'s, in forward order.</p>');
+    body.push(`<h${heading} id="${pre}drill">Drill-down of failing layers</h${heading}><p class="sub">The device layer run on the reference's input; each sub-stage output compared with the reference's, in forward order.</p>`);
     for (const s of drills) {
       const d = s.drill!;
       body.push(`<h3 class="mono">${h(s.name)} → ${d.first_failing ? `first failing sub-stage <b>${h(d.first_failing)}</b>` : 'no sub-stage fails on its own'}</h3>`);
@@ -149,25 +161,25 @@ export function renderHtml(r: Report): string {
 
   const failing = r.stages.filter((s) => s.status === 'fail' && s.histogram);
   if (failing.length > 0) {
-    body.push('<h2 id="histograms">|d − r| histograms of failing stages</h2>');
+    body.push(`<h${heading} id="${pre}histograms">|d − r| histograms of failing stages</h${heading}>`);
     for (const s of failing.slice(0, 12)) {
       const hs = [];
       if (s.histogram!.accumulated) hs.push({ name: 'accumulated', color: C.accIso, h: s.histogram!.accumulated });
       if (s.histogram!.isolated) hs.push({ name: 'isolated', color: C.iso, h: s.histogram!.isolated });
-      body.push(histogramChart({ id: `hist-${s.name}`, title: `${s.name}: distribution of |device − reference|`, hists: hs }));
+      body.push(histogramChart({ id: `${pre}hist-${s.name}`, title: `${s.name}: distribution of |device − reference|`, hists: hs }));
     }
     if (failing.length > 12) body.push(`<p class="sub">… ${failing.length - 12} more failing stages (histograms in the JSON report).</p>`);
   }
 
-  body.push('<h2 id="weights">Weights check</h2>');
+  body.push(`<h${heading} id="${pre}weights">Weights check</h${heading}>`);
   if (r.weights === null) body.push('<p>Not run (--no-weights).</p>');
   else {
     const w = r.weights;
     body.push(`<p>${h(describeWeights(w))}.</p>`);
     if (w.tensors.length > 0) {
       const bad = w.tensors.filter((t) => !t.exact).length;
-      body.push(`<button id="show-all-weights" data-total="${w.tensors.length}" data-shown="${bad === 0 ? '1' : '0'}">${bad === 0 ? 'show differing tensors only' : `show all ${w.tensors.length} tensors`}</button>`);
-      body.push('<table><tr><th class="l">tensor</th><th>layer</th><th class="l">format</th><th class="l">[out×in]</th><th>exact</th><th>blocks differ</th><th>max |Δw|</th><th>NaN codes</th><th>overflow / underflow blocks</th><th class="l">reproduced by</th></tr>');
+      body.push(`<button class="show-all-weights" id="${pre}show-all-weights" data-table="${pre}weights-table" data-total="${w.tensors.length}" data-shown="${bad === 0 ? '1' : '0'}">${bad === 0 ? 'show differing tensors only' : `show all ${w.tensors.length} tensors`}</button>`);
+      body.push(`<table id="${pre}weights-table"><tr><th class="l">tensor</th><th>layer</th><th class="l">format</th><th class="l">[out×in]</th><th>exact</th><th>blocks differ</th><th>max |Δw|</th><th>NaN codes</th><th>overflow / underflow blocks</th><th class="l">reproduced by</th></tr>`);
       // differing tensors first; a real MoE checkpoint has tens of thousands, so the page shows a bounded number
       const rows = [...w.tensors.filter((t) => !t.exact), ...w.tensors.filter((t) => t.exact)].slice(0, MAX_WEIGHT_ROWS);
       for (const t of rows) {
@@ -183,11 +195,11 @@ export function renderHtml(r: Report): string {
 
   if (r.determinism) {
     const d = r.determinism;
-    body.push('<h2 id="determinism">Determinism</h2>');
+    body.push(`<h${heading} id="${pre}determinism">Determinism</h${heading}>`);
     body.push(`<p>${d.runs} device runs per stage: ${d.stages_with_spread.length === 0 ? 'bit-identical in every stage' : `run-to-run max |Δ| ${sci(d.max_spread)}, in ${h(d.stages_with_spread.join(', '))}`}${d.threads !== null ? ` (OpenMP threads: ${d.threads})` : ''}.</p>`);
   }
 
-  body.push('<h2 id="environment">Environment and backends</h2>');
+  body.push(`<h${heading} id="${pre}environment">Environment and backends</h${heading}>`);
   const kv: Array<[string, string]> = [
     ['device backend', backendLine(r)],
     ...(dev.emulates ? ([['emulates', dev.emulates]] as Array<[string, string]>) : []),
@@ -207,6 +219,11 @@ export function renderHtml(r: Report): string {
   if (r.golden?.action === 'saved') kv.push(['golden run saved to', r.golden.dir]);
   body.push(`<table class="kv">${kv.map(([k, v]) => `<tr><td>${h(k)}</td><td class="mono">${h(v)}</td></tr>`).join('')}</table>`);
 
+  return body;
+}
+
+/** A self-contained page around sections (inline CSS and script, a CSP that forbids every fetch). */
+export function htmlPage(title: string, body: string[]): string {
   return `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -224,22 +241,28 @@ ${body.join('\n')}
 `;
 }
 
-/** A stage's metric for the plot: Infinity when the device output has new Inf/NaN (the metric skips them, the plot must not). */
+/** A stage's metric for the plot: Infinity (the "∞" row) when the paths disagree on a non-finite element. */
 function nonFiniteAware(s: StageResult, mode: 'accumulated' | 'isolated', k: 'max_abs' | 'rel_l2'): number | null {
   const m = s[mode];
   if (m === null) return null;
-  if (m.nan.device + m.inf.device > m.nan.reference + m.inf.reference) return Infinity;
+  if (m.nan.device + m.inf.device > m.nan.reference + m.inf.reference || !Number.isFinite(m[k])) return Infinity;
   return m[k];
 }
 
 function stageTable(r: Report): string {
-  const rows = ['<table><tr><th class="l">stage</th><th>status</th><th>max_abs</th><th>at</th><th>rel_l2</th><th>cosine</th><th>iso max_abs</th><th>iso rel_l2</th><th>max |r|</th><th>Inf/NaN (device)</th><th>flips</th><th>drill-down</th></tr>'];
+  const modes = modesRun(r);
+  const pre = (mode: string) => (modes.length > 1 && mode === 'isolated' ? 'iso ' : '');
+  const head = modes.flatMap((m) => [`${pre(m)}max_abs`, `${pre(m)}at`, `${pre(m)}rel_l2`, `${pre(m)}cosine`]);
+  const rows = [`<table><tr><th class="l">stage</th><th>status</th>${head.map((x) => `<th>${h(x)}</th>`).join('')}<th>max |r|</th><th>NaN/Inf (device)</th><th>flips</th><th>drill-down</th></tr>`];
   for (const s of r.stages) {
     const a = s.accumulated ?? s.isolated;
-    const nf = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.inf.device + m.nan.device : 0), 0);
-    const flips = Math.max(s.accumulated?.selection_flips ?? 0, s.isolated?.selection_flips ?? 0);
+    const cells = modes.flatMap((mode) => {
+      const m = s[mode];
+      return [sci(m?.max_abs), m ? h(JSON.stringify(m.max_at)) : '–', sci(m?.rel_l2), cos(m?.cosine)];
+    });
+    const status = `${stCell(s.status)}${s.carried_from !== undefined ? ` <span class="carried">(carried from <span class="mono">${h(s.carried_from)}</span>)</span>` : ''}`;
     rows.push(
-      `<tr class="${s.status}" data-stage="${h(s.name)}"><td class="l mono">${h(s.name)}</td><td>${stCell(s.status)}</td><td>${sci(a?.max_abs)}</td><td class="mono">${a ? h(JSON.stringify(a.max_at)) : '–'}</td><td>${sci(a?.rel_l2)}</td><td>${cos(a?.cosine)}</td><td>${sci(s.isolated?.max_abs)}</td><td>${sci(s.isolated?.rel_l2)}</td><td>${sci(a?.max_ref)}</td><td>${nf}</td><td>${flips}</td><td class="l mono">${s.drill?.first_failing ? h(s.drill.first_failing) : ''}</td></tr>`,
+      `<tr class="${s.status}" data-stage="${h(s.name)}"${s.carried_from !== undefined ? ` data-carried-from="${h(s.carried_from)}"` : ''}><td class="l mono">${h(s.name)}</td><td>${status}</td>${cells.map((c, i) => `<td${i % 4 === 1 ? ' class="mono"' : ''}>${c}</td>`).join('')}<td>${sci(a?.max_ref)}</td><td>${h(nonFiniteText(s))}</td><td>${h(flipsText(s))}</td><td class="l mono">${s.drill?.first_failing ? h(s.drill.first_failing) : ''}</td></tr>`,
     );
   }
   rows.push('</table>');

@@ -3,7 +3,7 @@
  * the stage table, the drill-down and the weights check. GitHub-flavoured tables; no raw HTML, no images.
  */
 import type { Report } from '../harness/runner/report.js';
-import { backendLine, cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+import { backendLine, cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, sci, verdictLine } from './format.js';
 
 /** Cell text: pipes and newlines would break the table row; backslash-escape the characters Markdown reads. */
 export function mdCell(s: string): string {
@@ -15,10 +15,12 @@ const STATUS = { pass: '✅ pass', warn: '⚠️ warn', fail: '❌ fail' } as co
 export function renderMarkdown(r: Report): string {
   const out: string[] = [];
   const head = r.verdict === 'pass' ? '✅ PASS' : `❌ FAIL — first failure: \`${r.first_failure}\``;
-  out.push(`## layerdiff: ${head}`, '');
+  out.push(`## layerdiff: ${head}`, '', `**${mdCell(verdictLine(r))}**`, '');
   out.push(`**${mdCell(r.model.architecture)}**, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — \`${r.model.path}\``, '');
   out.push(`- device: **${mdCell(backendLine(r))}**`);
   out.push(`- policy: \`${r.policy.metric}\` fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above}; mode ${r.mode}`);
+  const lt = logitsText(r);
+  if (lt !== null) out.push(`- logits: ${mdCell(lt)}`);
   if (r.injected) out.push(`- ⚠️ **${mdCell(faultText(r.injected))}**`);
   if (r.golden) out.push(`- golden: ${r.golden.action} \`${r.golden.dir}\``);
   if (r.repro) out.push(`- repro bundle: \`${r.repro.dir}\` (\`layerdiff replay ${r.repro.dir}\`)`);
@@ -31,12 +33,15 @@ export function renderMarkdown(r: Report): string {
     out.push('');
   }
   out.push('### Stages', '');
-  out.push('| stage | status | max_abs | rel_l2 | cosine | iso max_abs | iso rel_l2 | nan/inf |');
-  out.push('|---|---|---:|---:|---:|---:|---:|---:|');
+  const modes = modesRun(r);
+  const pre = (mode: string) => (modes.length > 1 && mode === 'isolated' ? 'iso ' : '');
+  const cols = modes.flatMap((m, k) => [`${pre(m)}max_abs`, `${pre(m)}rel_l2`, ...(k === 0 ? [`${pre(m)}cosine`] : [])]);
+  out.push(`| stage | status | ${cols.join(' | ')} | nan/inf | flips |`);
+  out.push(`|---|---|${cols.map(() => '---:|').join('')}---:|---:|`);
   for (const s of r.stages) {
-    const a = s.accumulated ?? s.isolated;
-    const nf = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
-    out.push(`| \`${s.name}\` | ${STATUS[s.status]} | ${sci(a?.max_abs)} | ${sci(a?.rel_l2)} | ${cos(a?.cosine)} | ${sci(s.isolated?.max_abs)} | ${sci(s.isolated?.rel_l2)} | ${nf} |`);
+    const cells = modes.flatMap((m, k) => [sci(s[m]?.max_abs), sci(s[m]?.rel_l2), ...(k === 0 ? [cos(s[m]?.cosine)] : [])]);
+    const status = s.carried_from !== undefined ? `${STATUS[s.status]} (carried from \`${s.carried_from}\`)` : STATUS[s.status];
+    out.push(`| \`${s.name}\` | ${status} | ${cells.join(' | ')} | ${nonFiniteText(s)} | ${flipsText(s)} |`);
   }
   out.push('');
   const drills = r.stages.filter((s) => s.drill);

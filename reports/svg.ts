@@ -72,10 +72,17 @@ export function logLineChart(o: { id: string; title: string; labels: string[]; s
     if (st === 'fail' || st === 'warn') parts.push(`<rect x="${px(m.l + (i * pw) / n)}" y="${m.t}" width="${px(pw / n)}" height="${ph}" class="bg-${st}"><title>${esc(lab)}: ${st}</title></rect>`);
     if (i % every === 0) parts.push(`<text transform="translate(${px(x(i))},${m.t + ph + 30}) rotate(-40)" class="xlab" text-anchor="end">${esc(lab)}</text>`);
   });
+  const placed: Array<{ y: number; left: number }> = [];
   for (const t of o.thresholds ?? []) {
     const yy = y(t.value);
     parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${px(yy)}" y2="${px(yy)}" stroke="${t.color}" stroke-dasharray="6 4" class="thr"><title>${esc(t.label)}</title></line>`);
-    parts.push(`<text x="${m.l + pw + 6}" y="${px(yy + 4)}" class="thrlab" fill="${t.color}">${esc(t.label)}</text>`);
+    // inside the plot, right-aligned just above its line: the right margin belongs to the legend (a label there
+    // overlapped a legend entry whenever the threshold's height met the legend's); a label closer than a line
+    // height to one already placed moves left of it
+    let right = m.l + pw - 4;
+    for (const p of placed) if (Math.abs(p.y - yy) < 14) right = Math.min(right, p.left - 10);
+    placed.push({ y: yy, left: right - t.label.length * 6.5 });
+    parts.push(`<text x="${px(right)}" y="${px(yy - 4)}" class="thrlab" fill="${t.color}" text-anchor="end">${esc(t.label)}</text>`);
   }
   o.series.forEach((s, si) => {
     const g: string[] = [];

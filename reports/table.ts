@@ -4,42 +4,81 @@
  */
 import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
-import { cos, describeDrill, describeWeights, faultText, mismatchedTensors, sci } from './format.js';
+import type { Questions } from '../harness/compare/questions.js';
+import { cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, policyText, sci, statusText, verdictLine } from './format.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';
+const BOLD = '\x1b[1m';
 
-export function renderTable(r: Report, colour: boolean): string {
+/**
+ * One column group per mode actually run: max_abs, rel_l2 and cosine of the first mode, max_abs and rel_l2 of
+ * isolated beside accumulated (a cosine per mode would push the table past 80 columns; it is in every report).
+ */
+function metricColumns(r: Report): { head: string[]; cells: (s: Report['stages'][number]) => string[] } {
+  const modes = modesRun(r);
+  const prefix = (mode: string) => (modes.length > 1 && mode === 'isolated' ? 'iso ' : '');
+  return {
+    head: modes.flatMap((mode, k) => [`${prefix(mode)}max_abs`, `${prefix(mode)}rel_l2`, ...(k === 0 ? [`${prefix(mode)}cosine`] : [])]),
+    cells: (s) => modes.flatMap((mode, k) => [sci(s[mode]?.max_abs), sci(s[mode]?.rel_l2), ...(k === 0 ? [cos(s[mode]?.cosine)] : [])]),
+  };
+}
+
+/** The verdict line alone (-q), coloured on request. */
+export function renderVerdict(r: Report, colour: boolean): string {
+  const vl = verdictLine(r);
+  return colour ? `${BOLD}${r.verdict === 'pass' ? COLOURS.pass : COLOURS.fail}${vl}${RESET}` : vl;
+}
+
+/** The table and what follows it; `verbose` (-v) adds every differing tensor, the finite part of non-finite stages, timings and the environment. */
+export function renderTable(r: Report, colour: boolean, verbose = false): string {
+  const cols = metricColumns(r);
   const t = new Table({
-    head: ['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'nan/inf', 'status'],
+    head: ['stage', ...cols.head, 'forced max_abs', 'floor', 'err/floor', 'nan/inf', 'flips', 'status'],
     style: { head: [], border: [], compact: true },
-    colAligns: ['left', 'right', 'right', 'right', 'right', 'right', 'left'],
+    colAligns: ['left', ...cols.head.map(() => 'right' as const), 'right', 'right', 'right', 'right', 'right', 'left'],
   });
+  const firstFlip = r.questions?.behaviour.first_flip ?? null;
   for (const s of r.stages) {
-    const a = s.accumulated ?? s.isolated;
-    const nonFinite = [s.accumulated, s.isolated].reduce((n, m) => n + (m ? m.nan.device + m.inf.device : 0), 0);
-    const status = colour ? `${COLOURS[s.status]}${s.status}${RESET}` : s.status;
-    t.push([s.name, sci(a?.max_abs), sci(a?.rel_l2), cos(a?.cosine), sci(s.isolated?.max_abs), nonFinite > 0 ? String(nonFinite) : '0', status]);
+    const status = colour ? `${COLOURS[s.status]}${statusText(s)}${RESET}` : statusText(s);
+    // floor and ratio of the judged modes: isolated / forced
+    const fl = s.floor ? `${sci(s.floor.isolated?.[s.judged_by ?? r.policy.metric])}/${sci(s.floor.accumulated_forced?.[s.judged_by ?? r.policy.metric])}` : '-';
+    const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
+    const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
+    const flips = f === null ? flipsText(s) : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
+    t.push([s.name, ...cols.cells(s), sci(s.accumulated_forced?.max_abs), fl, ratio, nonFiniteText(s), flips, status]);
   }
   const dev = r.backends.device;
   const lines = [
+    renderVerdict(r, colour),
     `layerdiff ${r.tool.version} — ${r.model.architecture}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${r.model.path}`,
     `reference: ${r.golden?.action === 'compared' ? `golden run ${r.golden.dir} (not recomputed)` : 'reference-cpu fp32'} · device: ${dev.name} (${dev.description})`,
-    `policy: ${r.policy.metric} fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
+    `policy: ${policyText(r.policy)} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
   ];
   if (r.weights !== null) {
     lines.push(`weights: ${describeWeights(r.weights)}`);
     const bad = mismatchedTensors(r.weights);
-    for (const w of bad.slice(0, 6)) {
+    const shown = verbose ? bad.length : 6;
+    for (const w of bad.slice(0, shown)) {
       lines.push(`  ${w.name}  ${w.format} [${w.shape.join('×')}]  ${w.bad_blocks}/${w.blocks} blocks differ, max |Δw| ${sci(w.max_abs)}  reproduced by: ${w.matches.length > 0 ? w.matches.join(', ') : 'no catalog reading'}`);
     }
-    if (bad.length > 6) lines.push(`  … and ${bad.length - 6} more (see the JSON or HTML report)`);
+    if (bad.length > shown) lines.push(`  … and ${bad.length - shown} more (-v lists them; so do the JSON and HTML reports)`);
   }
   lines.push(t.toString());
-  const logits = r.stages.find((s) => s.logits)?.logits;
-  const lm = logits?.accumulated ?? logits?.isolated;
-  if (lm) lines.push(`logits: top-1 agreement ${(lm.top1_agreement * 100).toFixed(1)}%, KL mean ${sci(lm.kl_mean)}, KL max ${sci(lm.kl_max)}`);
+  const lt = logitsText(r);
+  if (lt !== null) lines.push(`logits: ${lt}`);
+  if (r.questions !== null && r.questions !== undefined) lines.push(...questionLines(r.questions));
   for (const s of r.stages) if (s.drill) lines.push(`drill-down ${s.name}: ${describeDrill(s.drill)}`);
+  if (verbose) {
+    for (const s of r.stages) {
+      for (const mode of modesRun(r)) {
+        const f = s[mode]?.finite;
+        if (f) lines.push(`finite part of ${s.name} (${mode}, ${f.count} elements where both paths are finite): max_abs ${sci(f.max_abs)}, rel_l2 ${sci(f.rel_l2)}, cosine ${cos(f.cosine)}`);
+      }
+    }
+    lines.push(`time per stage (reference / device, ms): ${r.stages.map((s) => `${s.name} ${s.time_ms.reference.toFixed(0)}/${s.time_ms.device.toFixed(0)}`).join(', ')}`);
+    lines.push(`environment: ${Object.entries(r.environment).map(([k, v]) => `${k} ${v}`).join(' · ')}`);
+  }
   if (r.determinism !== null) {
     const d = r.determinism;
     lines.push(
@@ -55,4 +94,25 @@ export function renderTable(r: Report, colour: boolean): string {
     if (d.hint) lines.push(`    hint: ${d.hint}`);
   }
   return lines.join('\n');
+}
+
+const ratioText = (x: number | null | undefined) => (x === null || x === undefined ? '-' : Number.isFinite(x) ? x.toFixed(2) : 'inf');
+
+/** The three questions, one line each (README "Reading the verdict"). */
+export function questionLines(q: Questions): string[] {
+  const num = (label: string, a: Questions['own_error']) => {
+    if (a.status === 'not-run') return `${label}: not run`;
+    const w = a.worst;
+    const fig = w === null ? '' : ` — worst ${w.stage}: ${w.metric} ${sci(w.error)}${w.floor !== null ? `, floor ${sci(w.floor)}, ratio ${ratioText(w.ratio)}` : ''}`;
+    return `${label}: ${a.status}${a.first_failure !== null ? ` (first failure ${a.first_failure})` : ''}${fig}`;
+  };
+  const b = q.behaviour;
+  const lm = b.logits;
+  const beh =
+    b.status === 'not-run'
+      ? 'behaviour (accumulated): not run'
+      : `behaviour (accumulated): ${b.status}${lm ? ` — top-1 ${(lm.top1_agreement * 100).toFixed(1)}% (≥ ${(b.thresholds.top1_min * 100).toFixed(0)}%), KL mean ${sci(lm.kl_mean)} (≤ ${b.thresholds.kl_mean_max}), p99 ${sci(lm.kl_p99)} (≤ ${b.thresholds.kl_p99_max})` : ''}` +
+        `; ${b.flips.count} top-k flip${b.flips.count === 1 ? '' : 's'}${b.flips.count > 0 ? ` (${b.flips.benign} benign, ${b.flips.scoring_bug} scoring bug${b.flips.unjudged > 0 ? `, ${b.flips.unjudged} unjudged` : ''}; first at ${b.first_flip})` : ''}` +
+        `${b.reasons.length > 0 ? ` — ${b.reasons.join('; ')}` : ''}`;
+  return [num('own error (isolated)', q.own_error), num('drift (accumulated-forced)', q.drift), beh];
 }

@@ -1016,6 +1016,54 @@ static void case_router(int T, int E, int k, bool bias, bool given, bool ties) {
   row("router", sh, "mix", c, false, ms, 8.0 * T * E + 8.0 * T * k, 0);
 }
 
+// gpt-oss router (softmax over the top-k biased logits) and its interleaved clamped SwiGLU (gpt_oss.hip).
+static void case_oss_router(int T, int E, int k, bool bias, bool given) {
+  std::vector<float> lg = rand_f32((size_t)T * E, -4.0, 4.0, 241), bs = rand_f32(E, -0.5, 0.5, 242);
+  std::vector<int32_t> gv((size_t)T * k);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < k; j++) gv[(size_t)t * k + j] = (int32_t)((t + j) % E);  // distinct per token (k ≤ E)
+  DBuf<float> dl(lg), db(bs), dw((size_t)T * k);
+  DBuf<int32_t> dg(gv), di((size_t)T * k);
+  LdOssRouterArgs a{dl.p, bias ? db.p : nullptr, given ? dg.p : nullptr, di.p, dw.p, T, E, k};
+  const LdLaunch L = ld_plan_oss_router(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_oss_router, L, a); });
+  const std::vector<int32_t> gi = di.down();
+  const std::vector<float> gw = dw.down();
+  std::vector<int32_t> ri((size_t)T * k);
+  std::vector<float> rw((size_t)T * k);
+  ldref::oss_router(lg.data(), bias ? bs.data() : nullptr, given ? gv.data() : nullptr, T, E, k, ri.data(), rw.data());
+  Cmp c;
+  for (size_t i = 0; i < ri.size(); i++) cmp_i32(c, (long long)i, gi[i], ri[i]);
+  for (size_t i = 0; i < rw.size(); i++) cmp32(c, (long long)(ri.size() + i), gw[i], rw[i]);
+  char sh[64];
+  snprintf(sh, sizeof sh, "T%d E%d top%d%s%s", T, E, k, bias ? " bias" : "", given ? " given" : "");
+  row("oss_router", sh, "mix", c, false, ms, 8.0 * T * E + 8.0 * T * k, 0);
+}
+
+static void case_oss_swiglu(int rows, int I) {
+  const std::vector<uint16_t> h = rand_f16((size_t)rows * 2 * I, 12.0, 271);
+  DBuf<uint16_t> dh(h), dy((size_t)rows * I);
+  LdOssSwigluArgs a{dh.p, dy.p, rows, I, 7.0f, 1.702f};
+  const LdLaunch L = ld_plan_oss_swiglu(&a);
+  need(L);
+  const double ms = time_ms([&] { LAUNCH(ld_oss_swiglu, L, a); });
+  const std::vector<uint16_t> y = dy.down();
+  std::vector<uint16_t> r(y.size());
+  ldref::oss_swiglu(h.data(), rows, I, 7.0f, 1.702f, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, y[i], r[i]);
+  for (size_t i = 0; i < r.size(); i += 3) {
+    const size_t row_i = i / I, col = i % I;
+    const double gv = std::min(f16v(h[row_i * 2 * I + 2 * col]), 7.0);
+    const double uv = std::max(std::min(f16v(h[row_i * 2 * I + 2 * col + 1]), 7.0), -7.0);
+    f64_16(c, y[i], gv / (1.0 + exp(-1.702 * gv)) * (uv + 1.0));
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "rows %d I %d", rows, I);
+  row("oss_swiglu", sh, "f16", c, false, ms, 8.0 * rows * I, 0);
+}
+
 static void case_swiglu_rows(int rows, int cols, bool weights, float limit) {
   const std::vector<uint16_t> g = rand_f16((size_t)rows * cols, 12.0, 261), u = rand_f16((size_t)rows * cols, 12.0, 262);
   const std::vector<float> rw = rand_f32(rows, 0.0, 1.0, 263);
@@ -1195,6 +1243,9 @@ int main(int argc, char** argv) {
   if (want("router")) case_router(333, 64, 6, true, true, false);
   if (want("swiglu_rows")) case_swiglu_rows(quick ? 512 : 24576, quick ? 512 : 2048, true, 7.0f);
   if (want("swiglu_rows")) case_swiglu_rows(37, 101, false, 0.0f);
+  if (want("oss_router")) case_oss_router(quick ? 256 : 4096, 32, 4, true, false);
+  if (want("oss_router")) case_oss_router(333, 128, 4, false, true);
+  if (want("oss_swiglu")) case_oss_swiglu(quick ? 512 : 8192, quick ? 256 : 2880);
   if (want("indexer_topk")) case_indexer(quick ? 256 : 4096, quick ? 8 : 64, quick ? 32 : 128, 4, quick ? 16 : 512, false, 0);
   if (want("indexer_topk")) case_indexer(97, 3, 20, 4, 5, true, 0);
   // a decode step: one query at the last position of a long context (what deepseek_v4_decode.ts calls)

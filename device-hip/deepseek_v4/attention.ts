@@ -16,7 +16,7 @@ import type { LinearWeight } from '../../harness/formats/linear.js';
 import type { DeepseekV4Attention } from '../../harness/models/deepseek_v4.js';
 import { OVERFLOW_ALPHA } from '../../harness/faults/plan.js';
 import { compress } from './compressor.js';
-import { indexerPicks } from './indexer.js';
+import { indexerChoice } from './indexer.js';
 import type { Kit } from './kit.js';
 import { layerInvFreq, ropeTable } from './rope.js';
 
@@ -25,6 +25,8 @@ export interface AttentionResult {
   out: Uint16Array;
   /** CSA layers: the compressed blocks each token attended to (ascending); null otherwise */
   indexer: number[][] | null;
+  /** CSA layers: the indexer kernel's scores f32 [S, B] (−∞ where not visible), also when the picks were forced */
+  indexerScores: { scores: Float32Array; B: number } | null;
 }
 
 export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Attention, ratio: number, positions: readonly number[], forcedIndexer: number[][] | null): AttentionResult {
@@ -35,7 +37,7 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
     if (p !== t) throw new Error(`DeepSeek-V4 device path runs a prefill at positions 0..S−1; got position ${p} for token ${t}`);
   });
   const invFreq = layerInvFreq(cfg, ratio);
-  const tab = ropeTable(positions, invFreq);
+  const tab = ropeTable(positions, invFreq, kit.fault === 'rope-angle-fp16');
 
   const qr = N.rmsnormF16(kit.lin(a, S, w.wq_a), kit.vec16(w.q_norm), S, qLoraRank, eps);
   const qn = N.rmsnormF16(kit.lin(qr, S, w.wq_b), new Uint16Array(d).fill(0x3c00), S * H, d, eps);
@@ -46,12 +48,15 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
   const { e: comp, B } = w.compressor !== null ? compress(kit, a, S, w.compressor, invFreq) : { e: new Uint16Array(0), B: 0 };
   const visible = (t: number) => (ratio > 0 ? Math.min(B, Math.floor((t + 1) / ratio)) : 0);
   let picks: number[][] | null = null;
+  let indexerScores: { scores: Float32Array; B: number } | null = null;
   if (w.indexer !== null) {
+    // scored also when the picks are forced: the isolated run's score error is what judges a flip
+    const ch = indexerChoice(kit, a, qr, S, w.indexer, ratio, tab, invFreq);
+    indexerScores = { scores: ch.scores, B: ch.B };
+    picks = ch.picks;
     if (forcedIndexer !== null) {
       checkForced(forcedIndexer, S, visible);
       picks = forcedIndexer;
-    } else {
-      picks = indexerPicks(kit, a, qr, S, w.indexer, ratio, tab, invFreq);
     }
   }
   // Compressed candidates per token, −1 padded: the indexer's picks (CSA) or every finished block (HCA).
@@ -66,7 +71,7 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
 
   const y = groupedWoA(kit, oRot, S, H, d, G, oLoraRank, w.wo_a);
   const out = kit.lin(y, S, w.wo_b, kit.fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1);
-  return { out, indexer: picks };
+  return { out, indexer: picks, indexerScores };
 }
 
 /**

@@ -20,6 +20,6 @@ export function compress(kit: Kit, a: Uint16Array, S: number, c: DeepseekV4Compr
   const Z = kit.lin32(a, S, c.wgate);
   const pooled = kit.K.compressPoolF16(K, Z, kit.f32(c.ape), S, ratio, dc, overlap);
   const normed = kit.N.rmsnormF16(pooled, kit.vec16(c.norm), B, dc, kit.cfg.normEps);
-  const tab = ropeTable(Array.from({ length: B }, (_, b) => b * ratio), invFreq);
+  const tab = ropeTable(Array.from({ length: B }, (_, b) => b * ratio), invFreq, kit.fault === 'rope-angle-fp16');
   return { e: kit.N.ropeF16(normed, tab.cos, tab.sin, B, 1, dc, dc - R, R, true), B };
 }

@@ -13,16 +13,21 @@ import type { RopeTable } from './rope.js';
 
 /** The picks per token (ascending block ids). a f16 [S, hidden], qr f16 [S, q_lora_rank]. */
 export function indexerPicks(kit: Kit, a: Uint16Array, qr: Uint16Array, S: number, iw: DeepseekV4Indexer, ratio: number, tab: RopeTable, invFreq: Float64Array): number[][] {
+  return indexerChoice(kit, a, qr, S, iw, ratio, tab, invFreq).picks;
+}
+
+/** The picks and the kernel's scores f32 [S, B] (−∞ where not visible), for the flip judgement. */
+export function indexerChoice(kit: Kit, a: Uint16Array, qr: Uint16Array, S: number, iw: DeepseekV4Indexer, ratio: number, tab: RopeTable, invFreq: Float64Array): { picks: number[][]; scores: Float32Array; B: number } {
   const { indexHeads: nh, indexHeadDim: hd, indexTopk: topk, ropeDim: R } = kit.cfg;
   const qI = kit.N.ropeF16(kit.lin(qr, S, iw.wq_b), tab.cos, tab.sin, S, nh, hd, hd - R, R, true);
   const w = kit.lin(a, S, iw.weights_proj);
   const { e, B } = compress(kit, a, S, iw.compressor, invFreq);
-  const { picks } = kit.K.indexerTopkF16(qI, w, e, S, nh, hd, B, ratio, 0, topk, hd ** -0.5 * nh ** -0.5);
+  const { picks, scores } = kit.K.indexerTopkF16(qI, w, e, S, nh, hd, B, ratio, 0, topk, hd ** -0.5 * nh ** -0.5);
   const out: number[][] = [];
   for (let t = 0; t < S; t++) {
     const row: number[] = [];
     for (let j = 0; j < topk; j++) if (picks[t * topk + j] >= 0) row.push(picks[t * topk + j]);
     out.push(row);
   }
-  return out;
+  return { picks: out, scores, B };
 }

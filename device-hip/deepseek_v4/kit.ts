@@ -7,6 +7,7 @@ import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js
 import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
 import type { DeepseekNative, DeviceNative } from '../binding.js';
 import type { FaultId } from '../../harness/faults/plan.js';
+import { gemmF16AccumulateF16 } from '../fault_numerics.js';
 import { type LinearCache, storedToF16 } from '../linear.js';
 
 export class Kit {
@@ -30,6 +31,8 @@ export class Kit {
    */
   lin(x: Uint16Array, rows: number, lw: LinearWeight, alpha = 1, transient = false): Uint16Array {
     const w = transient ? this.linears.dequant(lw, this.fault) : this.w16(lw);
+    // fault fp16-accumulate: every FP16-output product of the layer with an FP16 running sum
+    if (this.fault === 'fp16-accumulate') return gemmF16AccumulateF16(x, w, rows, lw.in, lw.out, alpha);
     return this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha);
   }
 

@@ -23,9 +23,19 @@ export interface MoeResult {
   ids: number[][];
   /** f32 [S, topk]: ω aligned with ids */
   weights: Float32Array;
+  /** the router scores s = sqrt-softplus of this path's FP32 logits [S, E] and the selection bias (score layers only) */
+  scores: { s: Float32Array; bias: Float32Array | null } | null;
 }
 
-/** f f16 [S, hidden]; `given`: the hash layers' tid2eid rows or the reference's forced choice, else null. */
+/** sqrt(softplus(x)) in f32, PyTorch's threshold 20 (the router kernel's function, for the flip judgement). */
+function sqrtSoftplusF32(x: number): number {
+  return Math.fround(Math.sqrt(Math.fround(x > 20 ? x : Math.log1p(Math.exp(x)))));
+}
+
+/**
+ * f f16 [S, hidden]; `given`: the hash layers' tid2eid rows or the reference's forced choice, else null.
+ * Fault router-bias-dropped: the selection runs without gate.bias (ω never used it, so forced choices hide it).
+ */
 export function moe(kit: Kit, f: Uint16Array, S: number, w: DeepseekV4LayerWeights, given: number[][] | null): MoeResult {
   const { K, cfg } = kit;
   const { hidden: D, experts: E, topk: k, moeInter: I } = cfg;
@@ -40,7 +50,7 @@ export function moe(kit: Kit, f: Uint16Array, S: number, w: DeepseekV4LayerWeigh
   }
   const logits = kit.lin32(f, S, w.ffn.gate.weight);
   const bias = w.ffn.gate.bias !== null ? kit.f32(w.ffn.gate.bias) : null;
-  const r = K.routerF32(logits, bias, S, E, k, cfg.routeScale, givenIds);
+  const r = K.routerF32(logits, kit.fault === 'router-bias-dropped' ? null : bias, S, E, k, cfg.routeScale, givenIds);
 
   // Rows per expert, expert ids ascending, tokens in order within an expert: moeCombineF16 sums a token's
   // rows in this order, the reference's order.
@@ -75,5 +85,5 @@ export function moe(kit: Kit, f: Uint16Array, S: number, w: DeepseekV4LayerWeigh
 
   const ids: number[][] = [];
   for (let t = 0; t < S; t++) ids.push(Array.from(r.ids.subarray(t * k, (t + 1) * k)));
-  return { out, ids, weights: r.weights };
+  return { out, ids, weights: r.weights, scores: w.hash ? null : { s: logits.map(sqrtSoftplusF32), bias } };
 }

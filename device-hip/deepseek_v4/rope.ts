@@ -5,6 +5,7 @@
  * frequency bug in either path shows up in the diff instead of cancelling. The tables are computed on the
  * host in float64 and handed to ropeF16 as f32, as a HIP deployment uploads them.
  */
+import { roundToF16 } from '../../harness/formats/dtypes.js';
 import type { DeepseekV4Config } from '../../harness/models/deepseek_v4_config.js';
 
 /** f_i = base^(−2i/R); with YaRN f_i·(s_i + (1 − s_i)/factor), s_i = 1 − clamp((i − lo)/(hi − lo), 0, 1). */
@@ -34,14 +35,17 @@ export interface RopeTable {
   sinNeg: Float32Array;
 }
 
-/** cos/sin [positions, R/2] of φ = pos·f_i. */
-export function ropeTable(positions: ArrayLike<number>, invFreq: Float64Array): RopeTable {
+/**
+ * cos/sin [positions, R/2] of φ = pos·f_i. `fp16Angles` is the fault rope-angle-fp16: pos, f_i and their
+ * product each rounded to FP16, so φ is off by up to half an FP16 ulp of φ — wrong at long positions.
+ */
+export function ropeTable(positions: ArrayLike<number>, invFreq: Float64Array, fp16Angles = false): RopeTable {
   const half = invFreq.length;
   const n = positions.length;
   const cos = new Float32Array(n * half), sin = new Float32Array(n * half), sinNeg = new Float32Array(n * half);
   for (let t = 0; t < n; t++) {
     for (let i = 0; i < half; i++) {
-      const phi = positions[t] * invFreq[i];
+      const phi = fp16Angles ? roundToF16(roundToF16(positions[t]) * roundToF16(invFreq[i])) : positions[t] * invFreq[i];
       cos[t * half + i] = Math.cos(phi);
       sin[t * half + i] = Math.sin(phi);
       sinNeg[t * half + i] = -sin[t * half + i];

@@ -570,6 +570,46 @@ Napi::Value swiglu_rows_op(const Napi::CallbackInfo& info, Where where) {
   return y;
 }
 
+Napi::Value oss_router_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "ossRouterF32");
+  const char* fn = name.c_str();
+  need_args(info, 6, fn);
+  const int T = arg_int(info, 2, fn, "T", 1), E = arg_int(info, 3, fn, "E", 1), k = arg_int(info, 4, fn, "topk", 1);
+  if (k > E) throw_range(info.Env(), std::string(fn) + ": topk exceeds E");
+  auto logits = arg_array_len<float>(info, 0, fn, "logits", (size_t)T * E, "T×E");
+  const float* bias = opt_f32(info, 1, fn, "bias", (size_t)E);
+  const int32_t* given = nullptr;
+  if (!info[5].IsNull() && !info[5].IsUndefined()) {
+    auto g = arg_i32(info, 5, fn, "given");
+    if (g.len != (size_t)T * k) throw_range(info.Env(), std::string(fn) + ": given must have T×topk elements");
+    for (size_t i = 0; i < g.len; i++)
+      if (g.data[i] < 0 || g.data[i] >= E) throw_range(info.Env(), std::string(fn) + ": given id out of range");
+    given = g.data;
+  }
+  const Napi::Env env = info.Env();
+  auto ids = new_array<int32_t>(env, (size_t)T * k);
+  auto weights = new_array<float>(env, (size_t)T * k);
+  if (where == Where::Gpu) gpu(env, [&] { backend(env).oss_router(logits.data, bias, given, T, E, k, ids.Data(), weights.Data()); });
+  else ldref::oss_router(logits.data, bias, given, T, E, k, ids.Data(), weights.Data());
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ids", ids);
+  o.Set("weights", weights);
+  return o;
+}
+
+Napi::Value oss_swiglu_op(const Napi::CallbackInfo& info, Where where) {
+  const std::string name = op_name(where, "ossSwigluF16");
+  const char* fn = name.c_str();
+  need_args(info, 5, fn);
+  const int rows = arg_int(info, 1, fn, "rows", 1), I = arg_int(info, 2, fn, "I", 1);
+  auto h = arg_array_len<uint16_t>(info, 0, fn, "h", (size_t)rows * 2 * I, "rows×2I");
+  const float limit = (float)arg_num(info, 3, fn, "limit"), alpha = (float)arg_num(info, 4, fn, "alpha");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)rows * I);
+  if (where == Where::Gpu) gpu(info.Env(), [&] { backend(info.Env()).oss_swiglu(h.data, rows, I, limit, alpha, y.Data()); });
+  else ldref::oss_swiglu(h.data, rows, I, limit, alpha, y.Data());
+  return y;
+}
+
 Napi::Value indexer_topk_op(const Napi::CallbackInfo& info, Where where) {
   const std::string name = op_name(where, "indexerTopkF16");
   const char* fn = name.c_str();
@@ -666,6 +706,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   export_pair<swiglu_rows_op>(env, exports, "swigluRowsF16");
   export_pair<indexer_topk_op>(env, exports, "indexerTopkF16");
   export_pair<sparse_attention_op>(env, exports, "sparseAttentionF16");
+  export_pair<oss_router_op>(env, exports, "ossRouterF32");
+  export_pair<oss_swiglu_op>(env, exports, "ossSwigluF16");
   return exports;
 }
 

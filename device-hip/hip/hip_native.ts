@@ -14,10 +14,12 @@ import {
   type DecodeNative,
   type DeepseekNative,
   type DeviceNative,
+  type GptOssNative,
   loadDeviceNative,
   validatedDecodeNative,
   validatedDeepseekNative,
   validatedDeviceNative,
+  validatedGptOssNative,
 } from '../binding.js';
 
 /** What `probe()` found; `error` is empty only when a device with a readable gfx arch is there. */
@@ -67,10 +69,13 @@ export interface HostRef {
   refSparseAttentionF16: DeepseekNative['sparseAttentionF16'];
   /** the decode kernel's expected values (ld_attention_decode), attentionDecodeF16's signature */
   refAttentionDecodeF16: DecodeNative['attentionDecodeF16'];
+  /** the gpt-oss kernels' expected values (gpt_oss.hip), with the ld_device addon's signatures */
+  refOssRouterF32: GptOssNative['ossRouterF32'];
+  refOssSwigluF16: GptOssNative['ossSwigluF16'];
 }
 
 /** The addon's GPU ops: DeviceNative's kernels, and all of DeepseekNative and DecodeNative (same signatures). */
-export interface HipAddon extends GpuOps, DeepseekNative, DecodeNative, HostRef {
+export interface HipAddon extends GpuOps, DeepseekNative, DecodeNative, GptOssNative, HostRef {
   probe(): HipProbe;
   /** load the runtime, the code object and its kernels, run the self-check; throws with what failed */
   open(codeObjectPath: string): void;
@@ -141,14 +146,16 @@ export interface HipNatives {
   native: DeviceNative;
   deepseek: DeepseekNative;
   decode: DecodeNative;
+  /** gpt-oss's router and SwiGLU; null from an ld_hip.node built before they were wired */
+  gptOss: GptOssNative | null;
   codeObject: string;
 }
 
 /**
  * Open the hip backend on the probed device: DeviceNative with dequant, GEMM, RMSNorm, RoPE, attention, SwiGLU,
  * add and scalar multiply on the GPU, the whole DeepseekNative (hc pre/post/head, compressor pooling, indexer
- * top-k, sparse attention, router, expert SwiGLU rows, MoE combine) and DecodeNative (the KV-cache attention)
- * on the GPU; the f16/bf16/f32 conversions and setSimd() are host-side and come from the emulation addon
+ * top-k, sparse attention, router, expert SwiGLU rows, MoE combine), DecodeNative (the KV-cache attention)
+ * and GptOssNative (router, SwiGLU) on the GPU; the f16/bf16/f32 conversions and setSimd() are host-side and come from the emulation addon
  * (they are exact conversions, not device numerics). Throws Error saying what failed.
  */
 export function openHipNative(p: HipProbe): HipNatives {
@@ -173,11 +180,15 @@ export function openHipNative(p: HipProbe): HipNatives {
     swigluF16: (...args) => a.swigluF16(...args),
     addF16: (...args) => a.addF16(...args),
     mulScalarF16: (...args) => a.mulScalarF16(...args),
+    // NVFP4 weights are dequantized once at load on the host by the same ld_numerics.h element function
+    // (bit-identical to a kernel by construction); a GPU kernel for it is not written yet.
+    dequantNvfp4ToF16: (...args) => host.dequantNvfp4ToF16(...args),
     f32ToF16: (x) => host.f32ToF16(x),
     f16ToF32: (x) => host.f16ToF32(x),
     bf16ToF16: (x) => host.bf16ToF16(x),
     info: () => ({ ...host.info(), backend: 'hip' }),
     setSimd: (mode) => host.setSimd(mode),
   };
-  return { native: validatedDeviceNative(raw), deepseek: validatedDeepseekNative(a), decode: validatedDecodeNative(a), codeObject: co.file };
+  const gptOss = typeof a.ossRouterF32 === 'function' ? validatedGptOssNative(a) : null;
+  return { native: validatedDeviceNative(raw), deepseek: validatedDeepseekNative(a), decode: validatedDecodeNative(a), gptOss, codeObject: co.file };
 }

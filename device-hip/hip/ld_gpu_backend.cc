@@ -36,7 +36,7 @@ const std::vector<std::string>& Backend::kernel_names() {
       "ld_gemm_skinny_mxfp4_1", "ld_gemm_skinny_mxfp4_2", "ld_gemm_skinny_mxfp4_4", "ld_gemm_skinny_mxfp4_8",
       "ld_rmsnorm", "ld_rope", "ld_swiglu", "ld_add", "ld_mul_scalar", "ld_attention", "ld_softmax", "ld_moe_gather",
       "ld_moe_combine", "ld_sinkhorn", "ld_widen_check", "ld_attention_decode", "ld_hc_pre", "ld_hc_head", "ld_hc_post",
-      "ld_compress_pool", "ld_router", "ld_swiglu_rows", "ld_indexer_topk", "ld_sparse_attention"};
+      "ld_compress_pool", "ld_router", "ld_swiglu_rows", "ld_indexer_topk", "ld_sparse_attention", "ld_oss_router", "ld_oss_swiglu"};
   return names;
 }
 
@@ -277,6 +277,26 @@ void Backend::swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw,
   Buf dg(this, g, n * 2), du(this, u, n * 2), drw(this, rw, rw != nullptr ? (size_t)rows * 4 : 0), dy(this, n * 2);
   LdSwigluRowsArgs a{dg.ptr<uint16_t>(), du.ptr<uint16_t>(), rw != nullptr ? drw.ptr<float>() : nullptr, dy.ptr<uint16_t>(), rows, cols, limit};
   launch(ld_plan_swiglu_rows(&a), &a);
+  dy.down(y, n * 2);
+}
+
+void Backend::oss_router(const float* logits, const float* bias, const int32_t* given, int T, int E, int topk, int32_t* ids,
+                         float* weights) {
+  const size_t nk = (size_t)T * topk;
+  Buf dl(this, logits, (size_t)T * E * 4), db(this, bias, bias != nullptr ? (size_t)E * 4 : 0);
+  Buf dg(this, given, given != nullptr ? nk * 4 : 0), di(this, nk * 4), dw(this, nk * 4);
+  LdOssRouterArgs a{dl.ptr<float>(), bias != nullptr ? db.ptr<float>() : nullptr, given != nullptr ? dg.ptr<int32_t>() : nullptr,
+                    di.ptr<int32_t>(), dw.ptr<float>(), T, E, topk};
+  launch(ld_plan_oss_router(&a), &a);
+  di.down(ids, nk * 4);
+  dw.down(weights, nk * 4);
+}
+
+void Backend::oss_swiglu(const uint16_t* h, int rows, int I, float limit, float alpha, uint16_t* y) {
+  const size_t n = (size_t)rows * I;
+  Buf dh(this, h, n * 2 * 2), dy(this, n * 2);
+  LdOssSwigluArgs a{dh.ptr<uint16_t>(), dy.ptr<uint16_t>(), rows, I, limit, alpha};
+  launch(ld_plan_oss_swiglu(&a), &a);
   dy.down(y, n * 2);
 }
 

@@ -77,6 +77,10 @@ class Backend {
   void sparse_attention(const uint16_t* q, const uint16_t* kv, const uint16_t* comp, const int32_t* cand, const float* sinks, int T,
                         int H, int D, int B, int window, int K, float scale, uint16_t* y);
 
+  // gpt-oss (kernels/gpt_oss.hip), the shapes of LdOssRouterArgs, LdOssSwigluArgs; bias, given may be null.
+  void oss_router(const float* logits, const float* bias, const int32_t* given, int T, int E, int topk, int32_t* ids, float* weights);
+  void oss_swiglu(const uint16_t* h, int rows, int I, float limit, float alpha, uint16_t* y);
+
   // Every kernel the code object must hold (the launch plans' names).
   static const std::vector<std::string>& kernel_names();
 

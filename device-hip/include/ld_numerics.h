@@ -84,6 +84,40 @@ LD_INLINE float ld_e4m3_to_f32(uint8_t b) {
   return ld_bits_f32(sign | ((uint32_t)(e - 7 + 127) << 23) | ((uint32_t)m << 20));
 }
 
+/*
+ * The element formats, one row each: the table the emulation (device-hip/src), the kernels
+ * (device-hip/kernels) and the TypeScript registry (harness/formats/registry.ts) share. Adding a format is
+ * one row here, its decoder above, and its registry entry. Columns: name, id (ABI with device-hip/binding.ts
+ * ELEMENT_FORMATS), bits, decoder (code → f32, exact).
+ */
+#define LD_ELEMENT_FORMATS(X)              \
+  X(E2M1, 0, 4, ld_e2m1_to_f32)            \
+  X(E4M3, 1, 8, ld_e4m3_elem_f32)          \
+  X(E8M0, 2, 8, ld_e8m0_elem_f32)
+
+LD_INLINE float ld_e4m3_elem_f32(int code) { return ld_e4m3_to_f32((uint8_t)code); }
+LD_INLINE float ld_e8m0_elem_f32(int code) { return ld_e8m0_to_f32((uint8_t)code); }
+
+typedef enum ld_element_format {
+#define LD_ELEMENT_ENUM(name, id, bits, dec) LD_ELEM_##name = id,
+  LD_ELEMENT_FORMATS(LD_ELEMENT_ENUM)
+#undef LD_ELEMENT_ENUM
+  LD_ELEM_COUNT
+} ld_element_format;
+
+/* Any element format's code → f32 (exact): the one dispatch over the table. NaN for an unknown format. */
+LD_INLINE float ld_element_to_f32(int format, int code) {
+  switch (format) {
+#define LD_ELEMENT_CASE(name, id, bits, dec) \
+  case id:                                   \
+    return dec(code & ((1 << bits) - 1));
+    LD_ELEMENT_FORMATS(LD_ELEMENT_CASE)
+#undef LD_ELEMENT_CASE
+    default:
+      return ld_bits_f32(0x7FC00000u);
+  }
+}
+
 /* BF16 is the top half of an IEEE binary32. */
 LD_INLINE float ld_bf16_to_f32(uint16_t h) { return ld_bits_f32((uint32_t)h << 16); }
 
@@ -239,6 +273,41 @@ LD_INLINE uint16_t ld_fp8_elem_f16(const uint8_t* w, const void* scales, int sca
   size_t R = (size_t)((out + block_out - 1) / block_out), C = (size_t)((in + block_in - 1) / block_in);
   float s = ld_fp8_scale(scales, scale_is_f32, R, C, (size_t)(o / block_out), (size_t)(i / block_in), fault);
   return ld_fp8_value_f16(w[(size_t)o * (size_t)in + (size_t)i], s);
+}
+
+/*
+ * NVFP4 (ModelOpt, compressed-tensors): packed bytes [out, in/2] low-even, E4M3 block scales [out, in/16],
+ * one f32 global scale per tensor — a multiplier (ModelOpt weight_scale_2) or a divisor (compressed-tensors
+ * weight_global_scale). The block's scale is formed in f32 first, s = e4m3(b) · g or e4m3(b) / g (one f32
+ * rounding, correctly rounded on host, HIP and CUDA without fast-math), then the element E2M1 · s in f32
+ * (one more rounding at most) and rounded once to f16 — never an f16 scale (e4m3 · g leaves f16's range).
+ */
+LD_INLINE float ld_nvfp4_scale(uint8_t b, float global, int divisor, int fault) {
+  if (fault == LD_FAULT_SCALE_MISSING) return 1.0f;
+  float s = ld_element_to_f32(LD_ELEM_E4M3, b);
+  return divisor ? s / global : s * global;
+}
+
+LD_INLINE float ld_fp4_elem_f32(int nibble, int fault) {
+  if (fault == LD_FAULT_E3M0_TABLE) {
+    int c = nibble & 7;
+    float v = c == 0 ? 0.0f : ld_pow2f(c - 1);
+    return (nibble & 8) ? -v : v;
+  }
+  return ld_element_to_f32(LD_ELEM_E2M1, nibble);
+}
+
+LD_INLINE uint16_t ld_nvfp4_value_f16(int nibble, float scale, int fault) { return ld_f32_to_f16(ld_fp4_elem_f32(nibble, fault) * scale); }
+
+/* W[o, i] of an NVFP4 weight (`in` a multiple of 16). */
+LD_INLINE uint16_t ld_nvfp4_elem_f16(const uint8_t* packed, const uint8_t* scales, int out, int in, float global, int divisor,
+                                     int o, int i, int fault) {
+  uint8_t byte = packed[(size_t)o * (size_t)(in / 2) + (size_t)(i / 2)];
+  int high = (i & 1) != (fault == LD_FAULT_NIBBLE_SWAP);
+  int nibble = high ? (byte >> 4) : (byte & 0xF);
+  size_t C = (size_t)(in / 16);
+  uint8_t sb = scales[ld_scale_index((size_t)out, C, (size_t)o, (size_t)(i / 16), fault)];
+  return ld_nvfp4_value_f16(nibble, ld_nvfp4_scale(sb, global, divisor, fault), fault);
 }
 
 /* ---------------------------------------------------------------------------------------------------

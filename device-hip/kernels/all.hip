@@ -6,4 +6,5 @@
 #include "attention.hip"
 #include "moe.hip"
 #include "deepseek.hip"
+#include "gpt_oss.hip"
 #include "util.hip"

@@ -22,6 +22,7 @@
 
 #include "ld_numerics.h"
 #include "ld_deepseek.h"
+#include "ld_gpt_oss.h"
 
 namespace ldref {
 
@@ -346,6 +347,38 @@ inline void swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, i
       if (rw != nullptr) v = v * rw[r];
       y[i] = ld_f32_to_f16(v);
     }
+}
+
+/* ossRouterF32 (gpt-oss; bias, given may be NULL): ids ascending, weights = softmax over the chosen biased logits. */
+inline void oss_router(const float* logits, const float* bias, const int32_t* given, int T, int E, int k, int32_t* ids, float* weights) {
+#pragma omp parallel
+  {
+    std::vector<float> z((size_t)E);
+    std::vector<int> ix((size_t)E);
+#pragma omp for schedule(static)
+    for (int t = 0; t < T; t++) {
+      const float* row = logits + (size_t)t * E;
+      int32_t* it = ids + (size_t)t * k;
+      if (given != nullptr) {
+        std::copy(given + (size_t)t * k, given + (size_t)(t + 1) * k, it);
+      } else {
+        for (int e = 0; e < E; e++) z[e] = ld_oss_router_z(row, bias, e);
+        std::iota(ix.begin(), ix.end(), 0);
+        const float* zv = z.data();
+        std::partial_sort(ix.begin(), ix.begin() + k, ix.end(), [zv](int a, int b) { return ld_topk_before(zv[a], a, zv[b], b) != 0; });
+        std::copy(ix.begin(), ix.begin() + k, it);
+      }
+      std::sort(it, it + k);
+      ld_oss_router_weights(row, bias, it, k, weights + (size_t)t * k);
+    }
+  }
+}
+
+/* ossSwigluF16 (gpt-oss): h [rows, 2I] interleaved gate/up → y [rows, I]. */
+inline void oss_swiglu(const uint16_t* h, int rows, int I, float limit, float alpha, uint16_t* y) {
+#pragma omp parallel for schedule(static)
+  for (int r = 0; r < rows; r++)
+    for (int i = 0; i < I; i++) y[(size_t)r * I + i] = ld_oss_swiglu_f16(h[(size_t)r * 2 * I + 2 * i], h[(size_t)r * 2 * I + 2 * i + 1], limit, alpha);
 }
 
 /* indexerTopkF16 → scores f32 [T, B], picks int32 [T, topk] (ascending, −1 padded); row t is position t0 + t. */

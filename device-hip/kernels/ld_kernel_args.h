@@ -236,6 +236,25 @@ typedef struct LdSwigluRowsArgs {
   float limit;
 } LdSwigluRowsArgs;
 
+/* ossRouterF32 (gpt-oss): logits f32 [T, E], bias f32 [E] or NULL, given int32 [T, topk] or NULL → ids int32
+ * [T, topk] (ascending), weights f32 [T, topk] (softmax over the chosen biased logits). */
+typedef struct LdOssRouterArgs {
+  const float* logits;
+  const float* bias;
+  const int32_t* given;
+  int32_t* ids;
+  float* weights;
+  int T, E, topk;
+} LdOssRouterArgs;
+
+/* ossSwigluF16 (gpt-oss): h f16 [rows, 2I] (gate even, up odd) → y f16 [rows, I]. */
+typedef struct LdOssSwigluArgs {
+  const uint16_t* h;
+  uint16_t* y;
+  int rows, I;
+  float limit, alpha;
+} LdOssSwigluArgs;
+
 /* Self-check of the fast f16 widening: y[h] = bits(ld_widen_f16(h)) for h < 65536. */
 typedef struct LdWidenCheckArgs {
   uint32_t* y;
@@ -397,6 +416,14 @@ static inline LdLaunch ld_plan_sparse_attention(const LdSparseAttnArgs* a) {
 }
 static inline LdLaunch ld_plan_swiglu_rows(const LdSwigluRowsArgs* a) {
   return ld_launch("ld_swiglu_rows", ld_elem_blocks((long long)a->rows * a->cols), 1, 0);
+}
+/* oss_router: thread per token (k selection passes in the ld_topk_before order, ascending ids, softmax over k). */
+static inline LdLaunch ld_plan_oss_router(const LdOssRouterArgs* a) {
+  if (a->topk > a->E) return ld_launch_fail("oss_router: topk exceeds E");
+  return ld_launch("ld_oss_router", ld_div_up(a->T, LD_THREADS), 1, 0);
+}
+static inline LdLaunch ld_plan_oss_swiglu(const LdOssSwigluArgs* a) {
+  return ld_launch("ld_oss_swiglu", ld_elem_blocks((long long)a->rows * a->I), 1, 0);
 }
 static inline LdLaunch ld_plan_widen_check(void) { return ld_launch("ld_widen_check", 65536 / LD_THREADS, 1, 0); }
 

@@ -63,10 +63,12 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   init_dequant(env, exports);
+  void init_dequant_fp4(Napi::Env, Napi::Object); init_dequant_fp4(env, exports);  // dequant_fp4.cc (NVFP4)
   init_gemm(env, exports);
   init_ops(env, exports);
   init_attention(env, exports);
   init_deepseek(env, exports);
+  void init_gpt_oss(Napi::Env, Napi::Object); init_gpt_oss(env, exports);  // gpt_oss.cc (router, SwiGLU)
   void init_decode(Napi::Env, Napi::Object); init_decode(env, exports);  // decode.cc (KV-cache attention); declared here, addon.h is the kernels'
   return exports;
 }

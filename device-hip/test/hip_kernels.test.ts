@@ -14,6 +14,7 @@ import {
   loadDecodeNative,
   loadDeepseekNative,
   loadDeviceNative,
+  loadGptOssNative,
   validatedDecodeNative,
   validatedDeepseekNative,
 } from '../binding.js';
@@ -249,6 +250,29 @@ describe('host reference of the HIP kernels == emulation', () => {
       same16(H.refSparseAttentionF16(q, kv, comp, T, Hh, D, B, window, cand, Kc, sinks, 0.125),
         K.sparseAttentionF16(q, kv, comp, T, Hh, D, B, window, cand, Kc, sinks, 0.125), `sparseAttention ${T}/${window}`);
     }
+  });
+
+  it('gpt-oss ops (the expected values of gpt_oss.hip): router with softmax over the top-k, interleaved clamped SwiGLU', () => {
+    const rand = rng(4013);
+    const f32 = (n: number, lo: number, hi: number) => Float32Array.from({ length: n }, () => fr(lo + (hi - lo) * rand()));
+    const G = loadGptOssNative();
+    for (const [T, E, k] of [[40, 32, 4], [7, 8, 2], [3, 128, 4]] as const) {
+      const logits = f32(T * E, -4, 4).map((v) => Math.floor(v * 4) / 4); // ties
+      logits[E + 3] = 30;
+      const bias = f32(E, -0.5, 0.5);
+      const given = Int32Array.from({ length: T * k }, (_, i) => (Math.floor(i / k) + (i % k)) % E);
+      for (const [b, g] of [[null, null], [bias, null], [bias, given]] as const) {
+        const r = H.refOssRouterF32(logits, b, T, E, k, g), e = G.ossRouterF32(logits, b, T, E, k, g);
+        expect(Array.from(r.ids), 'oss router ids').toEqual(Array.from(e.ids));
+        expect(firstF32Mismatch(r.weights, e.weights), 'oss router weights').toBe(-1);
+      }
+    }
+    const rows = 9, I = 77;
+    const h = randomF16(rand, rows * 2 * I, 12);
+    h[5] = 0x7e00; // NaN gate (element 2·2 + 1 is an up: both kinds)
+    h[6] = 0x7c00; // +Inf gate
+    h[7] = 0xfc00; // −Inf up
+    same16(H.refOssSwigluF16(h, rows, I, 7, 1.702), G.ossSwigluF16(h, rows, I, 7, 1.702), 'ossSwiglu');
   });
 });
 

@@ -6,22 +6,26 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { diagnose } from '../compare/diagnose.js';
-import { makePolicy } from '../compare/policy.js';
+import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
 import { writeReproBundle } from '../repro/bundle.js';
 import { assertNewOrEmptyDir } from '../repro/files.js';
-import { GoldenReader, GoldenWriter } from '../repro/golden.js';
+import { GoldenWriter, openGolden } from '../repro/golden.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
-import { type Mode, runDiff, type RunResult, stageNames } from '../runner/run.js';
+import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
 import { parseInject } from '../faults/plan.js';
-import { renderTable } from '../../reports/table.js';
-import { writeReports } from '../../reports/writers.js';
+import { renderTable, renderVerdict } from '../../reports/table.js';
+import { stdoutTaken, writeReports } from '../../reports/writers.js';
+import { checkReportTargets } from './outputs.js';
+import { terminal, useColour } from './terminal.js';
 import { type ResolvedInput, resolveInput } from './input.js';
+import { DUMP_MANIFEST, DUMP_SCHEMA, type DumpManifest } from '../repro/dump.js';
+import { toolVersion } from '../version.js';
 import { ProgressLine } from './progress.js';
 
 export interface DiffArgs {
@@ -32,9 +36,12 @@ export interface DiffArgs {
   maxTokens?: number;
   device: string;
   mode: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** a fixed rule (any of the three given): the metric against fail/warn thresholds, no FP16 floor */
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  /** --policy FILE (JSON, compare/policy.ts); without it and without the flags, the default floor policy */
+  policy?: string;
   json?: string;
   dump?: string;
   inject?: string;
@@ -57,6 +64,8 @@ export interface DiffArgs {
   drill?: boolean;
   /** weights-first check (default true) */
   weights?: boolean;
+  /** stop at the first failing stage */
+  failFast?: boolean;
 }
 
 export function parseLayers(spec: string, n: number): { from: number; to: number } | null {
@@ -73,8 +82,8 @@ const sameRange = (a: { from: number; to: number } | null, b: { from: number; to
 
 export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; report: Report }> {
   const started = Date.now();
-  if (!['both', 'accumulated', 'isolated'].includes(a.mode)) throw new InputError(`--mode ${a.mode}: expected both, accumulated or isolated`);
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  if (!(MODES as readonly string[]).includes(a.mode)) throw new InputError(`--mode ${a.mode}: expected ${MODES.join(', ')}`);
+  const policy = resolvePolicy(a);
   const repeat = a.repeat ?? 1;
   if (!Number.isInteger(repeat) || repeat < 1 || repeat > 100) throw new InputError(`--repeat ${a.repeat}: expected an integer from 1 to 100`);
   if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
@@ -84,13 +93,14 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
     const model = openModel(ck, backend, faults);
     if (faults?.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${a.inject}: the model has layers 0-${model.numLayers - 1}`);
+    if (faults?.fault === 'router-bias-dropped' && model.architecture === 'llama') throw new InputError(`--inject ${a.inject}: a Llama model has no expert router (the fault needs a MoE selection bias, as DeepSeek-V4's)`);
     let layers = parseLayers(a.layers, model.numLayers);
     const fingerprint = quickFingerprint(ck);
 
-    const golden = a.golden !== undefined ? GoldenReader.open(a.golden) : null;
+    const golden = a.golden !== undefined ? openGolden(a.golden) : null;
     let input: ResolvedInput;
     if (golden !== null) {
-      golden.checkModel(fingerprint, model.architecture);
+      golden.checkModel(fingerprint, model.architecture, ck.dir);
       // the golden fixes the input and the range: a device run is only comparable on the same ones
       const g = golden.manifest;
       if (a.layers !== 'all' && !sameRange(layers, g.layers)) throw new InputError(`--layers ${a.layers}: the golden run holds ${golden.rangeText()}`);
@@ -104,7 +114,9 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       input = await resolveInput(ck.dir, model.vocab, a);
     }
 
-    const files = [a.json, a.junit, a.html, a.summary, a.dump, a.repro, a.saveGolden].filter((p): p is string => p !== undefined);
+    const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
+    checkReportTargets(targets, (p) => assertOutside(p, ck.dir));
+    const files = [a.dump, a.repro, a.saveGolden].filter((p): p is string => p !== undefined);
     for (const p of files) assertOutside(p, ck.dir);
     if (a.repro !== undefined) assertNewOrEmptyDir(a.repro, '--repro');
     if (a.saveGolden !== undefined) assertNewOrEmptyDir(a.saveGolden, '--save-golden');
@@ -150,6 +162,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         golden,
         saveGolden: saver,
         captureRepro: a.repro !== undefined,
+        failFast: a.failFast === true,
       });
     } catch (e) {
       if (staging !== null) fs.rmSync(staging, { recursive: true, force: true });
@@ -159,6 +172,19 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       progress.done();
     }
     if (staging !== null) {
+      // what `layerdiff compare` needs to tell whose run a dump is: model, input, device, policy, mode
+      const manifest: DumpManifest = {
+        schema: DUMP_SCHEMA,
+        tool: { name: 'layerdiff', version: toolVersion() },
+        model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint, num_layers: model.numLayers },
+        input: input.prompt !== undefined ? { tokens: input.tokens, prompt: input.prompt } : { tokens: input.tokens },
+        device: backend.identity,
+        policy,
+        mode: a.mode,
+        injected: faults,
+        stages: run.stages.map((s) => s.name),
+      };
+      fs.writeFileSync(path.join(staging, DUMP_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       for (const f of fs.readdirSync(staging)) fs.renameSync(path.join(staging, f), path.join(a.dump!, f));
       fs.rmSync(staging, { recursive: true, force: true });
     }
@@ -208,8 +234,11 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         recorded: { status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null },
       });
     }
-    writeReports(report, { json: a.json, junit: a.junit, html: a.html, summary: a.summary });
-    process.stdout.write(renderTable(report, process.stdout.isTTY === true) + '\n');
+    writeReports(report, targets);
+    // with a report on stdout (`--json -`), the table goes to stderr; -q keeps the verdict line only
+    const human = stdoutTaken(targets) ? process.stderr : process.stdout;
+    const colour = useColour(human);
+    human.write((terminal().quiet ? renderVerdict(report, colour) : renderTable(report, colour, terminal().verbose)) + '\n');
     return { code: run.verdict === 'pass' ? ExitCode.pass : ExitCode.stageFailed, report };
   } finally {
     ck.close();

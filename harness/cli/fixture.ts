@@ -3,9 +3,9 @@ import * as fs from 'node:fs';
 import { ExitCode, InputError } from '../errors.js';
 import { writeFixture } from '../../fixtures/generate.js';
 
-export function runFixture(kind: string, out: string): ExitCode {
+export function runFixture(kind: string, out: string, format?: string): ExitCode {
   if (fs.existsSync(out) && fs.readdirSync(out).length > 0) throw new InputError('output folder exists and is not empty; fixtures are written only into a new or empty folder', { file: out });
-  writeFixture(kind, out);
-  process.stdout.write(`wrote ${kind} to ${out}\n`);
+  writeFixture(kind, out, format === undefined ? {} : { format });
+  process.stdout.write(`wrote ${kind}${format === undefined ? '' : ` (${format})`} to ${out}\n`);
   return ExitCode.pass;
 }

@@ -32,6 +32,8 @@ interface Loaded {
   dir: string;
   file: string;
   p: ShardPartial;
+  /** each prompt's diagnosis, from its report, by position in the set */
+  diagnosis: Map<number, Report['diagnosis']>;
 }
 
 const short = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
@@ -44,8 +46,7 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
     const p = readPartial(dir);
     const file = path.join(dir, PARTIAL_MANIFEST);
     checkPartialSignature(p, key, file);
-    checkSelf(p, dir, file);
-    return { dir, file, p };
+    return { dir, file, p, diagnosis: checkSelf(p, dir, file) };
   });
 
   // One gate: everything that decides what a prompt's verdict means is the same in every partial.
@@ -90,6 +91,10 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
   if (failed.length > 0) {
     const where = failed.map((f) => `${f.name} (shard ${rows[summaries.indexOf(f)]!.shard}/${n}, ${byShard.get(rows[summaries.indexOf(f)]!.shard)!.dir})`);
     out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts failed: ${where.join(', ')}; no record written${fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
+    for (const f of failed) {
+      const i = summaries.indexOf(f);
+      for (const d of byShard.get(rows[i]!.shard)!.diagnosis.get(i) ?? []) out.write(`  ${f.name}: likely cause at ${d.stage}: ${d.cause} — ${d.evidence}\n`);
+    }
     return { code: ExitCode.stageFailed, summaries, reports: [], record: null };
   }
 
@@ -109,7 +114,8 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
 const list = (xs: number[]) => (xs.length === 0 ? 'none' : xs.map((i) => i + 1).join(', '));
 
 /** One partial on its own: this tool's version, its fingerprint its files' digest, each report what its row says. */
-function checkSelf(p: ShardPartial, dir: string, file: string): void {
+function checkSelf(p: ShardPartial, dir: string, file: string): Map<number, Report['diagnosis']> {
+  const diagnosis = new Map<number, Report['diagnosis']>();
   if (p.tool.version !== toolVersion()) throw new InputError(`--merge: the shard ran layerdiff ${p.tool.version}, this is ${toolVersion()}: a record vouches for one tool's device path`, { file });
   if (p.shard.assignment !== ASSIGNMENT) throw new InputError(`--merge: prompts assigned by ${JSON.stringify(p.shard.assignment)}, this tool assigns by ${ASSIGNMENT}`, { file });
   if (combineDigests(p.model.files) !== p.model.fingerprint) throw new InputError('--merge: model.fingerprint is not the digest of model.files (edited?)', { file });
@@ -133,7 +139,9 @@ function checkSelf(p: ShardPartial, dir: string, file: string): void {
     if (canonicalJson(again) !== canonicalJson(q.summary) || report.model?.fingerprint !== p.model.fingerprint || report.input?.tokens?.length !== entry.tokens) {
       throw new InputError(`--merge: the summary of prompt ${q.index + 1} (${entry.name}) is not what its report says`, { file });
     }
+    diagnosis.set(q.index, Array.isArray(report.diagnosis) ? report.diagnosis : []);
   }
+  return diagnosis;
 }
 
 /** What two partials of one gate must share, as 'what: this ≠ that' lines (empty: the same gate). */

@@ -14,7 +14,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
-import { DEFAULT_POLICY, makePolicy, type Policy } from '../compare/policy.js';
+import { DEFAULT_POLICY, type Policy, resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
@@ -35,7 +35,13 @@ import { runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
 import { reportJson } from '../../reports/json.js';
-import { sci } from '../../reports/format.js';
+import { policyText, sci, verdictLine } from '../../reports/format.js';
+import { gateCauseLines, gateVerdictLine } from '../../reports/gate.js';
+import { stdoutTaken, writeGateReports } from '../../reports/writers.js';
+import { buildGateReport } from '../gate/report.js';
+import { checkReportTargets } from './outputs.js';
+import { ProgressLine } from './progress.js';
+import { terminal, useColour } from './terminal.js';
 import { assertOutside } from './diff.js';
 import { type ResolvedInput, resolveInput } from './input.js';
 
@@ -45,9 +51,12 @@ export interface GateArgs {
   record?: string;
   prompts?: string;
   device: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** a fixed rule (diff's flags); none of them and no policy file: the default floor policy */
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  /** --policy FILE, as diff's */
+  policy?: string;
   /** also write each prompt's JSON report here (the files the record's report digest covers) */
   reports?: string;
   /** run only the prompts of shard I/N (harness/gate/shard.ts); needs --out */
@@ -58,6 +67,11 @@ export interface GateArgs {
   golden?: string;
   /** save each prompt's reference stage outputs as the golden run DIR/prompt-NN */
   saveGolden?: string;
+  /** one report over every prompt run (per-prompt sections), in each format; `-` is stdout */
+  json?: string;
+  junit?: string;
+  summary?: string;
+  html?: string;
 }
 
 export interface GateResult {
@@ -73,9 +87,14 @@ const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g,
 export function gateCommand(model: string, record: string, device: string, policy: Policy): string {
   const parts = ['layerdiff', 'gate', shq(model), '--record', shq(record)];
   if (device !== 'auto') parts.push('--device', device);
-  if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
-  if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
-  if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  if (policy.rule === 'fixed') {
+    // a record matches on metric and thresholds (gate/record.ts): the defaults need no flag
+    if (policy.metric !== DEFAULT_POLICY.metric) parts.push('--metric', policy.metric);
+    if (policy.fail_above !== DEFAULT_POLICY.fail_above) parts.push('--fail-above', String(policy.fail_above));
+    if (policy.warn_above !== DEFAULT_POLICY.warn_above) parts.push('--warn-above', String(policy.warn_above));
+  } else if (policy.source !== 'default') {
+    parts.push('--policy', shq(policy.source));
+  }
   return parts.join(' ');
 }
 
@@ -96,11 +115,16 @@ function checkOutputs(a: GateArgs): void {
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
   const started = Date.now();
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  const policy = resolvePolicy(a);
   checkOutputs(a);
   for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
   if (a.record !== undefined && fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
   if (a.out !== undefined) assertNewOrEmptyDir(a.out, '--out');
+  const targets = { json: a.json, junit: a.junit, summary: a.summary, html: a.html };
+  checkReportTargets(targets, (t) => assertOutsideModel(t, a.model));
+  // with a report on stdout, the human-readable table goes to stderr
+  const human = stdoutTaken(targets) ? process.stderr : out;
+  const log = (line: string) => !terminal().quiet && process.stderr.write(line + '\n');
   const shard = a.shard !== undefined ? parseShard(a.shard) : a.out !== undefined ? { index: 1, count: 1 } : null;
   const ck = Checkpoint.open(a.model);
   try {
@@ -130,16 +154,16 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     if (a.saveGolden !== undefined) for (const i of mine) assertNewOrEmptyDir(path.join(a.saveGolden, promptLabel(i)), '--save-golden');
 
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
-    const tty = process.stderr.isTTY === true;
+    const progress = new ProgressLine(null, 0);
     const nStages = stageNames(model.numLayers, null).length;
     // Weights first, as `diff` does (once: it does not depend on the prompt): shapes against the config,
     // every quantized tensor's FP16 copy against the exact one, NaN codes as bad input. Each report carries it.
     model.conformance();
     const weights = checkWeights(ck, backend.native, {
       layers: null, faults: null,
-      onTensor: (name, done, total) => tty && process.stderr.write(`\r\x1b[Kgate: weights ${done + 1}/${total} ${name}`),
+      onTensor: (name, done, total) => progress.show(`gate: weights ${done + 1}/${total} ${name}`),
     });
-    if (tty) process.stderr.write('\r\x1b[K');
+    progress.done();
     assertNoNanCodes(ck, weights);
     const summaries: PromptSummary[] = [];
     const reports: Report[] = [];
@@ -155,11 +179,13 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           run = runDiff(model, {
             tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
             golden: goldens.get(i) ?? null, saveGolden: saver,
-            onStage: (p) => tty && process.stderr.write(`\r\x1b[Kgate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
+            onStage: (p) => progress.show(`gate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
           });
         } catch (e) {
           saver?.abort();
           throw e;
+        } finally {
+          progress.done();
         }
         if (saver !== null) {
           saver.commit({ model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint: quick, num_layers: model.numLayers }, tokens: inputs[i].tokens, ...(inputs[i].prompt !== undefined ? { prompt: inputs[i].prompt } : {}), layers: null });
@@ -175,25 +201,36 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `${promptLabel(i)}.json`), json);
         reports.push(report);
         jsons.push(json);
-        summaries.push(summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex')));
+        const sum = summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex'));
+        summaries.push(sum);
+        // one line per prompt as it finishes: a CI log shows progress (and which prompt failed) before the end
+        log(`gate: prompt ${k + 1}/${mine.length} ${prompts[i].name}: ${report.verdict === 'pass' ? 'pass' : verdictLine(report)} · worst ${policy.metric} ${sum.worst.value !== null ? sci(sum.worst.value) : 'NaN/Inf'} at ${sum.worst.stage} · ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       }
     } catch (e) {
       // an interrupted gate leaves none of the golden runs it saved: they would look like a finished side
       for (const d of savedGoldens) fs.rmSync(d, { recursive: true, force: true });
       throw e;
     }
-    if (tty) process.stderr.write('\r\x1b[K');
-
-    out.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
     const failed = failedPrompts(summaries);
+    const recordPath = a.record !== undefined ? path.resolve(a.record) : null;
+    const gateReport = (written: boolean) =>
+      buildGateReport({ prompts: mine.map((i, k) => ({ name: prompts[i].name, verdict: reports[k].verdict, report: reports[k] })), device: backend.identity, policy, record: recordPath, written, elapsedMs: Date.now() - started });
+    const g = gateReport(false);
+    if (failed.length > 0) {
+      const vl = gateVerdictLine(g);
+      human.write(`${useColour(human as { isTTY?: boolean }) ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
+    }
+    if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
     const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files };
     const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
-    if (failed.length > 0) {
-      out.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
-      for (const r of reports) for (const d of r.diagnosis) out.write(`  likely cause at ${d.stage}: ${d.cause} — ${d.evidence}\n`);
+    if (failed.length > 0 && !terminal().quiet) {
+      human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
+      // each cause once, naming the prompts it showed in
+      for (const l of gateCauseLines(g)) human.write(`  ${l}\n`);
     }
     if (a.out === undefined && (a.record === undefined || failed.length > 0)) {
-      if (a.saveGolden !== undefined) out.write(`golden runs of ${mine.length} prompts saved under ${a.saveGolden}\n`);
+      writeGateReports(g, targets, out);
+      if (a.saveGolden !== undefined) human.write(`golden runs of ${mine.length} prompts saved under ${a.saveGolden}\n`);
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
@@ -219,8 +256,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         },
         signingKey(),
       ), jsons);
+      writeGateReports(g, targets, out);
       const what = failed.length > 0 ? 'FAIL' : 'PASS';
-      out.write(`${what} — shard ${shard!.index}/${shard!.count}: ${summaries.length} of ${prompts.length} prompts; partial result written to ${a.out}${signingKey() !== null ? ' (signed)' : ''}; merge the shards' folders with layerdiff gate --merge DIR... --record FILE\n`);
+      human.write(`${what} — shard ${shard!.index}/${shard!.count}: ${summaries.length} of ${prompts.length} prompts; partial result written to ${a.out}${signingKey() !== null ? ' (signed)' : ''}; merge the shards' folders with layerdiff gate --merge DIR... --record FILE\n`);
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
@@ -229,7 +267,8 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       started: new Date(started), key: signingKey(),
     });
     writeRecord(a.record!, record);
-    out.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
+    writeGateReports(gateReport(true), targets, out);
+    human.write(`PASS — all ${summaries.length} acceptance prompts passed; record written to ${a.record}${record.hmac ? ' (signed)' : ''}\n`);
     return { code: ExitCode.pass, summaries, reports, record };
   } finally {
     ck.close();
@@ -278,5 +317,8 @@ export function renderGateTable(rows: PromptSummary[], policy: Policy, device: s
   });
   rows.forEach((s, i) => t.push([String(scope.numbers?.[i] ?? i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
   const what = scope.shard != null ? `shard ${scope.shard.index}/${scope.shard.count}: ${rows.length} of ${scope.of ?? rows.length} acceptance prompts` : `${rows.length} acceptance prompts`;
-  return [`layerdiff gate — ${what} · device ${device} · policy ${policy.metric} fail > ${policy.fail_above}, warn > ${policy.warn_above} · both modes, all stages`, t.toString()].join('\n');
+  const q = (s: PromptSummary) => (s.questions ? `own error ${s.questions.own_error.status} · drift ${s.questions.drift.status} · behaviour ${s.questions.behaviour.status}` : '-');
+  const flips = (s: PromptSummary) => (s.questions && s.questions.behaviour.flips > 0 ? ` (${s.questions.behaviour.flips} flips: ${s.questions.behaviour.benign} benign, ${s.questions.behaviour.scoring_bug} scoring bug)` : '');
+  const answers = rows.some((s) => s.questions) ? rows.map((s, i) => `  ${scope.numbers?.[i] ?? i + 1}. ${s.name}: ${q(s)}${flips(s)}`) : [];
+  return [`layerdiff gate — ${what} · device ${device} · policy ${policyText(policy)} · all modes, all stages`, t.toString(), ...answers].join('\n');
 }

@@ -14,7 +14,7 @@
 import { randomInt } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { makePolicy } from '../compare/policy.js';
+import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.js';
@@ -40,9 +40,11 @@ export interface GenerateArgs {
   path: string;
   fp16Cache?: string;
   device: string;
-  metric: string;
-  failAbove: number;
-  warnAbove: number;
+  /** the policy (compare/policy.ts resolvePolicy): a file, or the fixed-rule flags, or the default */
+  policy?: string;
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
   /** write prompts, tokens, texts, finish reasons and timings as JSON */
   json?: string;
 }
@@ -85,7 +87,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   const sampling = checkSampling({ temperature: a.temperature, topP: a.topP, repetitionPenalty: a.repetitionPenalty });
   if (a.seed !== undefined && (!Number.isSafeInteger(a.seed) || a.seed < 0 || a.seed > 0xffffffff)) throw new InputError(`--seed ${a.seed}: expected an integer in [0, 2^32)`);
   const seed = a.seed ?? randomInt(0, 2 ** 32 - 1);
-  const policy = makePolicy(a.metric, a.failAbove, a.warnAbove);
+  const policy = resolvePolicy(a);
   if (a.prompt.length + a.tokens.length === 0) throw new InputError('give at least one --prompt TEXT (or --tokens 1,2,3)');
   if (a.json !== undefined) assertOutsideModel(a.json, a.model);
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
@@ -105,6 +107,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       record = verifyRecord({
         recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(),
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
+        newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
       io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name})\n`);
     }

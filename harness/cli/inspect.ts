@@ -5,7 +5,10 @@
 import Table from 'cli-table3';
 import { ExitCode } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { parseQuantConfig } from '../formats/linear.js';
+import { InputError } from '../errors.js';
+import { moduleOf, parseQuantConfig, recognise } from '../formats/linear.js';
+import { declaredFor, type QuantConfig } from '../formats/quant_config.js';
+import { FORMATS, SIDE_SUFFIXES, WEIGHT_SUFFIXES } from '../formats/registry.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
 
@@ -17,23 +20,69 @@ interface Group {
   format: string;
 }
 
+/** The registry's name for what a tensor is: a weight's format id, or the role of a scale beside one. */
+function formatOf(ck: Checkpoint, name: string): string {
+  // gpt-oss's fused experts: <base>_blocks U8 [E, rows, in/32, 16] beside <base>_scales (harness/models/gpt_oss.ts)
+  if (name.endsWith('_blocks') && ck.info(name).dtype === 'U8' && ck.has(name.replace(/_blocks$/, '_scales'))) return 'mxfp4 (blocks)';
+  if (name.endsWith('_scales') && ck.has(name.replace(/_scales$/, '_blocks'))) return 'scale';
+  const weightSuffix = WEIGHT_SUFFIXES.find((x) => name.endsWith('.' + x));
+  if (weightSuffix !== undefined) {
+    try {
+      const f = recognise(ck, moduleOf(name)).entry;
+      return f.id === 'plain' ? 'plain' : `${f.id} (${f.family})`;
+    } catch (e) {
+      if (e instanceof InputError) return `unrecognised: ${e.message}`;
+      throw e;
+    }
+  }
+  const side = SIDE_SUFFIXES.find((x) => name.endsWith('.' + x));
+  if (side !== undefined) return FORMATS.some((f) => f.global?.suffix === side) ? 'global scale' : 'scale';
+  // NVFP4 producers record the activations' static scale beside the weight; it does not change W
+  if (/\.(input_scale|input_global_scale)$/.test(name)) return 'activation scale (recorded, unused)';
+  return 'plain';
+}
+
 /** Group tensors by name with layer/expert indices replaced by N, so 43 layers read as one row. */
 export function tensorGroups(ck: Checkpoint): Group[] {
   const groups = new Map<string, Group>();
   for (const name of ck.names().sort()) {
     const info = ck.info(name);
     const pattern = name.replace(/\.\d+\./g, '.N.');
-    const base = name.replace(/\.weight$/, '');
-    let format = 'plain';
-    if (info.dtype === 'F8_E4M3') format = 'fp8-block';
-    else if ((info.dtype === 'I8' || info.dtype === 'U8') && ck.has(`${base}.scale`)) format = 'mxfp4 (packed)';
-    else if (/\.(scale|weight_scale_inv)$/.test(name)) format = 'scale';
-    const key = `${pattern}|${info.dtype}|${JSON.stringify(info.shape)}`;
+    const format = formatOf(ck, name);
+    const key = `${pattern}|${info.dtype}|${JSON.stringify(info.shape)}|${format}`;
     const g = groups.get(key);
     if (g) g.count++;
     else groups.set(key, { pattern, count: 1, dtype: info.dtype, shape: JSON.stringify(info.shape), format });
   }
   return [...groups.values()];
+}
+
+/**
+ * Linear weights whose stored form contradicts the producer's lists: quantized though an ignore/exclude
+ * entry names it, plain though a group targets it, or stored as another FP4 family than declared.
+ * Embeddings are not linears (no producer quantizes them as one) and are left out.
+ */
+export function contradictions(ck: Checkpoint, qc: QuantConfig): string[] {
+  const out: string[] = [];
+  for (const name of ck.names().sort()) {
+    const suffix = WEIGHT_SUFFIXES.find((x) => name.endsWith('.' + x));
+    if (suffix === undefined || /embed/.test(name)) continue;
+    const info = ck.info(name);
+    if (info.shape.length !== 2) continue;
+    const module = moduleOf(name);
+    const declared = declaredFor(qc, module);
+    if (declared === null) continue;
+    let family: string;
+    try {
+      family = recognise(ck, module).entry.family;
+    } catch {
+      continue; // the conformance check names it
+    }
+    if (declared === 'plain' && family !== 'plain') out.push(`${name}: stored ${family} but ${qc.method}'s ignore list excludes ${module}`);
+    else if (declared !== 'plain' && family === 'plain') out.push(`${name}: stored plain (${info.dtype}) but ${qc.method} declares ${module} ${declared}`);
+    else if (declared !== 'plain' && family !== declared) out.push(`${name}: stored ${family} but ${qc.method} declares ${module} ${declared}`);
+  }
+  return out;
 }
 
 export function runInspect(dir: string): ExitCode {
@@ -45,14 +94,16 @@ export function runInspect(dir: string): ExitCode {
     for (const g of tensorGroups(ck)) t.push([g.pattern, g.count, g.dtype, g.shape, g.format]);
     const model = openModel(ck, selectBackend('auto'), null);
     model.conformance();
+    const contra = contradictions(ck, qc);
     const lines = [
       `${dir}: ${arch}, ${model.numLayers} layers, vocab ${model.vocab}, ${ck.shardFiles.length} shard(s), ${(ck.totalBytes() / 2 ** 20).toFixed(1)} MiB of tensors`,
       `quantization_config: ${qc.declared ? JSON.stringify(qc.declared) : 'none'}`,
       t.toString(),
       `conformance: every tensor's dtype and shape matches the config (quantized layers: ${model.quantizedLayers().join(', ') || 'none'})`,
+      ...(contra.length === 0 ? [] : [`contradictions with ${qc.file} (${contra.length}):`, ...contra.map((c) => '  ' + c)]),
     ];
     process.stdout.write(lines.join('\n') + '\n');
-    return ExitCode.pass;
+    return contra.length === 0 ? ExitCode.pass : ExitCode.badInput;
   } finally {
     ck.close();
   }

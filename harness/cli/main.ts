@@ -18,49 +18,88 @@ import { runConvert } from './convert.js';
 import { runGate } from './gate.js';
 import { runGateMerge } from './gate-merge.js';
 import { runGenerate } from './generate.js';
+import { runCompare } from './compare.js';
+import { faultLines, fixtureKinds, fixtureLines } from './catalog.js';
+import { suggestOption } from './suggest.js';
+import { COLOUR_MODES, type ColourMode, configureTerminal } from './terminal.js';
+import { METRICS } from '../compare/policy.js';
 
 export const DEFAULT_MODEL = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
+
+/** Options shared by the commands that run the device path. */
+const deviceOption = {
+  device: { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'], describe: 'device path: hip (an AMD GPU with ROCm), emulated (its numerics on the CPU), auto = hip when one is found, else emulated' },
+} as const;
+
+/** The verdict policy (DESIGN §5). */
+const policyOptions = {
+  metric: { type: 'string', choices: [...METRICS], describe: 'fixed rule: judge every stage by this metric alone, no FP16 floor (default policy: max_abs with the floor)' },
+  'fail-above': { type: 'number', describe: 'fixed rule: a stage fails when its metric exceeds this (default 0.1; NaN/Inf the reference has not always fails)' },
+  'warn-above': { type: 'number', describe: 'fixed rule: a stage warns when its metric exceeds this (default 0.01)' },
+  policy: { type: 'string', describe: 'policy file (JSON): thresholds per stage kind (embed, attn, moe, logits) and mode, floor and behaviour bounds (README "Reading the verdict")' },
+} as const;
 
 function fail(message: string, code: ExitCode): never {
   process.stderr.write(`layerdiff: error: ${message}\n`);
   process.exit(code);
 }
 
-export async function main(argv: string[]): Promise<number> {
+/** The report options that take `-` for stdout. */
+const REPORT_OPTIONS = new Set(['--json', '--junit', '--summary', '--html']);
+
+/** yargs reads a lone `-` as a positional (stdin): after a report option, it is that option's value. */
+export function joinStdoutTargets(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (REPORT_OPTIONS.has(argv[i]) && argv[i + 1] === '-') out.push(`${argv[i++]}=-`);
+    else out.push(argv[i]);
+  }
+  return out;
+}
+
+export async function main(rawArgv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
+  const argv = joinStdoutTargets(rawArgv);
   await yargs(argv)
     .scriptName('layerdiff')
     .version(toolVersion())
+    .help()
+    .alias('h', 'help')
     .strict()
-    .demandCommand(1, 'give a command: diff, replay, gate, generate, convert, inspect or fixture')
-    .fail((msg, err) => {
+    .recommendCommands()
+    .wrap(Math.min(120, process.stdout.columns ?? 100))
+    .demandCommand(1, 'give a command: diff, compare, replay, gate, generate, convert, inspect, fixture or faults')
+    .option('color', { type: 'string', choices: COLOUR_MODES, default: 'auto', global: true, describe: 'colour the verdict and statuses: auto = on a TTY (NO_COLOR turns it off, FORCE_COLOR on); always; never' })
+    .option('quiet', { alias: 'q', type: 'boolean', default: false, global: true, describe: 'print only the verdict line and errors (reports are still written)' })
+    .option('verbose', { alias: 'v', type: 'boolean', default: false, global: true, describe: 'print more: every differing tensor, the finite part of non-finite stages, timings, the environment' })
+    .middleware((a) => configureTerminal({ colour: a.color as ColourMode, quiet: a.quiet === true, verbose: a.verbose === true }))
+    .fail((msg, err, y) => {
       if (err) throw err;
-      fail(`${msg} (see layerdiff --help)`, ExitCode.badInput);
+      fail(`${suggestOption(msg, y, argv)} (see layerdiff --help)`, ExitCode.badInput);
     })
     .command(
       'diff [model]',
       'per-stage diff of the FP32 reference and the device path (default: the bundled fixture)',
       (y) =>
         y
-          .positional('model', { type: 'string', describe: 'checkpoint directory' })
-          .option('prompt', { type: 'string', describe: 'input text (needs tokenizer.json)' })
-          .option('tokens', { type: 'string', describe: 'input token ids, comma-separated' })
-          .option('layers', { type: 'string', default: 'all', describe: 'all, N or A-B' })
-          .option('max-tokens', { type: 'number', describe: 'truncate the input' })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'isolated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 })
-          .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1)' })
-          .option('dump', { type: 'string', describe: 'write DIR/<stage>.safetensors with both paths\' outputs' })
-          .option('inject', { type: 'string', describe: 'simulate a device-path bug: FAULT[@layer]' })
+          .positional('model', { type: 'string', describe: 'checkpoint folder (config.json + safetensors); default: the bundled fixtures/llama-tiny' })
+          .option('prompt', { type: 'string', describe: 'input text (needs tokenizer.json); default: a fixed built-in prompt' })
+          .option('tokens', { type: 'string', describe: 'input token ids, comma-separated (instead of --prompt)' })
+          .option('layers', { type: 'string', default: 'all', describe: 'layers to diff: all, N or A-B (earlier layers run on the reference only)' })
+          .option('max-tokens', { type: 'number', describe: 'truncate the input to N tokens' })
+          .options(deviceOption)
+          .option('mode', { type: 'string', default: 'both', choices: ['both', 'accumulated', 'accumulated-forced', 'isolated'], describe: 'both: the three questions (isolated: each device stage on the reference\'s input and choices, where a bug shows; accumulated-forced: the device on its own output with the reference\'s top-k choices, FP16 drift; accumulated: the user\'s model, judged on its logits)' })
+          .options(policyOptions)
+          .option('fail-fast', { type: 'boolean', default: false, describe: 'stop at the first failing stage (the report covers the stages run)' })
+          .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1) to FILE; - for stdout (the table then goes to stderr)' })
+          .option('dump', { type: 'string', describe: 'write DIR/<stage>.safetensors with both paths\' outputs (F32 reference, device, device_isolated)' })
+          .option('inject', { type: 'string', describe: 'simulate a device-path bug: FAULT[@layer] (see layerdiff faults)' })
           .option('free-selection', { type: 'boolean', default: false, describe: 'isolated mode: let the device make its own top-k choices' })
-          .option('junit', { type: 'string', describe: 'write JUnit XML: one testcase per stage' })
-          .option('html', { type: 'string', describe: 'write a self-contained HTML report (plots, histograms, drill-down)' })
-          .option('summary', { type: 'string', describe: 'write a Markdown summary (CI job summaries)' })
-          .option('repro', { type: 'string', describe: 'export the first failing layer as a repro bundle (see layerdiff replay)' })
-          .option('repeat', { type: 'number', default: 1, describe: 'run the device path N times per stage and report the run-to-run spread' })
+          .option('junit', { type: 'string', describe: 'write JUnit XML to FILE (- for stdout): one testcase per stage' })
+          .option('html', { type: 'string', describe: 'write a self-contained HTML report to FILE (plots, histograms, drill-down)' })
+          .option('summary', { type: 'string', describe: 'write a Markdown summary to FILE (CI job summaries; - for stdout)' })
+          .option('repro', { type: 'string', describe: 'export the first failing layer as a repro bundle into DIR (see layerdiff replay)' })
+          .option('repeat', { type: 'number', default: 1, describe: 'run the device path N times per stage (1-100) and report the run-to-run spread' })
           .option('save-golden', { type: 'string', describe: 'save the reference stage outputs to DIR (a golden run)' })
           .option('golden', { type: 'string', describe: 'compare against a golden run in DIR instead of recomputing the reference' })
           .option('drill', { type: 'boolean', default: true, describe: 'drill into failing layers sub-stage by sub-stage (--no-drill to skip)' })
@@ -77,6 +116,7 @@ export async function main(argv: string[]): Promise<number> {
           metric: a.metric,
           failAbove: a['fail-above'],
           warnAbove: a['warn-above'],
+          policy: a.policy,
           json: a.json,
           dump: a.dump,
           inject: a.inject,
@@ -90,8 +130,37 @@ export async function main(argv: string[]): Promise<number> {
           golden: a.golden,
           drill: a.drill,
           weights: a.weights,
+          failFast: a['fail-fast'],
         });
         code = r.code;
+      },
+    )
+    .command(
+      'compare <run-a> <run-b>',
+      'compare two saved runs without recomputing either: RUN_A gives the reference side, RUN_B the device side (each a --dump folder or a golden run)',
+      (y) =>
+        y
+          .positional('run-a', { type: 'string', demandOption: true, describe: 'reference side: a golden run (--save-golden, or an independent reference\'s) or a --dump folder (its reference tensors)' })
+          .positional('run-b', { type: 'string', demandOption: true, describe: 'device side: a --dump folder (its device and device_isolated tensors) or a golden run (its outputs)' })
+          .options(policyOptions)
+          .option('fail-fast', { type: 'boolean', default: false, describe: 'stop at the first failing stage' })
+          .option('json', { type: 'string', describe: 'write the JSON report (layerdiff.report/1) to FILE; - for stdout' })
+          .option('junit', { type: 'string', describe: 'write JUnit XML to FILE (- for stdout)' })
+          .option('html', { type: 'string', describe: 'write a self-contained HTML report to FILE' })
+          .option('summary', { type: 'string', describe: 'write a Markdown summary to FILE (- for stdout)' }),
+      (a) => {
+        code = runCompare({
+          runA: a['run-a'], runB: a['run-b'], policy: a.policy, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], failFast: a['fail-fast'],
+          json: a.json, junit: a.junit, html: a.html, summary: a.summary,
+        }).code;
+      },
+    )
+    .command(
+      'faults',
+      'list the device-path bugs --inject can simulate (DESIGN §9), one line each: what goes wrong · its signature',
+      (y) => y,
+      () => {
+        process.stdout.write(faultLines().join('\n') + '\n');
       },
     )
     .command(
@@ -99,11 +168,11 @@ export async function main(argv: string[]): Promise<number> {
       'config, storage format of every tensor group, conformance of every shape',
       (y) =>
         y
-          .positional('model', { type: 'string', demandOption: true })
+          .positional('model', { type: 'string', demandOption: true, describe: 'checkpoint folder' })
           .option('check', { type: 'boolean', default: false, describe: 'also compare every quantized weight as the device dequantizes it with the reference (no activations run)' })
           .option('inject', { type: 'string', describe: 'with --check: simulate a device-path bug, FAULT[@layer]' })
           .option('layers', { type: 'string', default: 'all', describe: 'with --check: all, N or A-B' })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .options(deviceOption)
           .option('json', { type: 'string', describe: 'with --check: write the weights check as JSON' }),
       (a) => {
         code = runInspect(a.model);
@@ -115,8 +184,8 @@ export async function main(argv: string[]): Promise<number> {
       'rerun the layer a repro bundle (diff --repro DIR) holds, on both paths, and print its numbers',
       (y) =>
         y
-          .positional('dir', { type: 'string', demandOption: true })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
+          .positional('dir', { type: 'string', demandOption: true, describe: 'repro bundle folder written by diff --repro' })
+          .options(deviceOption)
           .option('json', { type: 'string', describe: 'write the replayed metrics as JSON' }),
       (a) => {
         code = runReplayCommand({ dir: a.dir, device: a.device, json: a.json }).code;
@@ -125,9 +194,14 @@ export async function main(argv: string[]): Promise<number> {
     .command(
       'fixture <kind> <out>',
       'write a small seeded checkpoint in the real on-disk format',
-      (y) => y.positional('kind', { type: 'string', demandOption: true }).positional('out', { type: 'string', demandOption: true }),
+      (y) =>
+        y
+          .positional('kind', { type: 'string', demandOption: true, choices: fixtureKinds(), describe: 'which fixture (see the list below)' })
+          .positional('out', { type: 'string', demandOption: true, describe: 'output folder (new or empty)' })
+          .option('format', { type: 'string', describe: 'llama-tiny: quark-mxfp4, modelopt-nvfp4, ct-nvfp4 or ct-mxfp4 (one producer\'s FP4 form)' })
+          .epilogue(`kinds:\n${fixtureLines().join('\n')}`),
       (a) => {
-        code = runFixture(a.kind, a.out);
+        code = runFixture(a.kind, a.out, a.format);
       },
     )
     .command(
@@ -144,10 +218,12 @@ export async function main(argv: string[]): Promise<number> {
           .option('merge', { type: 'string', array: true, describe: 'merge the shards\' --out folders into --record (no model: nothing is rerun)' })
           .option('golden', { type: 'string', describe: 'take each prompt\'s reference from the golden run DIR/prompt-NN' })
           .option('save-golden', { type: 'string', describe: 'save each prompt\'s reference as the golden run DIR/prompt-NN' })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('metric', { type: 'string', default: 'max_abs' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 }),
+          .option('json', { type: 'string', describe: 'write one JSON report over all prompts run (layerdiff.gate-report/1) to FILE; - for stdout' })
+          .option('junit', { type: 'string', describe: 'write JUnit XML to FILE, one testsuite per prompt (- for stdout)' })
+          .option('summary', { type: 'string', describe: 'write a Markdown summary to FILE (- for stdout)' })
+          .option('html', { type: 'string', describe: 'write one HTML report to FILE, a section per prompt' })
+          .options(deviceOption)
+          .options(policyOptions),
       async (a) => {
         if (a.merge !== undefined) {
           const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
@@ -160,7 +236,8 @@ export async function main(argv: string[]): Promise<number> {
         code = (
           await runGate({
             model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'],
-            shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
+            policy: a.policy, shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
+            json: a.json, junit: a.junit, summary: a.summary, html: a.html,
           })
         ).code;
       },
@@ -170,28 +247,26 @@ export async function main(argv: string[]): Promise<number> {
       'generate text: the optimized device path (needs a matching acceptance record) or --path reference',
       (y) =>
         y
-          .positional('model', { type: 'string', demandOption: true })
+          .positional('model', { type: 'string', demandOption: true, describe: 'checkpoint folder' })
           .option('prompt', { type: 'string', array: true, nargs: 1, default: [] as string[], describe: 'prompt text (repeat for a batch)' })
           .option('tokens', { type: 'string', array: true, nargs: 1, default: [] as string[], describe: 'prompt as token ids 1,2,3 (repeatable)' })
           .option('record', { type: 'string', describe: 'acceptance record written by layerdiff gate (required for --path device)' })
-          .option('max-new-tokens', { type: 'number', default: 32 })
-          .option('temperature', { type: 'number', default: 0.6, describe: '0 = greedy' })
-          .option('top-p', { type: 'number', default: 0.9 })
-          .option('repetition-penalty', { type: 'number', default: 1.1 })
+          .option('max-new-tokens', { type: 'number', default: 32, describe: 'tokens to generate per prompt' })
+          .option('temperature', { type: 'number', default: 0.6, describe: 'sampling temperature; 0 = greedy' })
+          .option('top-p', { type: 'number', default: 0.9, describe: 'nucleus sampling: keep the smallest set of tokens whose probability reaches P' })
+          .option('repetition-penalty', { type: 'number', default: 1.1, describe: 'divide the logits of tokens already seen by this (1 = off)' })
           .option('seed', { type: 'number', describe: 'sampling seed (default: random, printed on stderr)' })
-          .option('path', { type: 'string', default: 'device', choices: ['device', 'reference'] })
+          .option('path', { type: 'string', default: 'device', choices: ['device', 'reference'], describe: 'device: the optimized path (needs --record); reference: the FP32 reference' })
           .option('fp16-cache', { type: 'string', describe: 'FP16 weights written by layerdiff convert' })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] })
-          .option('metric', { type: 'string', default: 'max_abs', describe: 'policy the record must carry' })
-          .option('fail-above', { type: 'number', default: 0.1 })
-          .option('warn-above', { type: 'number', default: 0.01 })
+          .options(deviceOption)
+          .options(policyOptions)
           .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' }),
       async (a) => {
         code = (
           await runGenerate({
             model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
             temperature: a.temperature, topP: a['top-p'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
-            fp16Cache: a['fp16-cache'], device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
+            fp16Cache: a['fp16-cache'], device: a.device, policy: a.policy, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
           })
         ).code;
       },
@@ -201,9 +276,9 @@ export async function main(argv: string[]): Promise<number> {
       'write the optimized path\'s FP16 weights once (generate --fp16-cache DIR)',
       (y) =>
         y
-          .positional('model', { type: 'string', demandOption: true })
+          .positional('model', { type: 'string', demandOption: true, describe: 'checkpoint folder' })
           .option('fp16-cache', { type: 'string', demandOption: true, describe: 'output folder (outside the model dir)' })
-          .option('device', { type: 'string', default: 'auto', choices: ['auto', 'hip', 'emulated'] }),
+          .options(deviceOption),
       async (a) => {
         code = await runConvert({ model: a.model, fp16Cache: a['fp16-cache'], device: a.device });
       },

@@ -17,9 +17,19 @@ import type { RunResult, StageResult } from '../runner/run.js';
 import type { TensorCheck, WeightsReport } from '../weights/check.js';
 import { READING_TEXT, WEIGHT_CAUSES, type WeightCause } from '../weights/decode.js';
 import type { StageMetrics } from './metrics.js';
-import { newNonFinite, type Policy } from './policy.js';
+import { floorRatio, newNonFinite, type Policy } from './policy.js';
 
-export const CAUSES = [...WEIGHT_CAUSES, 'fp16-overflow', 'fp16-resolution', 'selection-flip', 'unknown'] as const;
+export const CAUSES = [
+  ...WEIGHT_CAUSES,
+  'fp16-overflow',
+  'fp16-accumulate',
+  'rope-angle-fp16',
+  'router-bias-dropped',
+  'scoring-bug',
+  'fp16-resolution',
+  'selection-flip',
+  'unknown',
+] as const;
 export type Cause = (typeof CAUSES)[number];
 
 export interface Diagnosis {
@@ -168,7 +178,26 @@ function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: strin
       evidence: `${counts}, with no Inf before the NaN and the reference far from the FP16 limit (max |r| ${fmt(m.max_ref)}): not an overflow${inDrill}${weightsClean}`,
     };
   }
-  const isoFails = s.isolated !== null && s.isolated[policy.metric] > policy.fail_above;
+  const bugs = scoringBugDiagnosis(s, weightsClean);
+  if (bugs !== null) return bugs;
+  const scores = scoreSubstageDiagnosis(s, policy, weightsClean);
+  if (scores !== null) return scores;
+  const isoFails = s.statuses !== undefined ? s.statuses.isolated === 'fail' : s.isolated !== null && s.isolated[policy.metric] > policy.fail_above;
+  if (isoFails && s.floor_ratio !== undefined) {
+    const named = floorSignature(s, policy, weightsClean);
+    if (named !== null) return named;
+  }
+  if (!isoFails && s.statuses?.accumulated_forced === 'fail' && s.floor?.accumulated_forced) {
+    const m = s.accumulated_forced!;
+    const metric = s.judged_by ?? policy.metric;
+    return {
+      stage: s.name,
+      cause: 'unknown',
+      source: 'activations',
+      evidence: `drift: with the reference's top-k choices (accumulated-forced) ${metric} ${fmt(m[metric])} is ${fmt(s.floor_ratio?.accumulated_forced ?? NaN)}× the FP16 drift budget ${fmt(s.floor.accumulated_forced[metric])}, while on the reference's input (isolated) the stage is within its floor: error grows through depth faster than correct FP16 storage carries it${weightsClean}`,
+      hint: 'look for a state kept in FP16 across layers that the reference keeps wider (the residual or hyper-connection streams), or an error small per layer that compounds',
+    };
+  }
   const m: StageMetrics = (isoFails ? s.isolated : (s.accumulated ?? s.isolated))!;
   const mode = isoFails ? 'isolated' : s.accumulated !== null ? 'accumulated' : 'isolated';
   const twoUlp = 2 * f16Ulp(m.max_ref);
@@ -209,6 +238,107 @@ function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: strin
     ...sub,
     evidence: `${mode} ${policy.metric} ${fmt(m[policy.metric])} (max_abs ${fmt(m.max_abs)} at ${JSON.stringify(m.max_at)}, max |r| ${fmt(m.max_ref)}, cosine ${fmt(m.cosine)})${inDrill}; no catalog signature matches${weightsClean}`,
   };
+}
+
+/** A scoring-bug flip at this stage: the device chose against margins its score error cannot explain (compare/flips.ts). */
+function scoringBugDiagnosis(s: StageResult, weightsClean: string): Diagnosis | null {
+  const summaries = [s.flips?.accumulated, s.flips?.isolated].filter((f) => f != null && f.scoring_bug > 0);
+  if (summaries.length === 0) return null;
+  const f = summaries[0]!;
+  const bugs = f.list.filter((x) => x.judgement === 'scoring-bug');
+  const ex = bugs[0];
+  const kind = ex?.kind ?? 'experts';
+  const substage = `${s.name}.${kind === 'indexer' ? 'attn.indexer' : 'moe.router'}`;
+  const example = ex
+    ? `e.g. token ${ex.token}: the reference chose ${kind === 'experts' ? 'expert' : 'block'} ${ex.reference_choice} over ${ex.device_choice} by a margin of ${fmt(ex.margin)}, the device chose ${ex.device_choice} although its score error there is ${fmt(ex.score_error)}${ex.layer_score_error !== null ? ` (layer's isolated score error ${fmt(ex.layer_score_error)})` : ''}`
+    : '';
+  const noBias = bugs.length > 0 && bugs.every((x) => x.selected_without_bias === true);
+  const head = `${f.scoring_bug} of ${f.count} top-k flip${f.count === 1 ? '' : 's'} (${f.mode} mode) have reference margins more than the policy's factor beyond the device's own score error: its scores are right, its choices are not`;
+  if (noBias) {
+    return {
+      stage: s.name,
+      cause: 'router-bias-dropped',
+      source: 'activations',
+      substage,
+      evidence: `${head}; every such choice is exactly the top-k of the device's scores without the selection bias (gate.bias), and not with it; ${example}; with the reference's choices (isolated, accumulated-forced) the stage passes, as the bias enters selection only${weightsClean}`,
+      hint: 'add gate.bias to the scores before the top-k (and only there: the routing weights use the unbiased scores)',
+    };
+  }
+  return {
+    stage: s.name,
+    cause: 'scoring-bug',
+    source: 'activations',
+    substage,
+    evidence: `${head}: a scoring bug in the ${kind === 'experts' ? 'router' : 'indexer'}'s selection at ${substage}; ${example}${weightsClean}`,
+    hint: `compare the device's selection scores with the reference's at ${substage} (a rescaled score or bias, a wrong top-k)`,
+  };
+}
+
+/** The first failing sub-stage is a score sub-stage (moe.scores): the router's scores themselves are wrong. */
+function scoreSubstageDiagnosis(s: StageResult, policy: Policy, weightsClean: string): Diagnosis | null {
+  const first = s.drill?.first_failing ?? null;
+  if (first === null || !first.endsWith('.scores')) return null;
+  // only the scores: a bug upstream of them (every matrix product, the attention input) moves them too
+  if (s.drill!.substages.some((q) => q.status === 'fail' && !q.name.endsWith('.scores'))) return null;
+  const x = s.drill!.substages.find((q) => q.name === first)!;
+  const ratio = floorRatio(x.metrics.max_abs, x.floor?.max_abs ?? 0);
+  return {
+    stage: s.name,
+    cause: 'scoring-bug',
+    source: 'activations',
+    substage: first,
+    evidence: `on the reference's input the device's selection scores at ${first} are off by max_abs ${fmt(x.metrics.max_abs)} (${fmt(ratio)}× their FP16 floor, rel_l2 ${fmt(x.metrics.rel_l2)}, cosine ${fmt(x.metrics.cosine)}) while the sub-stages before them pass: a scoring bug (a rescaled score, a wrong score function), which moves the top-k choice${policy.rule === 'floor' ? '' : ''} even where the normalised routing weights hide it${weightsClean}`,
+    hint: 'compare the router kernel with the reference op by op: the gate GEMM, sqrt-softplus, any scale applied before the top-k',
+  };
+}
+
+/**
+ * Own-error failures judged against the FP16 floor, by how the error is spread over positions and sub-stages
+ * (the drill's position profiles, error / floor per eighth of the tokens):
+ *   - rope-angle-fp16: the attention sub-stage fails first, near its floor at the first positions and growing
+ *     with position (an angle t·θ off by FP16 spacing of t·θ, so by more the later the token);
+ *   - fp16-accumulate: the attention and the FFN sub-stages (every matrix product) are far above their floors
+ *     from the first positions on, with no trend, while the weights dequantize exactly: the products' sums
+ *     lose bits, not the inputs.
+ */
+function floorSignature(s: StageResult, policy: Policy, weightsClean: string): Diagnosis | null {
+  // the score sub-stages follow what feeds them; the signatures are read on the sublayer outputs
+  const failing = s.drill?.substages.filter((x) => x.status === 'fail' && x.position_profile?.floor != null && !x.name.endsWith('.scores')) ?? [];
+  if (failing.length === 0) return null;
+  const ratios = (x: (typeof failing)[number]) => x.position_profile!.error.map((e, i) => floorRatio(e, x.position_profile!.floor![i]));
+  const bound = policy.floor_ratio;
+  const first = failing[0];
+  const r = ratios(first);
+  const half = r.slice(Math.floor(r.length / 2));
+  const rs = r.map((x) => fmt(x)).join(', ');
+  const subOf = (name: string) => name.split('.').slice(2).join('.');
+  const sub = { substage: first.name };
+  if (subOf(first.name).startsWith('attn') && r.length >= 4 && r[0] <= bound && Math.max(...half) >= 3 * Math.max(r[0], 1)) {
+    return {
+      stage: s.name,
+      cause: 'rope-angle-fp16',
+      source: 'activations',
+      ...sub,
+      evidence: `isolated error / FP16 floor at ${first.name} grows with position (per eighth of the tokens: ${rs}): within the floor at the first positions, ${fmt(Math.max(...half))}× it at the last — the signature of RoPE angles t·θ rounded to FP16${weightsClean}`,
+      hint: 'compute the RoPE angles (position × inverse frequency) in FP32 or wider; only cos/sin may be stored in FP16',
+    };
+  }
+  const kinds = new Set(failing.map((x) => subOf(x.name).split('.')[0]));
+  const flat = failing.every((x) => {
+    const q = ratios(x);
+    return q[0] > bound / 2 && Math.max(...q.slice(Math.floor(q.length / 2))) < 3 * q[0];
+  });
+  if (kinds.has('attn') && (kinds.has('mlp') || kinds.has('moe')) && flat && weightsClean !== '') {
+    return {
+      stage: s.name,
+      cause: 'fp16-accumulate',
+      source: 'activations',
+      ...sub,
+      evidence: `every matrix-product sub-stage of the layer is far above its FP16 floor from the first positions on, with no trend over positions (${failing.map((x) => `${x.name} ${fmt(x.metrics.max_abs)} = ${fmt(floorRatio(x.metrics.max_abs, x.floor?.max_abs ?? 0))}× its floor`).join(', ')})${(s.isolated?.max_abs ?? Infinity) <= policy.fail_above ? `, although under max_abs ${policy.fail_above} (${fmt(s.isolated!.max_abs)}) a fixed rule would pass it` : ''}: sums that lose bits as they grow — matrix products accumulating in FP16${weightsClean}`,
+      hint: 'set the GEMM compute type to FP32 (rocBLAS/hipBLASLt compute_type f32 with f16 inputs and outputs)',
+    };
+  }
+  return null;
 }
 
 export function stageCounts(stages: StageResult[]): Record<'pass' | 'warn' | 'fail', number> {

@@ -1,7 +1,11 @@
 /**
  * Error metrics of a device output d against a reference output r (same shape, flattened), in float64.
- * Non-finite values are counted per path and left out of the sums: a NaN must not hide as a NaN metric,
- * it fails the stage on its own (policy.ts).
+ * Non-finite values are counted per path. An element where the paths disagree on a non-finite value (the
+ * device NaN or Inf where the reference is finite, or the other way round) makes the error unbounded: the
+ * metrics say so (NaN when a NaN is involved, else Infinity; cosine NaN) instead of a clean-looking 0 or 1
+ * computed over what is left. The finite part's metrics are kept beside them, under `finite`, for whoever
+ * wants the size of the error where both paths still have numbers. A non-finite stage fails on its own
+ * (policy.ts).
  */
 import type { Act } from '../formats/tensor.js';
 
@@ -10,7 +14,18 @@ export interface PathCounts {
   device: number;
 }
 
+/** The metrics over the elements where both paths are finite (`count` of them). */
+export interface FiniteMetrics {
+  count: number;
+  max_abs: number;
+  mean_abs: number;
+  rms: number;
+  rel_l2: number;
+  cosine: number;
+}
+
 export interface StageMetrics {
+  /** NaN/Infinity when the paths disagree on a non-finite element (see `finite` for the finite part) */
   max_abs: number;
   /** coordinates of max_abs in the stage's shape: [token, ...rest] */
   max_at: number[];
@@ -23,11 +38,15 @@ export interface StageMetrics {
   inf: PathCounts;
   /** tokens whose discrete choice (expert set, indexer picks) differs from the reference's */
   selection_flips: number;
+  /** present when some element is non-finite in either path: the metrics over the finite elements only */
+  finite?: FiniteMetrics;
 }
 
 export interface LogitMetrics {
   top1_agreement: number;
   kl_mean: number;
+  /** 99th percentile of KL per token (nearest rank), as llama.cpp's KL-divergence report gives it */
+  kl_p99: number;
   kl_max: number;
 }
 
@@ -54,6 +73,10 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
   let dot = 0;
   let maxRef = 0;
   let n = 0;
+  // elements where the paths disagree on a non-finite value; the first one is where max_at points
+  let mismatched = 0;
+  let mismatchNaN = false;
+  let firstMismatch = -1;
   for (let i = 0; i < r.data.length; i++) {
     const a = d.data[i];
     const b = r.data[i];
@@ -64,7 +87,15 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     // max |r| over every finite reference value, also where the device went non-finite: the reference's
     // magnitude there is what tells an FP16 range problem from a kernel bug
     else if (Math.abs(b) > maxRef) maxRef = Math.abs(b);
-    if (!Number.isFinite(a) || !Number.isFinite(b)) continue;
+    if (!Number.isFinite(a) || !Number.isFinite(b)) {
+      // the same NaN or the same signed Inf in both paths is agreement, not error
+      if (!(Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b)))) {
+        if (firstMismatch < 0) firstMismatch = i;
+        mismatched++;
+        if (Number.isNaN(a) || Number.isNaN(b)) mismatchNaN = true;
+      }
+      continue;
+    }
     const e = Math.abs(a - b);
     if (e > maxAbs) {
       maxAbs = e;
@@ -78,18 +109,31 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     n++;
   }
   const denom = Math.sqrt(refSq) * Math.sqrt(devSq);
-  return {
+  const finite: FiniteMetrics = {
+    count: n,
     max_abs: maxAbs,
-    max_at: unravel(maxIdx, r.shape),
     mean_abs: n > 0 ? sumAbs / n : 0,
     rms: n > 0 ? Math.sqrt(sumSq / n) : 0,
     rel_l2: refSq > 0 ? Math.sqrt(sumSq) / Math.sqrt(refSq) : Math.sqrt(sumSq),
     cosine: denom > 0 ? dot / denom : refSq === devSq ? 1 : 0,
+  };
+  const base = (m: Omit<FiniteMetrics, 'count'>, at: number): StageMetrics => ({
+    max_abs: m.max_abs,
+    max_at: unravel(at, r.shape),
+    mean_abs: m.mean_abs,
+    rms: m.rms,
+    rel_l2: m.rel_l2,
+    cosine: m.cosine,
     max_ref: maxRef,
     nan,
     inf,
     selection_flips: selectionFlips,
-  };
+  });
+  if (n === r.data.length) return base(finite, maxIdx);
+  // non-finite only where both paths agree on it: the finite part is the whole comparison (and says so)
+  if (mismatched === 0) return { ...base(finite, maxIdx), finite };
+  const unbounded = mismatchNaN ? NaN : Infinity;
+  return { ...base({ max_abs: unbounded, mean_abs: unbounded, rms: unbounded, rel_l2: unbounded, cosine: NaN }, firstMismatch), finite };
 }
 
 /**
@@ -179,6 +223,7 @@ export function compareLogits(d: Act, r: Act): LogitMetrics {
   let agree = 0;
   let klSum = 0;
   let klMax = 0;
+  const kls = new Float64Array(T);
   for (let t = 0; t < T; t++) {
     const lr = logSoftmax(r.data.subarray(t * V, (t + 1) * V));
     const ld = logSoftmax(d.data.subarray(t * V, (t + 1) * V));
@@ -191,8 +236,16 @@ export function compareLogits(d: Act, r: Act): LogitMetrics {
     if (!Number.isFinite(kl)) kl = Infinity;
     klSum += kl;
     klMax = Math.max(klMax, kl);
+    kls[t] = kl;
   }
-  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_max: klMax };
+  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_p99: percentile(kls, 0.99), kl_max: klMax };
+}
+
+/** Nearest-rank percentile: the smallest value with at least q of the values at or below it. */
+export function percentile(values: Float64Array, q: number): number {
+  if (values.length === 0) return 0;
+  const sorted = Float64Array.from(values).sort();
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
 function logSoftmax(x: ArrayLike<number>): Float64Array {

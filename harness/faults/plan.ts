@@ -4,7 +4,18 @@
  */
 import { InputError } from '../errors.js';
 
-export const FAULT_IDS = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'fp16-overflow', 'e8m0-as-int'] as const;
+export const FAULT_IDS = [
+  'e3m0-table',
+  'nibble-swap',
+  'scale-missing',
+  'scale-axis',
+  'scale-stride',
+  'fp16-overflow',
+  'e8m0-as-int',
+  'fp16-accumulate',
+  'rope-angle-fp16',
+  'router-bias-dropped',
+] as const;
 export type FaultId = (typeof FAULT_IDS)[number];
 
 export interface FaultPlan {

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Policy } from '../compare/policy.js';
+import type { Questions } from '../compare/questions.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import type { Report } from '../runner/report.js';
 import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign } from './record.js';
@@ -16,14 +17,50 @@ export function summarize(name: string, r: Report, policy: Policy, sha: string):
   let warnings = 0;
   for (const s of r.stages) {
     if (s.status === 'warn') warnings++;
-    for (const m of [s.accumulated, s.isolated]) {
+    // the judged modes: drift (forced) and own error; the free accumulated run answers behaviour
+    for (const m of [s.accumulated_forced ?? s.accumulated, s.isolated]) {
       if (m === null) continue;
       const v = m[policy.metric];
       const rank = m.nan.device + m.inf.device > 0 || !Number.isFinite(v) ? Infinity : v;
       if (rank > worst.rank) worst = { stage: s.name, rank, value: Number.isFinite(rank) ? v : null };
     }
   }
-  return { name, tokens: r.input.tokens.length, verdict: r.verdict, warnings, worst: { stage: worst.stage, value: worst.value }, report_sha256: sha };
+  return {
+    name,
+    tokens: r.input.tokens.length,
+    verdict: r.verdict,
+    warnings,
+    worst: { stage: worst.stage, value: worst.value },
+    ...(r.questions !== null ? { questions: questionSummary(r.questions) } : {}),
+    report_sha256: sha,
+  };
+}
+
+const finite = (x: number | null | undefined): number | null => (x !== null && x !== undefined && Number.isFinite(x) ? x : null);
+
+/** The three answers with their figures, JSON-safe (a non-finite figure is null: the record is canonical JSON). */
+export function questionSummary(q: Questions): NonNullable<PromptSummary['questions']> {
+  const num = (a: Questions['own_error']) => ({
+    status: a.status,
+    first_failure: a.first_failure,
+    worst: a.worst === null ? null : { stage: a.worst.stage, metric: a.worst.metric, error: finite(a.worst.error), floor: finite(a.worst.floor), ratio: finite(a.worst.ratio) },
+  });
+  const b = q.behaviour;
+  return {
+    own_error: num(q.own_error),
+    drift: num(q.drift),
+    behaviour: {
+      status: b.status,
+      top1_agreement: finite(b.logits?.top1_agreement),
+      kl_mean: finite(b.logits?.kl_mean),
+      kl_p99: finite(b.logits?.kl_p99),
+      flips: b.flips.count,
+      benign: b.flips.benign,
+      scoring_bug: b.flips.scoring_bug,
+      unjudged: b.flips.unjudged,
+      first_flip: b.first_flip,
+    },
+  };
 }
 
 /** The verdict rule: the prompts that keep the record from being written (none: the gate passes). */

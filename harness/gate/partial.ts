@@ -20,7 +20,7 @@ import type { Policy } from '../compare/policy.js';
 import { InputError } from '../errors.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { type AcceptanceRecord, canonicalJson, type PromptSummary, SIGNING_KEY_ENV } from './record.js';
-import type { PromptEntry } from './shard.js';
+import { MAX_SHARDS, type PromptEntry } from './shard.js';
 
 export const PARTIAL_SCHEMA = 'layerdiff.partial/1';
 export const PARTIAL_MANIFEST = 'partial.json';
@@ -78,7 +78,9 @@ export function readPartial(dir: string): ShardPartial {
     p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' &&
     typeof p.model?.fingerprint === 'string' && Array.isArray(p.model.files) && typeof p.device?.name === 'string' &&
     typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) &&
-    Number.isInteger(p.shard?.index) && Number.isInteger(p.shard?.count) && Array.isArray(p.prompts) && typeof p.created === 'string' &&
+    Number.isInteger(p.shard?.index) && Number.isInteger(p.shard?.count) && p.shard.count >= 1 && p.shard.count <= MAX_SHARDS &&
+    Array.isArray(p.prompts) && typeof p.created === 'string' && Number.isFinite(Date.parse(p.created)) &&
+    p.prompt_set.prompts.every((e) => typeof e?.name === 'string' && Number.isSafeInteger(e.tokens) && e.tokens > 0 && typeof e.digest === 'string') &&
     p.prompts.every((q) => Number.isInteger(q?.index) && typeof q.report === 'string' && typeof q.summary?.report_sha256 === 'string');
   if (!ok) throw new InputError(`not a ${PARTIAL_SCHEMA} partial result`, { file });
   return p;

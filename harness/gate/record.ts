@@ -10,6 +10,7 @@
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { LockedError } from '../errors.js';
 import type { Policy } from '../compare/policy.js';
 import { writeFileAtomic } from '../io/writer.js';
@@ -28,8 +29,30 @@ export interface PromptSummary {
   warnings: number;
   /** the stage with the largest policy metric over both modes, and that value (null: NaN/Inf on the device) */
   worst: { stage: string; value: number | null };
+  /** the three questions of the verdict (compare/questions.ts), each with its status and figures */
+  questions?: {
+    own_error: NumericSummary;
+    drift: NumericSummary;
+    behaviour: {
+      status: 'pass' | 'fail' | 'not-run';
+      top1_agreement: number | null;
+      kl_mean: number | null;
+      kl_p99: number | null;
+      flips: number;
+      benign: number;
+      scoring_bug: number;
+      unjudged: number;
+      first_flip: string | null;
+    };
+  };
   /** SHA-256 of this prompt's JSON report (layerdiff.report/1, as reports/json.ts serializes it) */
   report_sha256: string;
+}
+
+export interface NumericSummary {
+  status: 'pass' | 'fail' | 'not-run';
+  first_failure: string | null;
+  worst: { stage: string; metric: string; error: number | null; floor: number | null; ratio: number | null } | null;
 }
 
 export interface AcceptanceRecord {
@@ -115,13 +138,31 @@ export interface VerifyInput {
   key: string | null;
   /** the `layerdiff gate …` command that writes a matching record */
   fixCommand: string;
+  /**
+   * the same command with a record path of its own, for when the record accepts another checkpoint: the
+   * fix must not overwrite that model's record
+   */
+  newRecordCommand?: (recordPath: string) => string;
+}
+
+/** A record path beside `file` named after the model folder: `accept.json` for ./llama → `llama.accept.json`. */
+export function recordPathFor(file: string, modelDir: string): string {
+  const base = path.basename(path.resolve(modelDir)).replace(/[^\w.-]+/g, '_') || 'model';
+  return path.join(path.dirname(file), `${base}.${path.basename(file)}`);
+}
+
+/** Same file names in both lists: the same checkpoint layout (maybe with changed bytes), not another model. */
+function sameFiles(a: FileDigest[], b: FileDigest[]): boolean {
+  const x = a.map((f) => f.name).sort().join('\n');
+  return x === b.map((f) => f.name).sort().join('\n') && a.some((f) => b.some((g) => g.name === f.name && g.sha256 === f.sha256));
 }
 
 const shortHash = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
 
 export function verifyRecord(v: VerifyInput): AcceptanceRecord {
+  let fix = v.fixCommand;
   const locked = (reasons: LockReason[], what: string[]): never => {
-    throw new RecordMismatch(`the optimized path is locked: ${what.join('; ')}. To unlock it, run: ${v.fixCommand}`, reasons);
+    throw new RecordMismatch(`the optimized path is locked: ${what.join('; ')}. To unlock it, run: ${fix}`, reasons);
   };
   if (v.recordFile === undefined) locked(['no-record'], ['no acceptance record given (--record FILE)']);
   const file = v.recordFile!;
@@ -158,7 +199,12 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
     }
   }
 
-  if (rec.model.fingerprint !== v.fingerprint.value) {
+  const otherModel = typeof rec.model.path === 'string' && path.resolve(rec.model.path) !== path.resolve(v.modelDir) && !sameFiles(rec.model.files, v.fingerprint.files);
+  if (rec.model.fingerprint !== v.fingerprint.value && otherModel) {
+    const alt = recordPathFor(file, v.modelDir);
+    add('weights', `${file} is the record of another checkpoint (${rec.model.path}, ${rec.model.architecture}), not of ${path.resolve(v.modelDir)}; keep it for that model and gate this one into a record of its own, e.g. ${alt}`);
+    if (v.newRecordCommand !== undefined) fix = v.newRecordCommand(alt);
+  } else if (rec.model.fingerprint !== v.fingerprint.value) {
     const recorded = new Map(rec.model.files.map((f) => [f.name, f]));
     const now = new Map(v.fingerprint.files.map((f) => [f.name, f]));
     const changed = v.fingerprint.files.filter((f) => recorded.has(f.name) && recorded.get(f.name)!.sha256 !== f.sha256).map((f) => f.name);

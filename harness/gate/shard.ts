@@ -14,6 +14,7 @@ import { InputError } from '../errors.js';
 import { canonicalJson } from './record.js';
 
 export const ASSIGNMENT = 'lpt-by-tokens/1';
+export const MAX_SHARDS = 10_000;
 
 export interface ShardSpec {
   /** 1-based */
@@ -40,7 +41,7 @@ export function parseShard(spec: string): ShardSpec {
   if (m === null) throw new InputError(`--shard ${spec}: expected I/N, e.g. 2/3 (shards are counted from 1)`);
   const index = Number(m[1]);
   const count = Number(m[2]);
-  if (count < 1 || count > 10_000) throw new InputError(`--shard ${spec}: N must be from 1 to 10000`);
+  if (count < 1 || count > MAX_SHARDS) throw new InputError(`--shard ${spec}: N must be from 1 to ${MAX_SHARDS}`);
   if (index < 1 || index > count) throw new InputError(`--shard ${spec}: I must be from 1 to ${count} (shards are counted from 1)`);
   return { index, count };
 }

@@ -35,7 +35,7 @@ export class Checkpoint {
   }
 
   static open(dir: string): Checkpoint {
-    if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new InputError('not a directory', { file: dir });
+    assertModelDir(dir);
     const configFile = path.join(dir, 'config.json');
     const config = readJsonObject(configFile);
     const indexFile = path.join(dir, 'model.safetensors.index.json');
@@ -140,4 +140,17 @@ export function readJsonObject(file: string): Record<string, unknown> {
   }
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InputError('not a JSON object', { file });
   return v as Record<string, unknown>;
+}
+
+/** A Hub id has the form owner/name: one slash, no leading dot or slash (a local path to it would exist). */
+const HUB_ID = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*$/;
+
+/** The commonest mistakes with the model argument, each with its own message (a typo, a file, a Hub id, a non-model folder). */
+export function assertModelDir(dir: string): void {
+  if (!fs.existsSync(dir)) {
+    if (HUB_ID.test(dir)) throw new InputError(`no such directory; this looks like a Hub id: download it first (e.g. huggingface-cli download ${dir} --local-dir DIR) and give that folder`, { file: dir });
+    throw new InputError('no such directory', { file: dir });
+  }
+  if (!fs.statSync(dir).isDirectory()) throw new InputError('not a directory (give the checkpoint\'s folder, the one holding config.json)', { file: dir });
+  if (!fs.existsSync(path.join(dir, 'config.json'))) throw new InputError('not a model directory (no config.json)', { file: dir });
 }

@@ -22,6 +22,18 @@ export interface LayerResult {
   selections: Selections | null;
   /** named intermediate outputs for drill-down (layer.L.attn, layer.L.moe, …), when the path records them */
   substages?: Record<string, Act>;
+  /**
+   * Per selection kind chosen by score (not hash layers): the scores this path computed, [S, n], and the bias
+   * added to them for selection only (DeepSeek-V4's gate.bias; null: none). The runner judges flips with them
+   * (compare/flips.ts): the device reports its own scores, unbiased, so a device that drops or rescales the
+   * bias is seen selecting against the reference's margins.
+   */
+  scores?: Record<string, SelectionScores>;
+}
+
+export interface SelectionScores {
+  scores: Act;
+  bias: Float32Array | null;
 }
 
 export interface StagePath<LW> {

@@ -12,6 +12,12 @@
  *                   embed.
  * Reading verifies each file's SHA-256 before use and holds one stage at a time. A golden made from
  * another checkpoint (fingerprint differs) is refused with exit 2.
+ *
+ * An independent reference's golden is read too (the committed fixtures/deepseek-v4-tiny-golden, written by
+ * scripts/golden/deepseek_v4_numpy.py in float64): DIR/golden.json names its `generator`, the `tokens` and
+ * the SHA-256 of each checkpoint file it was computed from (`fixture_sha256`); DIR/golden.safetensors holds
+ * F32 `embed`, `layer.L`, `final_norm`, `logits` and I64 `layer.L.experts` / `layer.L.indexer` (the
+ * discrete choices, sorted ascending, −1 padded). It covers every layer and has no sub-stages.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -21,7 +27,7 @@ import { encodeSafetensors, SafetensorsFile } from '../io/safetensors.js';
 import type { LayerResult, Selections } from '../models/path.js';
 import type { GoldenSink, GoldenSource } from '../runner/run.js';
 import { toolVersion } from '../version.js';
-import { f32Tensor, readActs, sha256, StagedDir, verifyDigest } from './files.js';
+import { f32Tensor, readActs, sha256, sha256File, StagedDir, tensorNames, verifyDigest } from './files.js';
 
 export const GOLDEN_SCHEMA = 'layerdiff.golden/1';
 export const GOLDEN_MANIFEST = 'golden.json';
@@ -92,21 +98,40 @@ export class GoldenWriter implements GoldenSink {
   }
 }
 
-export class GoldenReader implements GoldenSource {
+/** What `diff --golden` and `compare` need of a golden run, whichever wrote it. */
+export interface GoldenRun extends GoldenSource {
+  readonly dir: string;
+  readonly manifest: Pick<GoldenManifest, 'tokens' | 'prompt' | 'layers'> & { stages: Array<{ name: string }> };
+  /** refuse a golden computed from another checkpoint (`modelDir`: the checkpoint's folder, for per-file digests) */
+  checkModel(fingerprint: string, architecture: string, modelDir?: string): void;
+  rangeText(): string;
+}
+
+/** The golden run in DIR: layerdiff's own (--save-golden) or an independent reference's. */
+export function openGolden(dir: string): GoldenRun {
+  const file = path.join(dir, GOLDEN_MANIFEST);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new InputError('--golden: no such directory', { file: dir });
+  if (!fs.existsSync(file)) throw new InputError(`--golden: no ${GOLDEN_MANIFEST} here (write one with --save-golden)`, { file: dir });
+  let m: unknown;
+  try {
+    m = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch {
+    throw new InputError('not valid JSON', { file });
+  }
+  if (m !== null && typeof m === 'object' && !('schema' in m) && 'generator' in m && fs.existsSync(path.join(dir, EXTERNAL_TENSORS))) return ExternalGolden.open(dir, m as ExternalManifest);
+  return GoldenReader.open(dir, m);
+}
+
+export class GoldenReader implements GoldenRun {
   private constructor(
     readonly dir: string,
     readonly manifest: GoldenManifest,
   ) {}
 
-  static open(dir: string): GoldenReader {
+  static open(dir: string, parsed?: unknown): GoldenReader {
     const file = path.join(dir, GOLDEN_MANIFEST);
-    if (!fs.existsSync(file)) throw new InputError(`--golden: no ${GOLDEN_MANIFEST} here (write one with --save-golden)`, { file: dir });
-    let m: GoldenManifest;
-    try {
-      m = JSON.parse(fs.readFileSync(file, 'utf8')) as GoldenManifest;
-    } catch {
-      throw new InputError('not valid JSON', { file });
-    }
+    if (parsed === undefined) return openGolden(dir) as GoldenReader;
+    const m = parsed as GoldenManifest;
     if (m === null || typeof m !== 'object' || m.schema !== GOLDEN_SCHEMA) throw new InputError(`schema ${JSON.stringify((m as { schema?: unknown } | null)?.schema)} is not ${GOLDEN_SCHEMA}`, { file });
     if (!Array.isArray(m.stages) || !Array.isArray(m.tokens) || typeof m.model?.fingerprint !== 'string') throw new InputError('manifest is missing stages, tokens or model.fingerprint', { file });
     return new GoldenReader(dir, m);
@@ -163,5 +188,80 @@ export class GoldenReader implements GoldenSource {
     const substages: Record<string, Act> = {};
     for (const [k, a] of acts) if (k.startsWith('substage.')) substages[k.slice('substage.'.length)] = a;
     return { out: acts.get('reference')!, selections, ...(Object.keys(substages).length > 0 ? { substages } : {}) };
+  }
+}
+
+const EXTERNAL_TENSORS = 'golden.safetensors';
+
+interface ExternalManifest {
+  generator: string;
+  fixture?: string;
+  fixture_sha256?: Record<string, string>;
+  tokens: number[];
+}
+
+/** An independent reference's golden (see the file comment): every stage of every layer, no sub-stages. */
+export class ExternalGolden implements GoldenRun {
+  readonly manifest: GoldenRun['manifest'];
+
+  private constructor(
+    readonly dir: string,
+    private readonly m: ExternalManifest,
+    private readonly names: Set<string>,
+  ) {
+    const stages = ['embed', ...[...names].filter((n) => /^layer\.\d+$/.test(n)).sort((a, b) => Number(a.slice(6)) - Number(b.slice(6))), 'final_norm', 'logits'].map((name) => ({ name }));
+    this.manifest = { tokens: m.tokens, layers: null, stages };
+  }
+
+  static open(dir: string, m: ExternalManifest): ExternalGolden {
+    const file = path.join(dir, GOLDEN_MANIFEST);
+    if (!Array.isArray(m.tokens) || !m.tokens.every((t) => Number.isInteger(t) && t >= 0)) throw new InputError('"tokens" is missing or not a list of token ids', { file });
+    if (m.fixture_sha256 === undefined || typeof m.fixture_sha256 !== 'object') throw new InputError('"fixture_sha256" is missing: without the checkpoint\'s digests the golden cannot be tied to a checkpoint', { file });
+    const names = new Set(tensorNames(path.join(dir, EXTERNAL_TENSORS)));
+    for (const need of ['embed', 'final_norm', 'logits']) if (!names.has(need)) throw new InputError(`has no tensor "${need}"`, { file: path.join(dir, EXTERNAL_TENSORS) });
+    return new ExternalGolden(dir, m, names);
+  }
+
+  checkModel(_fingerprint: string, _architecture: string, modelDir?: string): void {
+    // its tie to a checkpoint is the SHA-256 of each file it was computed from
+    const file = path.join(this.dir, GOLDEN_MANIFEST);
+    if (modelDir === undefined) throw new InputError('an independent golden run needs the model folder to check its file digests', { file });
+    for (const [name, want] of Object.entries(this.m.fixture_sha256 ?? {})) {
+      const f = path.join(modelDir, name);
+      const got = fs.existsSync(f) ? sha256File(f) : null;
+      if (got !== want) {
+        throw new InputError(`--golden was computed from another checkpoint (${this.m.fixture ?? 'its fixture'}): ${name} ${got === null ? 'is missing here' : `has SHA-256 ${got.slice(0, 12)}…, the golden's is ${want.slice(0, 12)}…`}`, { file });
+      }
+    }
+  }
+
+  rangeText(): string {
+    return 'all layers';
+  }
+
+  input(): Act {
+    throw new InputError('an independent golden run covers every layer from embed; it has no mid-range input', { file: path.join(this.dir, GOLDEN_MANIFEST) });
+  }
+
+  stage(name: string): LayerResult {
+    const file = path.join(this.dir, EXTERNAL_TENSORS);
+    if (!this.names.has(name)) throw new InputError(`the golden run has no stage ${name}`, { file });
+    const out = readActs(file, [name]).get(name)!;
+    const selections: Selections = {};
+    const f = SafetensorsFile.open(file);
+    try {
+      for (const kind of ['experts', 'indexer']) {
+        const info = f.get(`${name}.${kind}`);
+        if (info === undefined) continue;
+        if (info.dtype !== 'I64' || info.shape.length !== 2) throw new InputError(`expected I64 [tokens, k], found ${info.dtype} [${info.shape.join(', ')}]`, { file, tensor: `${name}.${kind}` });
+        const b = f.read(info);
+        const v = new BigInt64Array(b.buffer, b.byteOffset, b.byteLength / 8);
+        const [T, k] = info.shape;
+        selections[kind] = Array.from({ length: T }, (_, t) => Array.from(v.subarray(t * k, (t + 1) * k), Number).filter((x) => x >= 0));
+      }
+    } finally {
+      f.close();
+    }
+    return { out, selections: Object.keys(selections).length > 0 ? selections : null };
   }
 }

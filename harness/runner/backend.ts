@@ -8,11 +8,12 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { type DecodeNative, type DeepseekNative, type DeviceNative, loadDecodeNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { type DecodeNative, type DeepseekNative, type DeviceNative, type GptOssNative, loadDecodeNative, loadDeepseekNative, loadDeviceNative, loadGptOssNative } from '../../device-hip/binding.js';
 import { type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
 
 export interface DeviceIdentity {
-  name: 'hip' | 'emulated';
+  /** saved: `layerdiff compare` read the device side from disk; `description` says whose run it was */
+  name: 'hip' | 'emulated' | 'saved';
   /** what the numbers were computed on, in words */
   description: string;
   device_name?: string;
@@ -34,6 +35,8 @@ export interface DeviceBackend {
   deepseek: DeepseekNative;
   /** the KV-cache attention of incremental decoding (generate) */
   decode: DecodeNative;
+  /** gpt-oss's own ops (router, SwiGLU); null from a hip addon built before they were wired */
+  gptOss: GptOssNative | null;
 }
 
 function emulated(fallback?: string): DeviceBackend {
@@ -48,15 +51,16 @@ function emulated(fallback?: string): DeviceBackend {
     versions: { compiler: info.compiler },
   };
   if (fallback !== undefined) identity.fallback = fallback;
-  return { native, deepseek: loadDeepseekNative(), decode: loadDecodeNative(), identity };
+  return { native, deepseek: loadDeepseekNative(), decode: loadDecodeNative(), gptOss: loadGptOssNative(), identity };
 }
 
 function hip(p: HipProbe): DeviceBackend {
-  const { native, deepseek, decode, codeObject } = openHipNative(p);
+  const { native, deepseek, decode, gptOss, codeObject } = openHipNative(p);
   return {
     native,
     deepseek,
     decode,
+    gptOss,
     identity: {
       name: 'hip',
       description:

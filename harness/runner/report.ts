@@ -4,6 +4,7 @@
 import * as os from 'node:os';
 import type { Diagnosis } from '../compare/diagnose.js';
 import type { Policy } from '../compare/policy.js';
+import type { Questions } from '../compare/questions.js';
 import { toolVersion } from '../version.js';
 import type { WeightsReport } from '../weights/check.js';
 import type { DeviceIdentity } from './backend.js';
@@ -24,6 +25,8 @@ export interface Report {
   stages: StageResult[];
   first_failure: string | null;
   verdict: 'pass' | 'fail';
+  /** the three questions, each with its status and figures (null: a run built without them) */
+  questions: Questions | null;
   diagnosis: Diagnosis[];
   /** weights-first check of every quantized tensor in the range (null with --no-weights) */
   weights: WeightsReport | null;
@@ -93,6 +96,7 @@ export function buildReport(r: ReportInput): Report {
     stages: r.run.stages,
     first_failure: r.run.first_failure,
     verdict: r.run.verdict,
+    questions: r.run.questions ?? null,
     diagnosis: r.diagnosis,
     weights: r.weights ?? null,
     determinism: determinismOf(r.run, r.repeat ?? 1, r.device.threads ?? null),

@@ -21,12 +21,18 @@ import {
   spreadOf,
   type StageMetrics,
 } from '../compare/metrics.js';
-import { type Policy, type Status, verdict, worst } from '../compare/policy.js';
+import { addFloors, floorOf, type FloorMetrics, roundActF16, scaleFloor, ZERO_FLOOR } from '../compare/floor.js';
+import { type FlipSummary, judgeFlips, SCORE_SUBSTAGE } from '../compare/flips.js';
+import { floorRatio, type MetricName, newNonFinite, type Policy, type StageKind, stageKind, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
+import { answerQuestions, type Questions, questionsPass } from '../compare/questions.js';
+import { carriedFrom } from '../compare/carried.js';
 import type { Act } from '../formats/tensor.js';
 import { writeSafetensors } from '../io/safetensors.js';
 import type { LayerContext, LayerResult, ModelDef } from '../models/path.js';
 
-export type Mode = 'both' | 'accumulated' | 'isolated';
+/** both: isolated, accumulated-forced and accumulated (the three questions); or one of them alone */
+export type Mode = 'both' | 'accumulated' | 'accumulated-forced' | 'isolated';
+export const MODES: readonly Mode[] = ['both', 'accumulated', 'accumulated-forced', 'isolated'];
 
 /** Reference stage outputs read from a golden run (harness/repro/golden.ts), one stage at a time. */
 export interface GoldenSource {
@@ -60,6 +66,10 @@ export interface RunOptions {
   saveGolden?: GoldenSink | null;
   /** keep the first failing layer's inputs and reference output (for --repro) */
   captureRepro?: boolean;
+  /** run the accumulated-forced pass (default: in modes both and accumulated-forced); false measures the plain diff */
+  forced?: boolean;
+  /** --fail-fast: stop after the first failing stage (its drill-down included) */
+  failFast?: boolean;
 }
 
 export interface Progress {
@@ -74,6 +84,9 @@ export interface SubstageResult {
   name: string;
   status: Status;
   metrics: StageMetrics;
+  floor?: FloorMetrics;
+  /** max |d − r| (and the floor's) per eighth of the token positions, first to last: a bug that grows with position shows here */
+  position_profile?: { error: number[]; floor: number[] | null };
 }
 
 /**
@@ -90,19 +103,39 @@ export interface Drill {
 
 export interface StageResult {
   name: string;
+  /** what decides the stage: own error (isolated) and drift (accumulated-forced), plus a scoring-bug flip or failing logits behaviour */
   status: Status;
+  /** free accumulated: the user's model (information per stage; its logits answer the behaviour question) */
   accumulated: StageMetrics | null;
+  /** the device on its own previous output with the reference's top-k choices (numeric drift) */
+  accumulated_forced?: StageMetrics | null;
   isolated: StageMetrics | null;
-  logits?: { accumulated: LogitMetrics | null; isolated: LogitMetrics | null };
+  /** the stage kind its thresholds come from (policy.ts stageKind) and the metric it is judged by */
+  kind?: StageKind;
+  judged_by?: MetricName;
+  /** each mode's own verdict */
+  statuses?: { isolated: Status | null; accumulated_forced: Status | null; accumulated: Status | null };
+  /** the measured FP16 floor (compare/floor.ts): isolated from the floor pass, accumulated_forced the drift budget */
+  floor?: { isolated: FloorMetrics | null; accumulated_forced: FloorMetrics | null };
+  /** error / floor in the judged metric */
+  floor_ratio?: { isolated: number | null; accumulated_forced: number | null };
+  /** top-k flips, judged (compare/flips.ts): free accumulated, and isolated with --free-selection */
+  flips?: { accumulated: FlipSummary | null; isolated: FlipSummary | null };
+  logits?: { accumulated: LogitMetrics | null; accumulated_forced?: LogitMetrics | null; isolated: LogitMetrics | null };
   /** sub-stage metrics (isolated mode when run, else accumulated) for drill-down: attn, mlp, moe, … */
   substages?: Record<string, StageMetrics>;
+  /** each sub-stage's FP16 floor (floor rule) and its isolated verdict, which counts toward the stage's own error */
+  substage_floor?: Record<string, FloorMetrics>;
+  substage_status?: Record<string, Status>;
   /** log-binned |d − r| per mode */
   histogram?: { accumulated: ErrorHistogram | null; isolated: ErrorHistogram | null };
   /** failing layers only (unless --no-drill) */
   drill?: Drill;
   /** --repeat N: how far repeated device runs of this stage land from the first (0 for a deterministic path) */
   spread?: { runs: number; accumulated: Spread | null; isolated: Spread | null };
-  time_ms: { reference: number; device: number };
+  time_ms: { reference: number; device: number; floor?: number };
+  /** fails only on the device's own (accumulated) input, passes isolated: the root stage the error came from */
+  carried_from?: string;
 }
 
 /** What --repro needs of the first failing layer (held in memory: one layer's activations). */
@@ -119,6 +152,8 @@ export interface RunResult {
   stages: StageResult[];
   first_failure: string | null;
   verdict: 'pass' | 'fail';
+  /** the three questions (compare/questions.ts); absent in results built by hand */
+  questions?: Questions;
   repro?: ReproCapture | null;
 }
 
@@ -144,8 +179,10 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const positions = tokens.map((_, i) => i);
   const from = opt.layers?.from ?? 0;
   const to = opt.layers?.to ?? model.numLayers - 1;
-  const doAcc = opt.mode !== 'isolated';
-  const doIso = opt.mode !== 'accumulated';
+  const doAcc = opt.mode === 'both' || opt.mode === 'accumulated';
+  const doForced = opt.forced ?? (opt.mode === 'both' || opt.mode === 'accumulated-forced');
+  const doIso = opt.mode === 'both' || opt.mode === 'isolated';
+  const doFloor = policy.rule === 'floor';
   const repeat = opt.repeat ?? 1;
   const golden = opt.golden ?? null;
   const save = opt.saveGolden ?? null;
@@ -153,14 +190,43 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   const stages: StageResult[] = [];
   let repro: ReproCapture | null = null;
   const t0 = Date.now();
+  // drift budget so far (compare/floor.ts): the sum of the stages' floors, and the last layer's own floor
+  let driftSum: FloorMetrics = ZERO_FLOOR;
+  let lastLayerFloor: FloorMetrics | null = null;
+  const stop = () => opt.failFast === true && stages.some((s) => s.status === 'fail');
 
-  const record = (s: Omit<StageResult, 'status'>, acts: { reference: Act; device: Act | null; device_isolated: Act | null }) => {
-    const status = worst(verdict(s.accumulated, policy), verdict(s.isolated, policy));
+  type Acts = { reference: Act; device: Act | null; device_isolated: Act | null; device_forced?: Act | null };
+  const record = (s: Omit<StageResult, 'status'>, acts: Acts, extra: Status = 'pass') => {
+    const kind = stageKind(s.name);
+    const metric = thresholdsFor(policy, kind, 'isolated').metric;
+    const isoFloor = s.floor?.isolated ?? null;
+    const driftFloor = s.floor?.accumulated_forced ?? null;
+    const statuses = {
+      // own error: the stage output and each of its sub-stages
+      isolated: s.isolated ? Object.values(s.substage_status ?? {}).reduce(worst, verdict(s.isolated, policy, { stage: s.name, mode: 'isolated', floor: isoFloor })) : null,
+      accumulated_forced: s.accumulated_forced ? verdict(s.accumulated_forced, policy, { stage: s.name, mode: 'accumulated-forced', floor: driftFloor }) : null,
+      accumulated: s.accumulated ? verdict(s.accumulated, policy, { stage: s.name, mode: 'accumulated', floor: driftFloor }) : null,
+    };
+    // what decides the stage: own error and drift; the free accumulated run only in a run of that mode alone
+    // (in the full run it answers the behaviour question, its per-stage errors are information)
+    const judged = opt.mode === 'accumulated' ? [statuses.accumulated] : [statuses.isolated, statuses.accumulated_forced];
+    let status = judged.reduce<Status>((a, b) => worst(a, b ?? 'pass'), extra);
+    // a NaN/Inf the reference does not have fails the stage in any mode: the user's model would produce it
+    if (s.accumulated && newNonFinite(s.accumulated)) status = 'fail';
+    const ratio = (m: StageMetrics | null | undefined, f: FloorMetrics | null) => (m != null && f !== null ? floorRatio(m[metric], f[metric]) : null);
     const histogram = {
       accumulated: acts.device && s.accumulated ? errorHistogram(acts.device, acts.reference) : null,
       isolated: s.isolated ? errorHistogram(acts.device_isolated ?? acts.device!, acts.reference) : null,
     };
-    const r: StageResult = { ...s, status, histogram };
+    const r: StageResult = {
+      ...s,
+      status,
+      kind,
+      judged_by: metric,
+      statuses,
+      ...(doFloor ? { floor_ratio: { isolated: ratio(s.isolated, isoFloor), accumulated_forced: ratio(s.accumulated_forced, driftFloor) } } : {}),
+      histogram,
+    };
     stages.push(r);
     if (opt.dumpDir !== null) dumpStage(opt.dumpDir, s.name, acts);
     opt.onStage?.({ stage: s.name, done: stages.length, total, elapsedMs: Date.now() - t0 });
@@ -183,20 +249,35 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     return out;
   };
   const spreads = (acc: Spread | null, iso: Spread | null) => (repeat >= 2 ? { spread: { runs: repeat, accumulated: acc, isolated: iso } } : {});
+  /** error of FP16-rounded `floorOut` (the floor pass's stage output) against the reference's, or null without a floor pass */
+  const floorFrom = (floorOut: Act | null, refOut: Act, roundOut = true): FloorMetrics | null =>
+    floorOut === null ? null : floorOf(compareActs(roundOut ? roundActF16(floorOut) : floorOut, refOut));
 
-  // Embed: its input is the tokens in both modes, so isolated = accumulated.
+  // Embed: its input is the tokens in all modes, so isolated = accumulated = forced; its floor is FP16 storage of the table.
   let ref: Act;
   let tRef = 0;
   let dev: Act | null = null;
+  let devF: Act | null = null;
   if (from === 0) {
     [ref, tRef] = golden ? timed(() => golden.stage('embed').out) : timed(() => model.reference.embed(tokens));
     save?.stage('embed', { out: ref, selections: null });
     const [d, tDev] = timed(() => model.device.embed(tokens));
     dev = d;
+    devF = d;
     const m = compareActs(d, ref);
     const sp = spread(d, () => model.device.embed(tokens));
+    const f = floorFrom(doFloor ? ref : null, ref);
+    if (f !== null) driftSum = f;
     record(
-      { name: 'embed', accumulated: doAcc ? m : null, isolated: doIso ? m : null, ...spreads(doAcc ? sp : null, doIso ? sp : null), time_ms: { reference: tRef, device: tDev } },
+      {
+        name: 'embed',
+        accumulated: doAcc ? m : null,
+        accumulated_forced: doForced ? m : null,
+        isolated: doIso ? m : null,
+        ...(f !== null ? { floor: { isolated: f, accumulated_forced: f } } : {}),
+        ...spreads(doAcc ? sp : null, doIso ? sp : null),
+        time_ms: { reference: tRef, device: tDev },
+      },
       { reference: ref, device: d, device_isolated: null },
     );
   } else if (golden) {
@@ -205,7 +286,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     ref = model.reference.embed(tokens);
   }
 
-  for (let L = golden ? from : 0; L <= to; L++) {
+  for (let L = golden ? from : 0; L <= to && !stop(); L++) {
     if (L < from) {
       // stages before the range: reference only, to produce the range's input
       ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
@@ -217,78 +298,172 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     let refOut: LayerResult;
     [refOut, tRef] = golden ? timed(() => golden.stage(`layer.${L}`)) : timed(() => model.reference.layer(L, ref, w, ctx));
     save?.stage(`layer.${L}`, refOut);
-    const isoCtx: LayerContext = { ...ctx, forcedSelections: opt.freeSelection ? null : refOut.selections };
+    const forcedCtx: LayerContext = { ...ctx, forcedSelections: refOut.selections };
+    const isoCtx: LayerContext = opt.freeSelection ? ctx : forcedCtx;
+    const hasChoices = refOut.selections !== null && Object.keys(refOut.selections).length > 0;
     const devIn = dev ?? ref;
+    const devFIn = devF ?? ref;
     let tDev = 0;
     let acc: LayerResult | null = null;
     let iso: LayerResult | null = null;
+    let forced: LayerResult | null = null;
+    let t: number;
     if (doAcc) [acc, tDev] = timed(() => model.device.layer(L, devIn, w, ctx));
+    if (doForced) {
+      // without top-k choices, or on the same input with the same choices, the forced run is the free one
+      if (acc !== null && devFIn === devIn && !hasChoices) forced = acc;
+      else {
+        [forced, t] = timed(() => model.device.layer(L, devFIn, w, forcedCtx));
+        tDev += t;
+      }
+    }
     if (doIso) {
-      let t: number;
       [iso, t] = timed(() => model.device.layer(L, ref, w, isoCtx));
       tDev += t;
     }
+    // the floor pass: the reference on its input as FP16 holds it, with its own choices, output rounded to FP16
+    let floorRun: LayerResult | null = null;
+    let tFloor = 0;
+    if (doFloor) [floorRun, tFloor] = timed(() => model.reference.layer(L, roundActF16(ref), w, forcedCtx));
+    const isoFloor = floorFrom(floorRun?.out ?? null, refOut.out);
+    let floor: StageResult['floor'] | undefined;
+    if (isoFloor !== null) {
+      driftSum = addFloors(driftSum, isoFloor);
+      lastLayerFloor = isoFloor;
+      floor = { isolated: isoFloor, accumulated_forced: driftSum };
+    }
     const flips = (r: LayerResult | null) => selectionFlips(refOut, r);
     const stage = `layer.${L}`;
+    // own error is judged per sub-stage too: a sublayer's error (attention, FFN) is small next to the residual
+    // stream it is added to, so a layer-output floor would hide a sublayer bug that its own floor shows
+    const subFloors = iso !== null && floorRun !== null ? substageFloors(refOut, floorRun) : null;
+    const subMetrics = substageMetrics(refOut, iso ?? acc);
+    const subStatus: Record<string, Status> = {};
+    if (iso !== null && subMetrics !== undefined) {
+      for (const [k, m] of Object.entries(subMetrics)) subStatus[k] = verdict(m, policy, { stage: `${stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null });
+    }
+    const layerScoreError = scoreErrors(refOut, iso);
+    const flipsAcc = acc !== null ? judgeFlips(L, refOut, acc, 'accumulated', policy.behaviour.flip_factor, layerScoreError) : null;
+    const flipsIso = iso !== null && opt.freeSelection ? judgeFlips(L, refOut, iso, 'isolated', policy.behaviour.flip_factor, layerScoreError) : null;
+    // a scoring-bug flip fails the layer where the device chose against the reference's margins: in the free
+    // accumulated run (behaviour) when that run decides, and always on the reference's own input (--free-selection)
+    const bugAcc = (flipsAcc?.scoring_bug ?? 0) > 0 && opt.mode !== 'accumulated-forced' && opt.mode !== 'isolated';
+    const bugIso = (flipsIso?.scoring_bug ?? 0) > 0;
     const s = record(
       {
         name: stage,
         accumulated: acc ? compareActs(acc.out, refOut.out, flips(acc)) : null,
+        accumulated_forced: forced ? compareActs(forced.out, refOut.out, flips(forced)) : null,
         isolated: iso ? compareActs(iso.out, refOut.out, flips(iso)) : null,
-        substages: substageMetrics(refOut, iso ?? acc),
+        substages: subMetrics,
+        ...(subFloors !== null ? { substage_floor: subFloors } : {}),
+        ...(iso !== null && subMetrics !== undefined ? { substage_status: subStatus } : {}),
+        ...(floor !== undefined ? { floor } : {}),
+        ...(flipsAcc !== null || flipsIso !== null ? { flips: { accumulated: flipsAcc, isolated: flipsIso } } : {}),
         ...spreads(
           spread(acc?.out ?? null, () => model.device.layer(L, devIn, w, ctx).out),
           spread(iso?.out ?? null, () => model.device.layer(L, ref, w, isoCtx).out),
         ),
-        time_ms: { reference: tRef, device: tDev },
+        time_ms: { reference: tRef, device: tDev, ...(doFloor ? { floor: tFloor } : {}) },
       },
       { reference: refOut.out, device: acc?.out ?? null, device_isolated: iso?.out ?? null },
+      bugAcc || bugIso ? 'fail' : 'pass',
     );
     if (s.status === 'fail' && opt.drill !== false) {
-      s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy);
+      s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy, floorRun);
     }
     if (s.status === 'fail' && opt.captureRepro === true && repro === null) {
       repro = { layer: L, stage, referenceInput: ref, deviceInput: doAcc ? devIn : null, referenceOutput: refOut.out };
     }
     ref = refOut.out;
     dev = acc?.out ?? null;
+    devF = forced?.out ?? null;
   }
 
-  if (to === model.numLayers - 1) {
+  if (to === model.numLayers - 1 && !stop()) {
+    // the head's stages: their own floor, and for drift that floor grown as the residual stream's budget grew
+    const headFloor = (own: FloorMetrics | null): StageResult['floor'] | undefined =>
+      own === null ? undefined : { isolated: own, accumulated_forced: lastLayerFloor !== null ? scaleFloor(own, driftSum, lastLayerFloor) : own };
     const [refN, tR] = golden ? timed(() => golden.stage('final_norm').out) : timed(() => model.reference.finalNorm(ref));
     save?.stage('final_norm', { out: refN, selections: null });
     const devN = dev;
+    const devFN = devF;
     const [accN, tA] = timed(() => (doAcc ? model.device.finalNorm(devN ?? ref) : null));
+    const [forN, tF] = timed(() => (doForced ? (devFN === devN && accN !== null ? accN : model.device.finalNorm(devFN ?? ref)) : null));
     const [isoN, tI] = timed(() => (doIso ? model.device.finalNorm(ref) : null));
+    const [floorN, tFl] = timed(() => (doFloor ? model.reference.finalNorm(roundActF16(ref)) : null));
     record(
       {
         name: 'final_norm',
         accumulated: accN && compareActs(accN, refN),
+        accumulated_forced: forN && compareActs(forN, refN),
         isolated: isoN && compareActs(isoN, refN),
+        ...(doFloor ? { floor: headFloor(floorFrom(floorN, refN)) } : {}),
         ...spreads(spread(accN, () => model.device.finalNorm(devN ?? ref)), spread(isoN, () => model.device.finalNorm(ref))),
-        time_ms: { reference: tR, device: tA + tI },
+        time_ms: { reference: tR, device: tA + tF + tI, ...(doFloor ? { floor: tFl } : {}) },
       },
       { reference: refN, device: accN, device_isolated: isoN },
     );
+    if (stop()) return finish(stages, policy, repro);
     const [refL, tR2] = golden ? timed(() => golden.stage('logits').out) : timed(() => model.reference.logits(refN));
     save?.stage('logits', { out: refL, selections: null });
     const [accL, tA2] = timed(() => (accN ? model.device.logits(accN) : null));
+    const [forL, tF2] = timed(() => (forN ? (forN === accN ? accL : model.device.logits(forN)) : null));
     const [isoL, tI2] = timed(() => (isoN ? model.device.logits(refN) : null));
+    // the device keeps the head's FP32 output: the floor is the head on its input as FP16 holds it, unrounded
+    const [floorL, tFl2] = timed(() => (doFloor ? model.reference.logits(roundActF16(refN)) : null));
+    const accLm = accL && compareLogits(accL, refL);
+    const b = policy.behaviour;
+    const behaviourFails = accLm !== null && (accLm.top1_agreement < b.top1_min || !(accLm.kl_mean <= b.kl_mean_max) || !(accLm.kl_p99 <= b.kl_p99_max));
     record(
       {
         name: 'logits',
         accumulated: accL && compareActs(accL, refL),
+        accumulated_forced: forL && compareActs(forL, refL),
         isolated: isoL && compareActs(isoL, refL),
-        logits: { accumulated: accL && compareLogits(accL, refL), isolated: isoL && compareLogits(isoL, refL) },
+        logits: { accumulated: accLm, accumulated_forced: forL && compareLogits(forL, refL), isolated: isoL && compareLogits(isoL, refL) },
+        ...(doFloor ? { floor: headFloor(floorFrom(floorL, refL, false)) } : {}),
         ...spreads(spread(accL, () => model.device.logits(accN!)), spread(isoL, () => model.device.logits(refN))),
-        time_ms: { reference: tR2, device: tA2 + tI2 },
+        time_ms: { reference: tR2, device: tA2 + tF2 + tI2, ...(doFloor ? { floor: tFl2 } : {}) },
       },
       { reference: refL, device: accL, device_isolated: isoL },
+      behaviourFails && opt.mode !== 'accumulated-forced' ? 'fail' : 'pass',
     );
   }
 
+  return finish(stages, policy, repro);
+}
+
+/** The carried markers, the first failure, the three questions and the verdict of a run's stages. */
+function finish(stages: StageResult[], policy: Policy, repro: ReproCapture | null): RunResult {
+  for (const [name, root] of carriedFrom(stages, policy)) stages.find((s) => s.name === name)!.carried_from = root;
+  const questions = answerQuestions(stages, policy);
   const failed = stages.find((s) => s.status === 'fail');
-  return { stages, first_failure: failed?.name ?? null, verdict: failed ? 'fail' : 'pass', repro };
+  const pass = failed === undefined && questionsPass(questions);
+  return { stages, first_failure: failed?.name ?? (pass ? null : 'logits'), verdict: pass ? 'pass' : 'fail', questions, repro };
+}
+
+/** Each sub-stage's FP16 floor: the floor pass's sub-stage output, rounded to FP16, against the reference's. */
+function substageFloors(ref: LayerResult, floorRun: LayerResult): Record<string, FloorMetrics> | null {
+  const rs = allSubstages(ref);
+  const fs = allSubstages(floorRun);
+  if (rs === undefined || fs === undefined) return null;
+  const out: Record<string, FloorMetrics> = {};
+  for (const [k, r] of Object.entries(rs)) {
+    const f = fs[k];
+    if (f !== undefined) out[k] = floorOf(compareActs(isScoreSubstage(k) ? f : roundActF16(f), r));
+  }
+  return out;
+}
+
+/** Per selection kind, the isolated run's max |Δs| of its scores against the reference's (null: not measured). */
+function scoreErrors(ref: LayerResult, iso: LayerResult | null): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const [kind, r] of Object.entries(ref.scores ?? {})) {
+    const d = iso?.scores?.[kind];
+    out[kind] = d !== undefined ? compareActs(d.scores, r.scores).max_abs : null;
+  }
+  return out;
 }
 
 /** Tokens whose discrete choices differ from the reference's (the largest count over selection kinds). */
@@ -299,27 +474,74 @@ export function selectionFlips(ref: LayerResult, dev: LayerResult | null): numbe
   return n;
 }
 
+/**
+ * A layer's sub-stage outputs, with its selection scores as sub-stages of their own (moe.scores,
+ * attn.indexer.scores): a router that scores wrongly is an own-error bug there, even when its choices are
+ * forced (its routing weights normalise a uniform rescale away).
+ */
+export function allSubstages(r: LayerResult | null): Record<string, Act> | undefined {
+  if (r === null || (!r.substages && !r.scores)) return undefined;
+  const out: Record<string, Act> = { ...(r.substages ?? {}) };
+  for (const [kind, sc] of Object.entries(r.scores ?? {})) out[SCORE_SUBSTAGE[kind] ?? `${kind}.scores`] = sc.scores;
+  return out;
+}
+
+/** Score sub-stages are kept in FP32 on the device: their floor is the floor pass's scores unrounded. */
+const isScoreSubstage = (k: string) => k.endsWith('.scores');
+
 function substageMetrics(ref: LayerResult, dev: LayerResult | null): Record<string, StageMetrics> | undefined {
-  if (!ref.substages || !dev?.substages) return undefined;
+  const rs = allSubstages(ref);
+  const ds = allSubstages(dev);
+  if (rs === undefined || ds === undefined) return undefined;
   const out: Record<string, StageMetrics> = {};
-  for (const [k, r] of Object.entries(ref.substages)) {
-    const d = dev.substages[k];
+  for (const [k, r] of Object.entries(rs)) {
+    const d = ds[k];
     if (d !== undefined) out[k] = compareActs(d, r);
   }
   return out;
 }
 
-export function drillDown(stage: string, ref: LayerResult, dev: LayerResult, policy: Policy): Drill {
+/** `floorRun`: the floor pass's layer (its sub-stages, rounded to FP16, give each sub-stage's floor). */
+export function drillDown(stage: string, ref: LayerResult, dev: LayerResult, policy: Policy, floorRun: LayerResult | null = null): Drill {
   const subs: SubstageResult[] = [];
-  if (ref.substages && dev.substages) {
-    for (const k of substageOrder(Object.keys(ref.substages))) {
-      const d = dev.substages[k];
+  const rs = allSubstages(ref);
+  const ds = allSubstages(dev);
+  const fs = allSubstages(floorRun);
+  if (rs !== undefined && ds !== undefined) {
+    for (const k of substageOrder(Object.keys(rs))) {
+      const d = ds[k];
       if (d === undefined) continue;
-      const metrics = compareActs(d, ref.substages[k]);
-      subs.push({ name: `${stage}.${k}`, status: verdict(metrics, policy), metrics });
+      const name = `${stage}.${k}`;
+      const metrics = compareActs(d, rs[k]);
+      const fr = fs?.[k];
+      const fr16 = policy.rule === 'floor' && fr !== undefined ? (isScoreSubstage(k) ? fr : roundActF16(fr)) : null;
+      const floor = fr16 !== null ? floorOf(compareActs(fr16, rs[k])) : null;
+      const profile = positionProfile(d, fr16, rs[k]);
+      subs.push({ name, status: verdict(metrics, policy, { stage: name, mode: 'isolated', floor }), metrics, ...(floor !== null ? { floor } : {}), position_profile: profile });
     }
   }
   return { mode: 'isolated', substages: subs, first_failing: subs.find((x) => x.status === 'fail')?.name ?? null };
+}
+
+export const PROFILE_BUCKETS = 8;
+
+/** Max |d − r| per bucket of consecutive tokens (the first axis), and the same for the floor pass's output. */
+function positionProfile(d: Act, floor: Act | null, r: Act): { error: number[]; floor: number[] | null } {
+  const S = r.shape[0];
+  const per = r.data.length / Math.max(1, S);
+  const nb = Math.min(PROFILE_BUCKETS, S);
+  const prof = (x: Act) => {
+    const out = new Array<number>(nb).fill(0);
+    for (let t = 0; t < S; t++) {
+      const b = Math.min(nb - 1, Math.floor((t * nb) / S));
+      for (let i = t * per; i < (t + 1) * per; i++) {
+        const e = Math.abs(x.data[i] - r.data[i]);
+        if (e > out[b]) out[b] = e; // NaN compares false: a NaN element does not move the profile
+      }
+    }
+    return out;
+  };
+  return { error: prof(d), floor: floor !== null ? prof(floor) : null };
 }
 
 /** DIR/<stage>.safetensors with F32 `reference`, `device`, `device_isolated` (DESIGN §7). */

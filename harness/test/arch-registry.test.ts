@@ -20,8 +20,6 @@ const bundled = [
   { dir: 'deepseek-v4-tiny', name: 'deepseek_v4' },
   { dir: 'gpt-oss-tiny', name: 'gpt_oss' },
 ];
-/** architectures whose device path is not written yet: it must refuse (exit 2), not compute something else */
-const NO_DEVICE_YET = new Set(['gpt_oss']);
 
 describe('architecture registry', () => {
   for (const b of bundled) {
@@ -31,14 +29,13 @@ describe('architecture registry', () => {
         const entry = architectureFor(ck);
         expect(entry.name).toBe(b.name);
         expect(entry.fixtures).toContain(b.dir);
-        const model = entry.open(ck, selectBackend('auto'), null);
+        const model = entry.open(ck, selectBackend('emulated'), null);
         expect(model.architecture).toBe(entry.name);
         const tokens = [1, 5, 9, 2];
         const ctx = { tokens, positions: tokens.map((_, i) => i), forcedSelections: null };
         const w = model.loadLayer(0);
         const x = model.reference.embed(tokens);
-        if (NO_DEVICE_YET.has(entry.name)) expect(() => model.device.layer(0, x, w, ctx)).toThrow(InputError);
-        for (const p of NO_DEVICE_YET.has(entry.name) ? [model.reference] : [model.reference, model.device]) {
+        for (const p of [model.reference, model.device]) {
           const r = p.layer(0, x, w, ctx);
           const names = Object.keys(r.substages ?? {});
           expect(substageOrder(names)).toEqual([...entry.substages]);
@@ -48,6 +45,20 @@ describe('architecture registry', () => {
       }
     });
   }
+
+  it('gpt_oss on a backend without its ops (hip, for now): the device path refuses with bad input, the reference runs', () => {
+    const ck = Checkpoint.open(path.join(packageRoot(), 'fixtures', 'gpt-oss-tiny'));
+    try {
+      const emulated = selectBackend('emulated');
+      const model = architectureFor(ck).open(ck, { ...emulated, gptOss: null, identity: { ...emulated.identity, name: 'hip' } }, null);
+      const tokens = [1, 2, 3];
+      const x = model.reference.embed(tokens);
+      expect(() => model.device.embed(tokens)).toThrow(/hip backend.*--device emulated/);
+      expect(() => model.device.layer(0, x, model.loadLayer(0), { tokens, positions: [0, 1, 2], forcedSelections: null })).toThrow(InputError);
+    } finally {
+      ck.close();
+    }
+  });
 
   it('names are unique, and every fixture kind belongs to exactly one entry', () => {
     const names = ARCHITECTURE_ENTRIES.map((a) => a.name);

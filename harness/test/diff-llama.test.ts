@@ -82,7 +82,8 @@ describe('layerdiff diff on llama-tiny', () => {
     expect(onDisk.schema).toBe('layerdiff.report/1');
     expect(onDisk.stages.length).toBe(report.stages.length);
     expect(fs.readdirSync(path.dirname(json))).toEqual(['report.json']);
-    expect(fs.readdirSync(dump).sort()).toEqual(['final_norm.safetensors', 'layer.2.safetensors', 'layer.3.safetensors', 'logits.safetensors']);
+    // run.json says whose run the dump is (layerdiff compare reads it)
+    expect(fs.readdirSync(dump).sort()).toEqual(['final_norm.safetensors', 'layer.2.safetensors', 'layer.3.safetensors', 'logits.safetensors', 'run.json']);
     const f = SafetensorsFile.open(path.join(dump, 'layer.2.safetensors'));
     for (const t of ['reference', 'device', 'device_isolated']) expect(f.get(t)!.dtype).toBe('F32');
     expect(f.get('reference')!.shape).toEqual([report.input.tokens.length, 192]);

@@ -22,7 +22,7 @@ import { type AcceptanceRecord, recordHmac } from '../gate/record.js';
 import { assignShards, parseShard, promptSetEntries } from '../gate/shard.js';
 import { packageRoot } from '../version.js';
 import { copyCheckpoint, scaleBf16Tensor } from '../../fixtures/inject.js';
-import { LLAMA_TINY } from './cli.js';
+import { cli, LLAMA_TINY } from './cli.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -68,6 +68,12 @@ async function shards(n: number, root: string, over: Partial<GateArgs> = {}, onl
   }
   return dirs;
 }
+/** The unsigned shards of the built-in set for N, run once and shared by the tests that need them. */
+const runs = new Map<number, Promise<string[]>>();
+const built = (n: number) => {
+  if (!runs.has(n)) runs.set(n, shards(n, path.join(tmp, `n${n}`)));
+  return runs.get(n)!;
+};
 const merge = (dirs: string[], record: string) => runGateMerge({ dirs, record }, sink());
 const mergeError = (dirs: string[]) => {
   try {
@@ -91,6 +97,7 @@ let single: AcceptanceRecord;
 const singleReports = path.join(tmp, 'single-reports');
 let three: string[]; // N = 3, unsigned
 let threeSigned: string[];
+const small = path.join(tmp, 'small.jsonl');
 
 beforeAll(async () => {
   process.env.LAYERDIFF_CACHE_DIR = cacheDir;
@@ -99,8 +106,10 @@ beforeAll(async () => {
   const r = await runGate(base({ record: path.join(tmp, 'single.json'), reports: singleReports }), sink());
   expect(r.code).toBe(ExitCode.pass);
   single = readJson<AcceptanceRecord>(path.join(tmp, 'single.json'));
-  three = await shards(3, path.join(tmp, 'n3'));
-  threeSigned = await withKey('k1', () => shards(3, path.join(tmp, 'n3-signed')));
+  three = await built(3);
+  // signed: a small set of id prompts (the signature, not the prompts, is what those tests are about)
+  fs.writeFileSync(small, '{"name": "ids", "tokens": [5, 6, 7, 8]}\n{"tokens": [9, 10]}\n{"tokens": [1, 2, 3]}\n');
+  threeSigned = await withKey('k1', () => shards(3, path.join(tmp, 'n3-signed'), { prompts: small }));
 });
 afterAll(() => {
   fs.rmSync(tmp, { recursive: true, force: true });
@@ -141,7 +150,7 @@ describe('the assignment of prompts to shards', () => {
 describe('N shards merge into the single gate\'s record', () => {
   for (const n of [1, 2, 3]) {
     it(`N = ${n}: every field but times equal, every report equal but for timings`, async () => {
-      const dirs = n === 3 ? three : await shards(n, path.join(tmp, `n${n}`));
+      const dirs = await built(n);
       // the partials name each prompt once, by its place in the set, with its report
       const held = dirs.flatMap((d) => readJson<ShardPartial>(path.join(d, PARTIAL_MANIFEST)).prompts.map((q) => q.index)).sort();
       expect(held).toEqual([0, 1, 2, 3, 4, 5]);
@@ -170,10 +179,17 @@ describe('N shards merge into the single gate\'s record', () => {
 
   it('signed partials merge into a signed record that generate accepts under the key', async () => {
     const record = path.join(tmp, 'merged-signed.json');
-    await withKey('k1', async () => expect(merge(threeSigned, record).code).toBe(ExitCode.pass));
+    await withKey('k1', async () => {
+      expect(merge(threeSigned, record).code).toBe(ExitCode.pass);
+      const gen: GenerateArgs = {
+        model, prompt: [], tokens: ['1,2,3'], record, maxNewTokens: 2, temperature: 0, topP: 0.9, repetitionPenalty: 1.1, seed: 1,
+        path: 'device', device: 'auto', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
+      };
+      expect((await runGenerate(gen, { stdout: sink(), stderr: sink() })).code).toBe(ExitCode.pass);
+    });
     const merged = readJson<AcceptanceRecord>(record);
     expect(merged.hmac?.value).toBe(recordHmac(merged, 'k1'));
-    expect(timeless(merged)).toEqual(timeless(single));
+    expect(merged.acceptance.prompts.map((p) => p.tokens)).toEqual([4, 2, 3]);
   });
 });
 
@@ -201,12 +217,16 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     expect(mergeError([three[0], ps, three[2]])).toMatch(/the prompt set/);
   });
 
-  it('a shard of another tool version, and shards of another N', () => {
+  it('a shard of another tool version or device, and shards of another N', async () => {
     const old = path.join(tmp, 'old-tool');
     copyDir(three[1], old);
     editPartial(old, (p) => (p.tool.version = '0.0.9'));
     expect(mergeError([three[0], old, three[2]])).toMatch(/ran layerdiff 0\.0\.9, this is/);
-    const two = path.join(tmp, 'n2', 'shard-2');
+    const dev = path.join(tmp, 'other-device');
+    copyDir(three[1], dev);
+    editPartial(dev, (p) => (p.device.versions = { ...p.device.versions, compiler: 'clang 17' }));
+    expect(mergeError([three[0], dev, three[2]])).toMatch(/the device \(versions: /);
+    const two = (await built(2))[1];
     expect(mergeError([three[0], two])).toMatch(/the shard count \(2 ≠ 3\)/);
   });
 
@@ -235,6 +255,21 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
   });
 });
 
+describe('usage', () => {
+  it('refuses outputs that make no sense together before anything runs (exit 2, one line)', async () => {
+    const out = path.join(tmp, 'usage-out');
+    await expect(runGate(base({ shard: '1/2' }), sink())).rejects.toThrow(/--shard I\/N needs --out DIR/);
+    await expect(runGate(base({ shard: '1/2', out, record: path.join(tmp, 'r.json') }), sink())).rejects.toThrow(/writes no record/);
+    await expect(runGate(base({}), sink())).rejects.toThrow(/give --record FILE, or --shard I\/N --out DIR, or --save-golden DIR/);
+    await expect(runGate(base({ shard: '3/2', out }), sink())).rejects.toThrow(/--shard 3\/2: I must be from 1 to 2/);
+    await expect(runGate(base({ shard: '1/2', out: three[0] }), sink())).rejects.toThrow(/--out: the folder is not empty/);
+    expect(fs.existsSync(out)).toBe(false);
+    const r = cli(['gate', model, '--merge', three[0], '--record', path.join(tmp, 'r.json')], { LAYERDIFF_CACHE_DIR: cacheDir });
+    expect(r.code).toBe(ExitCode.badInput);
+    expect(r.stderr.trim().split('\n')).toEqual(['layerdiff: error: gate --merge reads only the shards\' folders and --record; drop the model']);
+  });
+});
+
 describe('a failing prompt', () => {
   it('fails its shard (exit 1, partial still written); the merge writes no record, names prompt and shard, exit 1', async () => {
     const tight = { failAbove: 0.005, warnAbove: 0.001 }; // the worst stage of every built-in prompt is above 0.005
@@ -251,6 +286,8 @@ describe('a failing prompt', () => {
     const failed = r.summaries.filter((s) => s.verdict === 'fail').map((s) => s.name);
     expect(failed.length).toBeGreaterThan(0);
     for (const name of failed) expect(o.text()).toContain(`${name} (shard 1/2, ${dirs[0]})`);
+    // the causes the shard named, read back from its reports
+    for (const rep of r.reports) for (const d of rep.diagnosis) expect(o.text()).toContain(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
   });
 });
 
@@ -298,18 +335,19 @@ describe('the scheduler examples', () => {
     expect(timeless(readJson(path.join(work, 'acceptance.json')))).toEqual(timeless(single));
   });
 
-  it('as a Kubernetes Indexed Job does (JOB_COMPLETION_INDEX from 0), and a failing set exits 1 without a record', () => {
+  it('as a Kubernetes Indexed Job does (JOB_COMPLETION_INDEX from 0), and as a Slurm array a failing set exits 1 without a record', () => {
     const file = path.join(tmp, 'k8s.jsonl');
     fs.writeFileSync(file, '{"name": "short", "prompt": "Hi"}\n{"name": "ids", "tokens": [5, 6, 7, 8]}\n{"tokens": [9, 10]}\n');
     const ok = play(3, path.join(tmp, 'play-k8s'), { PLAY_AS: 'k8s' }, ['--prompts', file]); // one prompt a shard
     expect(ok.status, ok.stdout + ok.stderr).toBe(0);
     expect(fs.readdirSync(path.join(tmp, 'play-k8s', 'shards')).sort()).toEqual(['shard-1', 'shard-2', 'shard-3']);
-    const bad = play(2, path.join(tmp, 'play-k8s-fail'), { PLAY_AS: 'k8s' }, ['--prompts', file, '--fail-above', '0.005', '--warn-above', '0.001']);
+    const bad = play(2, path.join(tmp, 'play-slurm-fail'), { PLAY_AS: 'slurm' }, ['--prompts', file, '--fail-above', '0.005', '--warn-above', '0.001']);
     expect(bad.status, bad.stdout + bad.stderr).toBe(1);
-    expect(fs.existsSync(path.join(tmp, 'play-k8s-fail', 'acceptance.json'))).toBe(false);
+    expect(fs.existsSync(path.join(tmp, 'play-slurm-fail', 'acceptance.json'))).toBe(false);
+    expect(fs.readdirSync(path.join(tmp, 'play-slurm-fail', 'shards')).sort()).toEqual(['shard-1', 'shard-2']); // failing shards still write partials
   });
 
-  it('the workflow and the manifest use these scripts with one shard count throughout', () => {
+  it('the workflow, the manifest and the Slurm script use these scripts with one shard count throughout', () => {
     const gh = fs.readFileSync(path.join(scripts, 'github-actions-gate.yml'), 'utf8');
     const n = Number(/^\s+SHARDS: (\d+)/m.exec(gh)![1]);
     expect(/shard: \[([\d, ]+)\]/.exec(gh)![1].split(',').map(Number)).toEqual(Array.from({ length: n }, (_v, i) => i + 1));
@@ -321,5 +359,9 @@ describe('the scheduler examples', () => {
     expect(k8s).toContain(`"scripts/shards/run-shard.sh", "/models/DeepSeek-V4-Flash", "-", "${completions}", "/results"`);
     expect(k8s).toContain(`merge.sh /results/acceptance.json /results ${completions}`);
     expect(k8s).toContain('completionMode: Indexed');
+    const slurm = fs.readFileSync(path.join(scripts, 'slurm-array.sbatch'), 'utf8');
+    const tasks = Number(/#SBATCH --array=1-(\d+)/.exec(slurm)![1]);
+    expect(slurm).toContain(`run-shard.sh "\${MODEL_DIR:-/models/DeepSeek-V4-Flash}" - ${tasks} gate-shards`);
+    expect(slurm).toContain(`merge.sh gate-shards/acceptance.json gate-shards ${tasks}`);
   });
 });

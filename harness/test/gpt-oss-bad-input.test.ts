@@ -19,6 +19,8 @@ describe('gpt-oss bad input → exit 2, one line naming the tensor', () => {
     const r = cli(['inspect', FIXTURE()]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('GptOssForCausalLM, 4 layers');
+    expect(r.stdout).toMatch(/gate_up_proj_blocks.*mxfp4 \(blocks\)/);
+    expect(r.stdout).toMatch(/down_proj_scales.*scale/);
   });
 
   for (const c of GPT_OSS_BAD_INPUT_CASES) {

@@ -51,14 +51,31 @@ describe('stage metrics', () => {
     });
   }
 
-  it('counts NaN/Inf per path and keeps them out of the sums', () => {
+  it('counts NaN/Inf per path: the metrics say NaN, the finite part is kept beside them', () => {
     const r = act([1, 4], Float32Array.from([1, 2, 3, 4]));
     const d = act([1, 4], Float32Array.from([1, NaN, Infinity, 4.5]));
     const m = compareActs(d, r);
     expect(m.nan).toEqual({ reference: 0, device: 1 });
     expect(m.inf).toEqual({ reference: 0, device: 1 });
-    expect(m.max_abs).toBe(0.5);
+    for (const k of ['max_abs', 'mean_abs', 'rms', 'rel_l2', 'cosine'] as const) expect(m[k], k).toBeNaN();
+    expect(m.max_at).toEqual([0, 1]); // the first element the paths disagree on
+    // finite part: elements 0 and 3, |Δ| = 0 and 0.5; ‖r‖ = √17, cosine of (1, 4.5) and (1, 4)
+    expect(m.finite).toEqual({ count: 2, max_abs: 0.5, mean_abs: 0.25, rms: Math.sqrt(0.125), rel_l2: 0.5 / Math.sqrt(17), cosine: (1 + 18) / (Math.sqrt(1 + 20.25) * Math.sqrt(17)) });
     expect(verdict(m, DEFAULT_POLICY)).toBe('fail');
+  });
+
+  it('Inf without NaN gives Infinity (cosine NaN); a non-finite value both paths share is agreement', () => {
+    const r = act([1, 3], Float32Array.from([1, 2, -Infinity]));
+    const inf = compareActs(act([1, 3], Float32Array.from([1, Infinity, -Infinity])), r);
+    expect([inf.max_abs, inf.rel_l2, inf.mean_abs]).toEqual([Infinity, Infinity, Infinity]);
+    expect(inf.cosine).toBeNaN();
+    const same = compareActs(act([1, 3], Float32Array.from([1, 2.5, -Infinity])), r);
+    expect(same.max_abs).toBe(0.5);
+    expect(same.finite?.count).toBe(2);
+    // a NaN only the reference has is a disagreement too, and fails whatever the device's counts say
+    const refNaN = compareActs(act([1, 2], Float32Array.from([1, 2])), act([1, 2], Float32Array.from([1, NaN])));
+    expect(refNaN.max_abs).toBeNaN();
+    expect(verdict(refNaN, DEFAULT_POLICY)).toBe('fail');
   });
 
   it('unravel gives row-major coordinates', () => {

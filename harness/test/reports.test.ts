@@ -41,9 +41,16 @@ describe('JUnit and Markdown writers', () => {
     const model = children(children(suite, 'properties')[0], 'property').find((p) => p.attrs.name === 'model')!;
     expect(model.attrs.value).toBe('dir <&> "quoted" \'single\' ]]> ctl  end');
     expect(children(suite, 'testcase')).toHaveLength(7);
-    expect(suite.attrs.failures).toBe('3'); // layer.3, final_norm, logits
+    // one failure for the root (layer.3, the cause first in its message); final_norm and logits fail only on
+    // the input layer.3 handed them, so they are skipped with a message naming the root
+    expect(suite.attrs.failures).toBe('1');
+    expect(suite.attrs.skipped).toBe('2');
     const f = children(children(suite, 'testcase').find((t) => t.attrs.name === 'layer.3')!, 'failure')[0];
-    expect(f.attrs.message).toMatch(/^isolated max_abs \S+ > 0\.1; accumulated max_abs \S+ > 0\.1$/);
+    expect(f.attrs.message).toMatch(/^nibble-swap: isolated max_abs \S+ > 0\.1; accumulated max_abs \S+ > 0\.1$/);
+    for (const name of ['final_norm', 'logits']) {
+      const skip = children(children(suite, 'testcase').find((t) => t.attrs.name === name)!, 'skipped')[0];
+      expect(skip.attrs.message).toMatch(/^carried from layer\.3: /);
+    }
     expect(f.text).toMatch(/isolated: max_abs \S+ at \[\d+, \d+\], mean_abs/);
   });
 

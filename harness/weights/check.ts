@@ -16,7 +16,8 @@
  */
 import { InputError } from '../errors.js';
 import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
-import { type LinearWeight, loadLinear, parseQuantConfig } from '../formats/linear.js';
+import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig } from '../formats/linear.js';
+import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { dequantRowsExact, kindOf } from '../../reference-cpu/dequant.js';
 import { checkExactVsF16 } from '../../reference-cpu/native.js';
@@ -29,7 +30,9 @@ export interface TensorCheck {
   /** checkpoint name of the weight */
   name: string;
   layer: number;
-  format: 'mxfp4' | 'fp8-block';
+  format: Exclude<LinearFormat, 'plain'>;
+  /** the registry entry (producer's stored form) it was recognised as */
+  encoding: FormatId;
   /** logical [out, in] */
   shape: [number, number];
   scale: { name: string; dtype: string; grid: [number, number] };
@@ -89,14 +92,21 @@ export function layerOf(name: string): number | null {
   return m === null ? null : Number(m[1]);
 }
 
-/** Quantized weights of the checkpoint, by stored dtype (DESIGN §3), in layer order, then by name. */
+/**
+ * Quantized weights of the checkpoint, recognised through the format registry by what is stored (DESIGN §3):
+ * a weight tensor under a quantized entry's suffix and dtype with one of its scale tensors beside it. In
+ * layer order, then by name. Names are the stored weight tensors (`.weight`, or `.weight_packed`).
+ */
 export function quantizedWeights(ck: Checkpoint): Array<{ name: string; layer: number | null }> {
   const out: Array<{ name: string; layer: number | null }> = [];
   for (const name of ck.names()) {
-    if (!name.endsWith('.weight')) continue;
     const dtype = ck.info(name).dtype;
-    const base = name.slice(0, -'.weight'.length);
-    if (dtype === 'F8_E4M3' || ((dtype === 'I8' || dtype === 'U8') && ck.has(`${base}.scale`))) out.push({ name, layer: layerOf(name) });
+    const fits = FORMATS.some((f) => {
+      if (f.scale === null || !name.endsWith('.' + f.weight.suffix) || !f.weight.dtypes.includes(dtype)) return false;
+      const module = name.slice(0, -(f.weight.suffix.length + 1));
+      return f.scale.suffixes.some((x) => ck.has(`${module}.${x}`));
+    });
+    if (fits) out.push({ name, layer: layerOf(name) });
   }
   return out.sort((a, b) => (a.layer ?? Infinity) - (b.layer ?? Infinity) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
@@ -121,8 +131,9 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   for (const [k, t] of todo.entries()) {
     opt.onTensor?.(t.name, k, todo.length);
     const info = ck.info(t.name);
-    const logical: [number, number] = info.dtype === 'F8_E4M3' ? [info.shape[0], info.shape[1]] : [info.shape[0], info.shape[1] * 2];
-    const lw = loadLinear(ck, t.name, logical, qc);
+    const packed = info.dtype !== 'F8_E4M3'; // every quantized entry but FP8 packs two FP4 codes a byte
+    const logical: [number, number] = packed ? [info.shape[0], info.shape[1] * 2] : [info.shape[0], info.shape[1]];
+    const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, logical, qc);
     tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
   }
   const layers = todo.map((t) => t.layer!);
@@ -141,13 +152,15 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   };
 }
 
-/** NaN encodings: E8M0 0xFF (and NaN F32 scales) in the scale, E4M3 0x7F/0xFF in an FP8 weight. */
+/** NaN encodings: E8M0 0xFF, E4M3 0x7F/0xFF (NVFP4) and NaN F32 scales in the scale, E4M3 0x7F/0xFF in an FP8 weight. */
 function nanCodes(lw: LinearWeight): { n: number; where: 'weight' | 'scale' | null } {
   const s = lw.scale!;
   let inScale = 0;
   if (s.dtype === 'F32') {
     const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
     for (let k = 0; k < s.bytes.byteLength / 4; k++) if (Number.isNaN(dv.getFloat32(4 * k, true))) inScale++;
+  } else if (s.dtype === 'F8_E4M3') {
+    for (const b of s.bytes) if ((b & 0x7f) === 0x7f) inScale++;
   } else {
     for (const b of s.bytes) if (b === 0xff) inScale++;
   }
@@ -168,6 +181,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
     name: lw.name,
     layer,
     format: lw.format as TensorCheck['format'],
+    encoding: lw.encoding ?? (lw.format === 'mxfp4' ? 'deepseek-mxfp4' : lw.format === 'nvfp4' ? 'modelopt-nvfp4' : 'fp8-block'),
     shape: [lw.out, lw.in],
     scale: { name: lw.scale!.name, dtype: lw.scale!.dtype, grid: [R, C] },
     blocks: R * C,
@@ -233,7 +247,8 @@ export function assertNoNanCodes(ck: Checkpoint, w: WeightsReport): void {
   const t = w.tensors.find((x) => x.nan_codes > 0);
   if (t === undefined) return;
   const holder = t.nan_in === 'scale' ? t.scale.name : t.name;
-  const what = t.nan_in === 'scale' ? (t.scale.dtype === 'F32' ? 'NaN F32 scale(s)' : 'E8M0 NaN code(s) 0xFF') : 'E4M3 NaN code(s) 0x7F/0xFF';
+  const what =
+    t.nan_in === 'scale' ? (t.scale.dtype === 'F32' ? 'NaN F32 scale(s)' : t.scale.dtype === 'F8_E4M3' ? 'E4M3 NaN scale code(s) 0x7F/0xFF' : 'E8M0 NaN code(s) 0xFF') : 'E4M3 NaN code(s) 0x7F/0xFF';
   throw new InputError(`${t.nan_codes} ${what}: ${t.name} cannot be dequantized (a NaN weight is bad input, not something to diff)`, {
     file: `${ck.dir}/${ck.weightMap.get(holder)}`,
     tensor: holder,

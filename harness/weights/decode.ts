@@ -12,7 +12,8 @@
  * then once to FP16 (round to nearest even, overflow to Inf).
  */
 import { E2M1_VALUES, E4M3_TABLE, E8M0_TABLE, f32ToF16Bits } from '../formats/dtypes.js';
-import type { LinearWeight } from '../formats/linear.js';
+import { type LinearWeight, scaleCodeOf } from '../formats/linear.js';
+import { faultApplies } from '../formats/registry.js';
 
 /** The catalog ids a weight reading can name (fp16-overflow is an activation bug, see compare/diagnose.ts). */
 export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'] as const;
@@ -50,14 +51,9 @@ export const READING_TEXT: Record<WeightCause, string> = {
   'e8m0-as-int': 'using the E8M0 scale byte e as the number e instead of 2^(e−127)',
 };
 
-/** Does this reading change anything for this format? (A table bug cannot show in an FP8 weight.) */
+/** Does this reading change anything for this format? (A table bug cannot show in an FP8 weight.) The registry says. */
 export function applies(cause: WeightCause, lw: LinearWeight): boolean {
-  if (lw.format === 'plain') return false;
-  if (lw.format === 'fp8-block') {
-    if (cause === 'e3m0-table' || cause === 'nibble-swap') return false;
-    if (cause === 'e8m0-as-int' && lw.scale!.dtype === 'F32') return false;
-  }
-  return true;
+  return faultApplies(cause, lw.format, scaleCodeOf(lw));
 }
 
 /** The scale grid [R, C] of a quantized weight: mxfp4 one per 32 inputs of a row, fp8 one per block. */
@@ -89,6 +85,15 @@ function scaleValues(lw: LinearWeight, how: Reading['scale']): Float64Array {
     for (let k = 0; k < n; k++) out[k] = dv.getFloat32(4 * k, true);
     return out;
   }
+  if (lw.format === 'nvfp4') {
+    // E4M3 block scale times (ModelOpt) or over (compressed-tensors) the global scale, rounded once to float32
+    const g = lw.global!;
+    for (let k = 0; k < n; k++) {
+      const e = how === 'int' ? s.bytes[k] : E4M3_TABLE[s.bytes[k]];
+      out[k] = Math.fround(g.op === 'mul' ? e * g.value : e / g.value);
+    }
+    return out;
+  }
   for (let k = 0; k < n; k++) out[k] = how === 'int' ? s.bytes[k] : E8M0_TABLE[s.bytes[k]];
   return out;
 }
@@ -102,17 +107,19 @@ export function forEachF16(lw: LinearWeight, rd: Reading, visit: (k: number, h: 
   const [R, C] = scaleGrid(lw);
   const sv = scaleValues(lw, rd.scale);
   const [bo, bi] = lw.block;
-  if (lw.format === 'mxfp4') {
+  if (lw.format === 'mxfp4' || lw.format === 'nvfp4') {
+    // an MX block is 32 elements (16 bytes) of a row, an NVFP4 block 16 (8 bytes); both low-even
     const packed = lw.weight.bytes;
     const table = rd.table === 'e2m1' ? E2M1_VALUES : Array.from({ length: 16 }, (_, c) => e3m0(c));
+    const half = bi / 2;
     for (let o = 0; o < out; o++) {
       for (let c = 0; c < C; c++) {
         const s = sv[scaleIndex(R, C, o, c, rd.index)];
-        for (let j = 0; j < 16; j++) {
-          const byte = packed[o * (inn / 2) + c * 16 + j];
+        for (let j = 0; j < half; j++) {
+          const byte = packed[o * (inn / 2) + c * half + j];
           const lo = byte & 0x0f;
           const hi = byte >> 4;
-          const k = o * inn + c * 32 + 2 * j;
+          const k = o * inn + c * bi + 2 * j;
           if (visit(k, f32ToF16Bits(table[rd.swap ? hi : lo] * s)) === false) return;
           if (visit(k + 1, f32ToF16Bits(table[rd.swap ? lo : hi] * s)) === false) return;
         }

@@ -15,7 +15,7 @@ import { decodeStored } from '../llama.js';
 import { rmsnorm, rope, softmaxInPlace } from '../ops.js';
 import { type DeepseekV4Ablations, NO_ABLATIONS } from './ablations.js';
 import { compress } from './compressor.js';
-import { indexerPicks } from './indexer.js';
+import { indexerChoice } from './indexer.js';
 import { linear, linearRows } from './linear.js';
 import { layerInvFreq } from './rope.js';
 
@@ -24,6 +24,8 @@ export interface AttentionResult {
   out: Float32Array;
   /** CSA layers: the compressed blocks each token attended to (sorted); null otherwise */
   indexer: number[][] | null;
+  /** CSA layers: the indexer's scores [S, B] (−∞ where not visible), also when the picks were forced */
+  indexerScores: { scores: Float32Array; B: number } | null;
 }
 
 /**
@@ -81,15 +83,19 @@ export function attention(
   const visible = (t: number) => (ratio > 0 ? Math.floor((t + 1) / ratio) : 0);
   const all = (t: number) => Array.from({ length: visible(t) }, (_, b) => b);
   let picks: number[][] | null = null;
+  let indexerScores: AttentionResult['indexerScores'] = null;
   if (w.indexer !== null) {
-    if (forcedIndexer !== null) {
-      checkForced(forcedIndexer, S, visible);
-      picks = forcedIndexer;
-    } else if (ab.indexerAll) {
+    if (ab.indexerAll && forcedIndexer === null) {
       picks = positions.map((_, t) => all(t));
     } else {
       const dims = { heads: cfg.indexHeads, headDim: cfg.indexHeadDim, topk: cfg.indexTopk, ratio, ropeDim: R, eps };
-      picks = indexerPicks(a, qr, S, w.indexer, dims, positions, invFreq);
+      const ch = indexerChoice(a, qr, S, w.indexer, dims, positions, invFreq);
+      indexerScores = { scores: ch.scores, B: ch.B };
+      picks = ch.picks;
+      if (forcedIndexer !== null) {
+        checkForced(forcedIndexer, S, visible);
+        picks = forcedIndexer;
+      }
     }
   }
   const dropCompressed = ab.noCompression || (ab.noHca && w.indexer === null);
@@ -110,7 +116,7 @@ export function attention(
     const yg = linearRows(og, S, w.wo_a, g * oLoraRank, oLoraRank);
     for (let t = 0; t < S; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
   }
-  return { out: linear(y, S, w.wo_b), indexer: picks };
+  return { out: linear(y, S, w.wo_b), indexer: picks, indexerScores };
 }
 
 function checkForced(f: number[][], S: number, visible: (t: number) => number): void {

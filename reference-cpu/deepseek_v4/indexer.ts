@@ -63,10 +63,22 @@ export function indexerScores(qI: Float32Array, w: ArrayLike<number>, eI: Float3
 
 /** The indexer's picks per token (sorted block ids). a [S, hidden] is the normed attention input, qr [S, q_lora_rank]. */
 export function indexerPicks(a: Float32Array, qr: Float32Array, S: number, iw: DeepseekV4Indexer, d: IndexerDims, positions: ArrayLike<number>, invFreq: ArrayLike<number>): number[][] {
+  return indexerChoice(a, qr, S, iw, d, positions, invFreq).picks;
+}
+
+/**
+ * Picks and the scores they came from, [S, B] with B = ⌊S/ratio⌋ and blocks not yet visible to a token at
+ * −∞ (the device kernel's layout): the runner judges indexer flips by these scores (harness/compare/flips.ts).
+ */
+export function indexerChoice(a: Float32Array, qr: Float32Array, S: number, iw: DeepseekV4Indexer, d: IndexerDims, positions: ArrayLike<number>, invFreq: ArrayLike<number>): { picks: number[][]; scores: Float32Array; B: number } {
   const { heads: nh, headDim: hd, ropeDim: R } = d;
   const qI = rope(linear(qr, S, iw.wq_b), S, nh, hd, positions, invFreq, 'interleaved', hd - R);
   const scale = hd ** -0.5 * nh ** -0.5;
   const w = Float64Array.from(linear(a, S, iw.weights_proj), (v) => v * scale);
   const eI = compress(a, S, iw.compressor, R, invFreq, d.eps);
-  return indexerScores(qI, w, eI, S, d).map((sc) => topkLowestIndex(sc, d.topk));
+  const sc = indexerScores(qI, w, eI, S, d);
+  const B = Math.floor(S / d.ratio);
+  const scores = new Float32Array(S * B).fill(-Infinity);
+  sc.forEach((row, t) => scores.set(row.subarray(0, B), t * B));
+  return { picks: sc.map((row) => topkLowestIndex(row, d.topk)), scores, B };
 }

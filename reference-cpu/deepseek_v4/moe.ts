@@ -91,6 +91,8 @@ export interface MoeResult {
   /** [S, hidden] */
   out: Float32Array;
   routing: Routing;
+  /** router scores s [S, E] (before the selection bias) and that bias, for the flip judgement; null on hash layers */
+  scores: { s: Float64Array; bias: Float32Array | null } | null;
 }
 
 /**
@@ -124,5 +126,5 @@ export function moe(f: Float32Array, S: number, w: DeepseekV4LayerWeights, d: Mo
   const shared = expertForward(f, S, w.ffn.shared_experts, 0, null);
   const out = new Float32Array(S * D);
   for (let i = 0; i < S * D; i++) out[i] = acc[i] + shared[i];
-  return { out, routing };
+  return { out, routing, scores: hashIds === null ? { s: scores, bias } : null };
 }

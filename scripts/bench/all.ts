@@ -5,6 +5,7 @@
  */
 import { benchGemm } from './gemm.js';
 import { benchDiff } from './diff.js';
+import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
 import { benchGenerateDeepseek } from './generate_deepseek.js';
 
@@ -13,6 +14,8 @@ console.log('== GEMM and dequant ==');
 await benchGemm();
 console.log('\n== whole diff ==');
 await benchDiff(wide);
+console.log('\n== the verdict: extra mode and floor pass ==');
+await benchVerdict();
 console.log('\n== generation ==');
 await benchGenerate();
 await benchGenerateDeepseek(wide);

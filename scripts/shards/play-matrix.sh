@@ -2,7 +2,8 @@
 # Plays the scheduler examples on this machine: N shard jobs as N parallel processes, each run by
 # run-shard.sh exactly as the GitHub Actions matrix and the Kubernetes Indexed Job run it, then the merge
 # job (merge.sh). The shards get their index as the Indexed Job gives it (JOB_COMPLETION_INDEX, 0-based)
-# with PLAY_AS=k8s, else as the matrix does (1..N, the default).
+# with PLAY_AS=k8s, as a Slurm array does (SLURM_ARRAY_TASK_ID, 1..N) with PLAY_AS=slurm, else as the
+# matrix does (the argument 1..N, the default).
 #   play-matrix.sh MODEL N WORKDIR [gate options...]   → WORKDIR/shards/shard-I, WORKDIR/acceptance.json
 # Exit code: the merge's (0 record written, 1 a prompt failed, 2 inconsistent or missing shards).
 set -uo pipefail
@@ -18,6 +19,8 @@ pids=()
 for ((i = 1; i <= count; i++)); do
   if [ "${PLAY_AS:-matrix}" = k8s ]; then
     JOB_COMPLETION_INDEX=$((i - 1)) "$here/run-shard.sh" "$model" - "$count" "$work/shards" "$@" >"$work/logs/shard-$i.log" 2>&1 &
+  elif [ "${PLAY_AS:-matrix}" = slurm ]; then
+    SLURM_ARRAY_TASK_ID=$i "$here/run-shard.sh" "$model" - "$count" "$work/shards" "$@" >"$work/logs/shard-$i.log" 2>&1 &
   else
     "$here/run-shard.sh" "$model" "$i" "$count" "$work/shards" "$@" >"$work/logs/shard-$i.log" 2>&1 &
   fi

@@ -1,0 +1,129 @@
+/**
+ * `layerdiff compare RUN_A RUN_B`: two saved runs compared without recomputing either — e.g. the device side
+ * dumped on the GPU host (`diff --dump DIR`) against a reference computed elsewhere (a golden run, or another
+ * dump's reference tensors). RUN_A gives the reference side, RUN_B the device side; the metrics, verdict,
+ * carried markers, diagnosis and reports are those of `diff`, over the stages both runs hold.
+ */
+import * as path from 'node:path';
+import { carriedFrom } from '../compare/carried.js';
+import { diagnose } from '../compare/diagnose.js';
+import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics } from '../compare/metrics.js';
+import { resolvePolicy, verdict, worst } from '../compare/policy.js';
+import { ExitCode, InputError } from '../errors.js';
+import type { Act } from '../formats/tensor.js';
+import type { Selections } from '../models/path.js';
+import { openSavedRun, type SavedRun } from '../repro/dump.js';
+import { buildReport, type Report } from '../runner/report.js';
+import type { RunResult, StageResult } from '../runner/run.js';
+import { renderTable, renderVerdict } from '../../reports/table.js';
+import { stdoutTaken, writeReports } from '../../reports/writers.js';
+import { checkReportTargets } from './outputs.js';
+import { terminal, useColour } from './terminal.js';
+
+export interface CompareArgs {
+  runA: string;
+  runB: string;
+  /** the policy (compare/policy.ts resolvePolicy): a file, or the fixed-rule flags, or the default */
+  policy?: string;
+  metric?: string;
+  failAbove?: number;
+  warnAbove?: number;
+  failFast?: boolean;
+  json?: string;
+  junit?: string;
+  html?: string;
+  summary?: string;
+}
+
+function flips(ref: Selections | null, dev: Selections | null): number {
+  if (ref === null || dev === null) return 0;
+  return Math.max(0, ...Object.keys(ref).map((k) => countFlips(ref[k], dev[k])));
+}
+
+export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
+  const started = Date.now();
+  const policy = resolvePolicy(a);
+  const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
+  checkReportTargets(targets, () => undefined);
+  const A = openSavedRun(a.runA, 'RUN_A');
+  const B = openSavedRun(a.runB, 'RUN_B');
+  if (A.tokens.length > 0 && B.tokens.length > 0 && A.tokens.join(',') !== B.tokens.join(',')) {
+    throw new InputError(`RUN_A and RUN_B were made on different inputs (${A.tokens.length} and ${B.tokens.length} tokens): their stage outputs cannot be compared`, { file: B.dir });
+  }
+  if (A.model !== null && B.model !== null && A.model.fingerprint !== B.model.fingerprint) {
+    throw new InputError(`RUN_A is of checkpoint ${A.model.path} (${A.model.fingerprint.slice(0, 19)}…), RUN_B of ${B.model.path} (${B.model.fingerprint.slice(0, 19)}…)`, { file: B.dir });
+  }
+  const names = A.stages.filter((n) => B.stages.includes(n));
+  if (names.length === 0) throw new InputError(`RUN_A (${A.stages.join(', ')}) and RUN_B (${B.stages.join(', ')}) have no stage in common`, { file: B.dir });
+
+  const stages: StageResult[] = [];
+  let hasIso = false;
+  for (const name of names) {
+    const ra = A.stage(name);
+    const rb = B.stage(name);
+    const ref = ra.reference;
+    if (ref === null) throw new InputError(`RUN_A's ${name} holds no reference tensor`, { file: A.dir });
+    // a dump's device side; a golden run is a whole run of its own: its outputs are its accumulated side
+    const dev: Act | null = B.kind === 'golden' ? rb.reference : rb.device;
+    let iso: Act | null = rb.device_isolated;
+    hasIso ||= iso !== null;
+    // embed's input is the tokens in both modes: a dump stores its isolated output once, as `device`
+    if (name === 'embed' && iso === null && hasIsoIn(B)) iso = dev;
+    const cmp = (d: Act | null): StageMetrics | null => {
+      if (d === null) return null;
+      if (d.data.length !== ref.data.length) throw new InputError(`${name}: RUN_B's output has shape [${d.shape.join(', ')}], RUN_A's [${ref.shape.join(', ')}]`, { file: B.dir });
+      return compareActs(d, ref, flips(ra.selections, rb.selections));
+    };
+    const acc = cmp(dev);
+    const isoM = cmp(iso);
+    if (acc === null && isoM === null) throw new InputError(`RUN_B's ${name} holds no device output (device or device_isolated)`, { file: B.dir });
+    const s: StageResult = {
+      name,
+      status: worst(verdict(acc, policy, { stage: name, mode: 'accumulated' }), verdict(isoM, policy, { stage: name, mode: 'isolated' })),
+      accumulated: acc,
+      isolated: isoM,
+      ...(name === 'logits' ? { logits: { accumulated: dev && compareLogits(dev, ref), isolated: iso && compareLogits(iso, ref) } } : {}),
+      histogram: { accumulated: dev && errorHistogram(dev, ref), isolated: iso && errorHistogram(iso, ref) },
+      time_ms: { reference: 0, device: 0 },
+    };
+    stages.push(s);
+    if (a.failFast === true && s.status === 'fail') break;
+  }
+  for (const [name, root] of carriedFrom(stages, policy)) stages.find((s) => s.name === name)!.carried_from = root;
+  const failed = stages.find((s) => s.status === 'fail');
+  const run: RunResult = { stages, first_failure: failed?.name ?? null, verdict: failed ? 'fail' : 'pass' };
+  const hasAcc = stages.some((s) => s.accumulated !== null && s.name !== 'embed');
+  const mode = hasAcc && hasIso ? 'both' : hasIso ? 'isolated' : 'accumulated';
+  const model = B.model ?? A.model;
+  const layerIds = stages.filter((s) => s.name.startsWith('layer.')).map((s) => Number(s.name.slice(6)));
+  const report = buildReport({
+    modelPath: model?.path ?? path.resolve(B.dir),
+    architecture: model?.architecture ?? 'unknown',
+    fingerprint: { value: model?.fingerprint ?? 'unknown', kind: model !== null ? 'as the saved run recorded it' : 'not recorded' },
+    numLayers: model?.num_layers ?? layerIds.length,
+    tokens: B.tokens.length > 0 ? B.tokens : A.tokens,
+    prompt: B.prompt ?? A.prompt,
+    device: {
+      name: 'saved',
+      description: `saved run ${path.resolve(B.dir)}, not recomputed${B.device !== null ? `; computed on ${B.device.name}: ${B.device.description}` : ''}`,
+    },
+    policy,
+    mode,
+    layers: layerIds.length > 0 ? `${Math.min(...layerIds)}-${Math.max(...layerIds)}` : 'none',
+    injected: null,
+    run,
+    diagnosis: diagnose(run, policy, null),
+    golden: { dir: path.resolve(A.dir), action: 'compared' },
+    elapsedMs: Date.now() - started,
+  });
+  writeReports(report, targets);
+  const human = stdoutTaken(targets) ? process.stderr : process.stdout;
+  const colour = useColour(human);
+  human.write((terminal().quiet ? renderVerdict(report, colour) : renderTable(report, colour, terminal().verbose)) + '\n');
+  return { code: run.verdict === 'pass' ? ExitCode.pass : ExitCode.stageFailed, report };
+}
+
+function hasIsoIn(run: SavedRun): boolean {
+  const other = run.stages.find((n) => n !== 'embed');
+  return other !== undefined && run.kind === 'dump' && run.stage(other).device_isolated !== null;
+}

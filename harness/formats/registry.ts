@@ -1,0 +1,113 @@
+/**
+ * The format registry: every stored form of a linear weight the tool reads, one entry each (DESIGN §3,
+ * spec/fp4-formats.md). An entry says how the form is recognised from what is stored (tensor suffixes and
+ * dtypes), its logical shape, its block and scale codes, the second (global) scale if any, the exact
+ * dequantization formula, the device kind that decodes it, its NaN codes and which injected faults can
+ * touch it. Every consumer — loader, reference and device dequantization, weights-first check, inspect,
+ * FP16 cache, fixtures, fault plan, diagnosis — asks this table instead of knowing a format itself.
+ *
+ * A family is what the decoders implement (E2M1 × E8M0 blocks of 32, E2M1 × E4M3 blocks of 16 × a global
+ * scale, E4M3 × tiles, plain floats); several producers' entries share one family and differ only in names.
+ */
+import type { FaultId } from '../faults/plan.js';
+import type { DType } from './dtypes.js';
+
+/** What the decoders implement. */
+export type LinearFormat = 'plain' | 'fp8-block' | 'mxfp4' | 'nvfp4';
+
+export type FormatId = 'plain' | 'fp8-block' | 'deepseek-mxfp4' | 'quark-mxfp4' | 'ct-mxfp4' | 'modelopt-nvfp4' | 'ct-nvfp4';
+
+/** Scale element codes. */
+export type ScaleCode = 'e8m0' | 'e4m3' | 'f32';
+
+export interface FormatEntry {
+  id: FormatId;
+  family: LinearFormat;
+  /** who writes it, for the README and inspect */
+  producer: string;
+  /** the weight tensor's suffix after the module name, and its stored dtypes */
+  weight: { suffix: string; dtypes: readonly DType[] };
+  /** FP4 packs two elements a byte (stored [out, in/2]); FP8 and plain store [out, in] */
+  packed: boolean;
+  /** low-even: byte = q[2k] | q[2k+1] << 4 */
+  nibble: 'low-even' | null;
+  /** scale tensor suffixes tried in order, their dtypes and code; null for plain */
+  scale: { suffixes: readonly string[]; dtypes: readonly DType[] } | null;
+  /** [rows, cols] one scale covers; 'config' = quantization_config.weight_block_size (FP8 tiles) */
+  block: [number, number] | 'config';
+  /** the per-tensor second scale: a multiplier (ModelOpt) or a divisor (compressed-tensors) */
+  global: { suffix: string; op: 'mul' | 'div' } | null;
+  /** the formula, as the README prints it */
+  formula: string;
+  /** the native kind (device-hip/binding.ts DEQUANT_KINDS) that decodes it */
+  deviceKind: 'mxfp4' | 'nvfp4' | 'fp8-block' | 'plain';
+  /** stored codes that are NaN: bad input */
+  nanCodes: string;
+  /** weight faults (DESIGN §9) that can show in this family; any other is a no-op on it */
+  faults: readonly FaultId[];
+}
+
+const MX_FAULTS: readonly FaultId[] = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'];
+const NV_FAULTS: readonly FaultId[] = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride'];
+const MX_FORMULA = 'E2M1[nib] · 2^(s − 127), s the E8M0 byte of the row\'s 32-block';
+
+export const FORMATS: readonly FormatEntry[] = [
+  {
+    id: 'plain', family: 'plain', producer: 'any (BF16/F16/F32)',
+    weight: { suffix: 'weight', dtypes: ['BF16', 'F16', 'F32'] }, packed: false, nibble: null, scale: null, block: [1, 1], global: null,
+    formula: 'the stored float', deviceKind: 'plain', nanCodes: 'NaN floats', faults: [],
+  },
+  {
+    id: 'fp8-block', family: 'fp8-block', producer: 'DeepSeek (V3/R1/V4 FP8 blocks)',
+    weight: { suffix: 'weight', dtypes: ['F8_E4M3'] }, packed: false, nibble: null,
+    scale: { suffixes: ['scale', 'weight_scale_inv'], dtypes: ['F8_E8M0', 'U8', 'F32']}, block: 'config', global: null,
+    formula: 'E4M3(w) · s, one s (E8M0 or F32) per weight_block_size tile', deviceKind: 'fp8-block', nanCodes: 'E4M3 0x7F/0xFF, E8M0 0xFF, NaN F32 scales',
+    faults: ['scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'],
+  },
+  {
+    id: 'deepseek-mxfp4', family: 'mxfp4', producer: 'DeepSeek V4 (routed experts)',
+    weight: { suffix: 'weight', dtypes: ['I8', 'U8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['scale'], dtypes: ['F8_E8M0', 'U8']}, block: [1, 32], global: null,
+    formula: MX_FORMULA, deviceKind: 'mxfp4', nanCodes: 'E8M0 0xFF', faults: MX_FAULTS,
+  },
+  {
+    id: 'quark-mxfp4', family: 'mxfp4', producer: 'AMD Quark (fp4 per_group 32, e8m0)',
+    weight: { suffix: 'weight', dtypes: ['U8', 'I8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['weight_scale'], dtypes: ['U8', 'F8_E8M0']}, block: [1, 32], global: null,
+    formula: MX_FORMULA, deviceKind: 'mxfp4', nanCodes: 'E8M0 0xFF', faults: MX_FAULTS,
+  },
+  {
+    id: 'ct-mxfp4', family: 'mxfp4', producer: 'llm-compressor (compressed-tensors mxfp4-pack-quantized)',
+    weight: { suffix: 'weight_packed', dtypes: ['U8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['weight_scale'], dtypes: ['U8', 'F8_E8M0']}, block: [1, 32], global: null,
+    formula: MX_FORMULA, deviceKind: 'mxfp4', nanCodes: 'E8M0 0xFF', faults: MX_FAULTS,
+  },
+  {
+    id: 'modelopt-nvfp4', family: 'nvfp4', producer: 'NVIDIA ModelOpt (quant_algo NVFP4)',
+    weight: { suffix: 'weight', dtypes: ['U8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['weight_scale'], dtypes: ['F8_E4M3'] }, block: [1, 16], global: { suffix: 'weight_scale_2', op: 'mul' },
+    formula: 'E2M1[nib] · (E4M3(s) · weight_scale_2), s per 16 inputs of a row', deviceKind: 'nvfp4', nanCodes: 'E4M3 0x7F/0xFF scales, NaN/Inf/≤0 weight_scale_2', faults: NV_FAULTS,
+  },
+  {
+    id: 'ct-nvfp4', family: 'nvfp4', producer: 'llm-compressor (compressed-tensors nvfp4-pack-quantized)',
+    weight: { suffix: 'weight_packed', dtypes: ['U8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['weight_scale'], dtypes: ['F8_E4M3'] }, block: [1, 16], global: { suffix: 'weight_global_scale', op: 'div' },
+    formula: 'E2M1[nib] · (E4M3(s) / weight_global_scale), s per 16 inputs of a row', deviceKind: 'nvfp4', nanCodes: 'E4M3 0x7F/0xFF scales, NaN/Inf/≤0 weight_global_scale', faults: NV_FAULTS,
+  },
+];
+
+export function formatEntry(id: FormatId): FormatEntry {
+  return FORMATS.find((f) => f.id === id)!;
+}
+
+/** Weight tensor suffixes any entry stores under (a module's weight is `<module>.<suffix>`). */
+export const WEIGHT_SUFFIXES: readonly string[] = [...new Set(FORMATS.map((f) => f.weight.suffix))];
+
+/** Tensors that belong to a linear beside its weight (scales, global scales), by suffix. */
+export const SIDE_SUFFIXES: readonly string[] = [...new Set(FORMATS.flatMap((f) => [...(f.scale?.suffixes ?? []), ...(f.global ? [f.global.suffix] : [])]))];
+
+/** Faults that apply to at least one quantized family: the weight faults of the catalog. */
+export function faultApplies(fault: FaultId, family: LinearFormat, scaleCode: ScaleCode | null): boolean {
+  if (fault === 'e8m0-as-int' && scaleCode === 'f32') return false;
+  return FORMATS.some((f) => f.family === family && f.faults.includes(fault));
+}

@@ -1,0 +1,93 @@
+/**
+ * A `--dump DIR` as a saved run (DESIGN §7): DIR/<stage>.safetensors with F32 `reference`, `device` and, in
+ * isolated mode, `device_isolated`; DIR/run.json (schema layerdiff.dump/1) says whose run it is — model,
+ * input, device, policy, mode. `layerdiff compare` reads dumps and golden runs through one interface.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Policy } from '../compare/policy.js';
+import { InputError } from '../errors.js';
+import type { Act } from '../formats/tensor.js';
+import type { Selections } from '../models/path.js';
+import type { DeviceIdentity } from '../runner/backend.js';
+import { readActs, tensorNames } from './files.js';
+import { GOLDEN_MANIFEST, openGolden } from './golden.js';
+
+export const DUMP_SCHEMA = 'layerdiff.dump/1';
+export const DUMP_MANIFEST = 'run.json';
+
+export interface DumpManifest {
+  schema: typeof DUMP_SCHEMA;
+  tool: { name: 'layerdiff'; version: string };
+  model: { path: string; architecture: string; fingerprint: string; num_layers: number };
+  input: { tokens: number[]; prompt?: string };
+  device: DeviceIdentity;
+  policy: Policy;
+  mode: string;
+  injected: { fault: string; layer: number | null } | null;
+  stages: string[];
+}
+
+/** One stage of a saved run: the outputs it holds (null where that side or mode was not saved). */
+export interface SavedStage {
+  reference: Act | null;
+  device: Act | null;
+  device_isolated: Act | null;
+  selections: Selections | null;
+}
+
+export interface SavedRun {
+  dir: string;
+  kind: 'dump' | 'golden';
+  /** stage names in forward order */
+  stages: string[];
+  tokens: number[];
+  prompt?: string;
+  model: { path: string; architecture: string; fingerprint: string; num_layers: number } | null;
+  device: DeviceIdentity | null;
+  stage(name: string): SavedStage;
+}
+
+/** Forward order: embed, layer.0 …, final_norm, logits. */
+export function stageOrder(names: string[]): string[] {
+  const rank = (n: string) => (n === 'embed' ? -1 : n === 'final_norm' ? 1e9 : n === 'logits' ? 1e9 + 1 : /^layer\.(\d+)$/.test(n) ? Number(n.slice(6)) : NaN);
+  return names.filter((n) => !Number.isNaN(rank(n))).sort((a, b) => rank(a) - rank(b));
+}
+
+export function openSavedRun(dir: string, what: string): SavedRun {
+  if (!fs.existsSync(dir)) throw new InputError(`${what}: no such directory`, { file: dir });
+  if (!fs.statSync(dir).isDirectory()) throw new InputError(`${what}: not a directory (give a --dump folder or a golden run)`, { file: dir });
+  if (fs.existsSync(path.join(dir, GOLDEN_MANIFEST))) {
+    const g = openGolden(dir);
+    const m = 'model' in g.manifest ? (g.manifest as { model?: SavedRun['model'] }).model ?? null : null;
+    return {
+      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null,
+      stage: (name) => {
+        const r = g.stage(name);
+        return { reference: r.out, device: null, device_isolated: null, selections: r.selections };
+      },
+    };
+  }
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
+  const stages = stageOrder(files.map((f) => f.slice(0, -'.safetensors'.length)));
+  if (stages.length === 0) throw new InputError(`${what}: neither a golden run (${GOLDEN_MANIFEST}) nor a --dump folder (<stage>.safetensors)`, { file: dir });
+  let manifest: DumpManifest | null = null;
+  const mf = path.join(dir, DUMP_MANIFEST);
+  if (fs.existsSync(mf)) {
+    try {
+      manifest = JSON.parse(fs.readFileSync(mf, 'utf8')) as DumpManifest;
+    } catch {
+      throw new InputError('not valid JSON', { file: mf });
+    }
+    if (manifest?.schema !== DUMP_SCHEMA) throw new InputError(`schema ${JSON.stringify((manifest as { schema?: unknown } | null)?.schema)} is not ${DUMP_SCHEMA}`, { file: mf });
+  }
+  return {
+    dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null,
+    stage: (name) => {
+      const file = path.join(dir, `${name}.safetensors`);
+      const names = tensorNames(file);
+      const acts = readActs(file, names.filter((n) => ['reference', 'device', 'device_isolated'].includes(n)));
+      return { reference: acts.get('reference') ?? null, device: acts.get('device') ?? null, device_isolated: acts.get('device_isolated') ?? null, selections: null };
+    },
+  };
+}

@@ -1,0 +1,248 @@
+/**
+ * Issue 10: the three-question verdict. A correct FP16 device path passes on 200 tokens of deepseek-v4-tiny,
+ * where top-k flips happen and are judged benign; the new faults fail at their layer with their cause under
+ * the default policy (the floor rule), where the fixed rule max_abs 0.1 lets them through; a router that
+ * rescales its scores fails as a scoring bug; the floor pass equals a direct computation; policy files are
+ * validated. Runs go through runDiffCommand / runDiff without the weights check where it is not the point.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { judgeFlips, topkIds } from '../compare/flips.js';
+import { roundActF16 } from '../compare/floor.js';
+import { compareActs } from '../compare/metrics.js';
+import { DEFAULT_POLICY, loadPolicyFile, makePolicy, parsePolicy, resolvePolicy, stageKind, thresholdsFor, verdict } from '../compare/policy.js';
+import type { DiffArgs } from '../cli/diff.js';
+import { runGate } from '../cli/gate.js';
+import { roundToF16 } from '../formats/dtypes.js';
+import { act } from '../formats/tensor.js';
+import { InputError } from '../errors.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import type { LayerResult, ModelDef, StagePath } from '../models/path.js';
+import { selectBackend } from '../runner/backend.js';
+import { openModel } from '../runner/model.js';
+import { runDiff } from '../runner/run.js';
+import { packageRoot } from '../version.js';
+import { LLAMA_TINY, quietDiff } from './cli.js';
+
+const DSV4 = () => path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
+/** 200 tokens (vocab 384): long enough for flips on the fixture and for RoPE angle errors to grow */
+const LONG = Array.from({ length: 200 }, (_, i) => (i * 37 + 11) % 384);
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-verdict-'));
+
+const args = (over: Partial<DiffArgs> = {}): DiffArgs => ({ model: DSV4(), tokens: LONG.join(','), layers: 'all', device: 'emulated', mode: 'both', freeSelection: false, weights: false, ...over });
+
+describe('policy as data', () => {
+  it('the default is the floor rule; any of --metric/--fail-above/--warn-above makes a fixed rule', () => {
+    expect(resolvePolicy({})).toBe(DEFAULT_POLICY);
+    expect(DEFAULT_POLICY).toMatchObject({ rule: 'floor', metric: 'max_abs', fail_above: 0.1, warn_above: 0.01 });
+    expect(resolvePolicy({ failAbove: 0.2 })).toMatchObject({ rule: 'fixed', source: 'flags', metric: 'max_abs', fail_above: 0.2, warn_above: 0.01 });
+    expect(() => resolvePolicy({ policy: 'x.json', metric: 'rms' })).toThrow(InputError);
+  });
+
+  it('a file overrides per stage kind and mode; unknown fields and bad values are refused naming them', () => {
+    const p = parsePolicy({ floor_ratio: 8, kinds: { moe: { fail_above: 0.2, modes: { 'accumulated-forced': { floor_ratio: 10 } } } }, behaviour: { kl_mean_max: 0.05 } }, 'test');
+    expect(thresholdsFor(p, 'moe', 'accumulated-forced')).toMatchObject({ fail_above: 0.2, floor_ratio: 10 });
+    expect(thresholdsFor(p, 'moe', 'isolated')).toMatchObject({ fail_above: 0.2, floor_ratio: 8 });
+    expect(thresholdsFor(p, 'attn', 'isolated')).toMatchObject({ fail_above: 0.1, floor_ratio: 8 });
+    expect(p.behaviour).toMatchObject({ kl_mean_max: 0.05, top1_min: DEFAULT_POLICY.behaviour.top1_min });
+    expect(() => parsePolicy({ fail_abov: 1 }, 'f')).toThrow(/unknown field fail_abov/);
+    expect(() => parsePolicy({ kinds: { mlp: {} } }, 'f')).toThrow(/unknown field kinds\.mlp/);
+    expect(() => parsePolicy({ kinds: { attn: { modes: { both: {} } } } }, 'f')).toThrow(/kinds\.attn\.modes\.both/);
+    expect(() => parsePolicy({ metric: 'l3' }, 'f')).toThrow(/metric "l3"/);
+    expect(() => parsePolicy({ warn_above: 0.5 }, 'f')).toThrow(/warn_above 0.5 is above fail_above 0.1/);
+    const file = path.join(tmp, 'bad.json');
+    fs.writeFileSync(file, '{ not json');
+    expect(() => loadPolicyFile(file)).toThrow(/not JSON/);
+    expect(() => loadPolicyFile(path.join(tmp, 'missing.json'))).toThrow(/no such file/);
+  });
+
+  it('stage names map to kinds: layer output and FFN sub-stages are moe, attention sub-stages attn', () => {
+    expect(['embed', 'layer.3', 'layer.3.attn', 'layer.3.attn.indexer.scores', 'layer.3.moe.scores', 'layer.3.mlp', 'final_norm', 'logits'].map(stageKind)).toEqual(['embed', 'moe', 'attn', 'attn', 'moe', 'moe', 'logits', 'logits']);
+  });
+
+  it('the floor rule: fail on error/floor beyond the bound, or above 0.1 when the floor does not explain it', () => {
+    const m = (max_abs: number) => ({ max_abs, max_at: [0], mean_abs: 0, rms: 0, rel_l2: 0, cosine: 1, max_ref: 127, nan: { reference: 0, device: 0 }, inf: { reference: 0, device: 0 }, selection_flips: 0 });
+    // |r| ≈ 127: FP16 spacing 0.0625; a correct path's floor there is ~0.06, an error of 0.12 is 2× it
+    expect(verdict(m(0.12), DEFAULT_POLICY, { floor: { max_abs: 0.06 } })).toBe('warn');
+    expect(verdict(m(0.12), makePolicy('max_abs', 0.1, 0.01))).toBe('fail');
+    expect(verdict(m(0.2), DEFAULT_POLICY, { floor: { max_abs: 0.06 } })).toBe('fail'); // 3.3× > floor_excuse 3
+    expect(verdict(m(0.02), DEFAULT_POLICY, { floor: { max_abs: 0.003 } })).toBe('fail'); // 6.7× > floor_ratio 6, under 0.1
+    expect(verdict(m(5e-5), DEFAULT_POLICY, { floor: { max_abs: 0 } })).toBe('pass'); // below min_error
+  });
+});
+
+describe('the FP16 floor pass', () => {
+  it('equals a direct computation: the reference layer on its FP16-rounded input, output rounded, against the reference', () => {
+    const ck = Checkpoint.open(LLAMA_TINY());
+    try {
+      const model = openModel(ck, selectBackend('emulated'), null);
+      const tokens = [1, 17, 4, 123, 42, 7];
+      const run = runDiff(model, { tokens, mode: 'isolated', layers: null, policy: DEFAULT_POLICY, freeSelection: false, dumpDir: null });
+      const positions = tokens.map((_, i) => i);
+      const ctx = { tokens, positions, forcedSelections: null };
+      // the direct computation, element by element with the format's own rounding (dtypes.roundToF16)
+      let x = model.reference.embed(tokens);
+      const r16 = (a: { shape: number[]; data: Float32Array }) => act(a.shape, Float32Array.from(a.data, (v) => roundToF16(v)));
+      expect(run.stages[0].floor!.isolated!.max_abs).toBe(compareActs(r16(x), x).max_abs);
+      for (let L = 0; L < model.numLayers; L++) {
+        const w = model.loadLayer(L);
+        const ref = model.reference.layer(L, x, w, ctx).out;
+        const direct = compareActs(r16(model.reference.layer(L, r16(x), w, ctx).out), ref);
+        const s = run.stages.find((q) => q.name === `layer.${L}`)!;
+        expect(s.floor!.isolated!.max_abs, s.name).toBe(direct.max_abs);
+        expect(s.floor!.isolated!.rel_l2, s.name).toBeCloseTo(direct.rel_l2, 12);
+        expect(direct.max_abs, `${s.name}: the floor is at least half an FP16 ulp of something`).toBeGreaterThan(0);
+        x = ref;
+      }
+      expect(roundActF16(act([3], Float32Array.of(1 + 2 ** -11, 127.03, 70000))).data).toEqual(Float32Array.of(1, 127, Infinity));
+    } finally {
+      ck.close();
+    }
+  });
+});
+
+describe('flips judged', () => {
+  const sel = (ids: number[][]): LayerResult => ({ out: act([1], new Float32Array(1)), selections: { experts: ids } });
+  const withScores = (r: LayerResult, s: number[][], bias: number[] | null): LayerResult => ({
+    ...r,
+    scores: { experts: { scores: act([s.length, s[0].length], Float32Array.from(s.flat())), bias: bias && Float32Array.from(bias) } },
+  });
+  it('benign within the score error, a scoring bug far beyond it; the margin is the reference selection score gap', () => {
+    // reference: s + bias = [1.0, 0.9, 0.5, 0.899] → top-2 {0, 1}; device s' picks {0, 3}
+    const ref = withScores(sel([[0, 1]]), [[1.0, 0.8, 0.5, 0.799]], [0, 0.1, 0, 0.1]);
+    const near = withScores(sel([[0, 3]]), [[1.0, 0.7995, 0.5, 0.7999]], [0, 0.1, 0, 0.1]);
+    const f = judgeFlips(2, ref, near, 'accumulated', 4, { experts: 1e-4 })!;
+    expect(f).toMatchObject({ count: 1, benign: 1, scoring_bug: 0 });
+    expect(f.list[0]).toMatchObject({ token: 0, layer: 2, kind: 'experts', reference_choice: 1, device_choice: 3 });
+    expect(f.list[0].margin).toBeCloseTo(0.001, 6);
+    expect(f.list[0].score_error).toBeCloseTo(0.0005 + 0.0009, 6);
+    // the device's scores agree to 1e-4 but it chose as if there were no bias: a scoring bug, and its signature
+    const bad = withScores(sel([[0, 2]]), [[1.0, 0.8, 0.50005, 0.799]], [0, 0.1, 0, 0.1]);
+    const g = judgeFlips(2, ref, bad, 'accumulated', 4, { experts: 1e-4 })!;
+    expect(g).toMatchObject({ count: 1, benign: 0, scoring_bug: 1 });
+    expect(g.list[0].device_choice).toBe(2);
+    expect(topkIds([1, 3, 3, 2], 2)).toEqual([1, 2]); // ties to the lowest index
+  });
+});
+
+describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
+  it('a correct device path passes all three; flips happen, every one judged benign', async () => {
+    const { code, report } = await quietDiff(args({ json: path.join(tmp, 'clean.json') }));
+    expect(code).toBe(0);
+    const q = report.questions!;
+    expect([q.own_error.status, q.drift.status, q.behaviour.status]).toEqual(['pass', 'pass', 'pass']);
+    expect(q.behaviour.flips.count).toBeGreaterThan(0);
+    expect(q.behaviour.flips.scoring_bug).toBe(0);
+    expect(q.behaviour.flips.unjudged).toBe(0);
+    expect(q.behaviour.first_flip).toMatch(/^layer\.\d$/);
+    expect(q.behaviour.logits!.kl_p99).toBeLessThan(DEFAULT_POLICY.behaviour.kl_p99_max);
+    for (const s of report.stages) {
+      expect(s.floor, s.name).toBeDefined();
+      for (const f of s.flips?.accumulated?.list ?? []) expect(f.margin, `${s.name} token ${f.token}`).toBeLessThanOrEqual(4 * Math.max(f.score_error, f.layer_score_error ?? 0));
+    }
+    const json = JSON.parse(fs.readFileSync(path.join(tmp, 'clean.json'), 'utf8'));
+    expect(Object.keys(json.questions)).toEqual(['own_error', 'drift', 'behaviour']);
+    expect(json.policy).toMatchObject({ rule: 'floor', source: 'default' });
+  });
+
+  // fp16-accumulate runs a plain TypeScript FP16-accumulating GEMM over every linear of its layer: 96 tokens keep it quick
+  for (const [inject, stage, cause, n] of [
+    ['fp16-accumulate@1', 'layer.1', 'fp16-accumulate', 96],
+    ['rope-angle-fp16', 'layer.0', 'rope-angle-fp16', 200],
+    ['router-bias-dropped@2', 'layer.2', 'router-bias-dropped', 200],
+  ] as const) {
+    it(`--inject ${inject} fails at ${stage} as ${cause} (${n} tokens); the fixed rule max_abs 0.1 would miss its own error`, async () => {
+      const { code, report } = await quietDiff(args({ inject, weights: true, tokens: LONG.slice(0, n).join(',') }));
+      expect(code).toBe(1);
+      expect(report.first_failure).toBe(stage);
+      expect(report.diagnosis[0]).toMatchObject({ stage, cause, source: 'activations' });
+      const s = report.stages.find((x) => x.name === stage)!;
+      if (cause === 'router-bias-dropped') {
+        // the bias enters selection only: with the reference's choices every stage passes
+        expect(report.questions!.own_error.status).toBe('pass');
+        expect(report.questions!.drift.status).toBe('pass');
+        expect(report.questions!.behaviour.first_scoring_bug).toBe(stage);
+        expect(report.diagnosis[0].substage).toBe(`${stage}.moe.router`);
+      } else {
+        expect(report.questions!.own_error).toMatchObject({ status: 'fail', first_failure: stage });
+        expect(s.isolated!.max_abs).toBeLessThan(0.1);
+      }
+    });
+  }
+});
+
+describe('the new faults on llama-tiny (its default prompt), and the clean path', () => {
+  const largs = (over: Partial<DiffArgs> = {}): DiffArgs => ({ model: LLAMA_TINY(), layers: 'all', device: 'emulated', mode: 'both', freeSelection: false, ...over });
+  it('clean passes; fp16-accumulate@2 and rope-angle-fp16 fail at their layer, by name; router-bias-dropped is refused', async () => {
+    expect((await quietDiff(largs())).code).toBe(0);
+    for (const [inject, stage, cause] of [['fp16-accumulate@2', 'layer.2', 'fp16-accumulate'], ['rope-angle-fp16', 'layer.0', 'rope-angle-fp16']] as const) {
+      const { code, report } = await quietDiff(largs({ inject }));
+      expect(code, inject).toBe(1);
+      expect(report.first_failure, inject).toBe(stage);
+      expect(report.diagnosis[0], inject).toMatchObject({ stage, cause });
+    }
+    await expect(quietDiff(largs({ inject: 'router-bias-dropped@1' }))).rejects.toThrow(/no expert router/);
+  });
+});
+
+describe('a router that rescales its scores', () => {
+  it('fails as a scoring bug at the layer, not as drift', () => {
+    const ck = Checkpoint.open(DSV4());
+    try {
+      const model = openModel(ck, selectBackend('emulated'), null) as ModelDef<unknown>;
+      const L = 2;
+      const c = 1.5;
+      // the device's selection on c·s + bias (its reported scores are c·s): forced choices hide it from ω
+      const device: StagePath<unknown> = {
+        ...model.device,
+        embed: (t) => model.device.embed(t),
+        finalNorm: (x) => model.device.finalNorm(x),
+        logits: (x) => model.device.logits(x),
+        layer: (l, x, w, ctx) => {
+          const free = model.device.layer(l, x, w, { ...ctx, forcedSelections: null });
+          if (l !== L) return ctx.forcedSelections === null ? free : model.device.layer(l, x, w, ctx);
+          const sc = free.scores!.experts;
+          const E = sc.scores.shape[1];
+          const k = free.selections!.experts[0].length;
+          const scaled = act(sc.scores.shape, Float32Array.from(sc.scores.data, (v) => c * v));
+          const own = Array.from({ length: sc.scores.shape[0] }, (_, t) => topkIds(Array.from({ length: E }, (_, e) => scaled.data[t * E + e] + sc.bias![e]), k));
+          const sels = { ...free.selections!, ...(ctx.forcedSelections ?? {}), ...(ctx.forcedSelections === null ? { experts: own } : {}) };
+          const r = model.device.layer(l, x, w, { ...ctx, forcedSelections: sels });
+          return { ...r, selections: ctx.forcedSelections === null ? { ...r.selections!, experts: own } : r.selections, scores: { ...r.scores, experts: { scores: scaled, bias: sc.bias } } };
+        },
+      };
+      const run = runDiff({ ...model, device }, { tokens: LONG.slice(0, 96), mode: 'both', layers: null, policy: DEFAULT_POLICY, freeSelection: false, dumpDir: null });
+      expect(run.verdict).toBe('fail');
+      expect(run.first_failure).toBe(`layer.${L}`);
+      const s = run.stages.find((x) => x.name === `layer.${L}`)!;
+      expect(s.substage_status!['moe.scores']).toBe('fail');
+      expect(run.questions!.own_error.first_failure).toBe(`layer.${L}`);
+      expect(s.drill!.first_failing).toBe(`layer.${L}.moe.scores`);
+    } finally {
+      ck.close();
+    }
+  });
+});
+
+describe('the gate uses the same verdict', () => {
+  it('passes on the fixture with the three answers in its record', async () => {
+    const record = path.join(tmp, 'acceptance.json');
+    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
+    // two prompts, one of 200 tokens where top-k flips happen (the built-in set takes ~50 s on two cores)
+    const prompts = path.join(tmp, 'prompts.jsonl');
+    fs.writeFileSync(prompts, [JSON.stringify({ tokens: LONG }), JSON.stringify({ tokens: LONG.slice(0, 40) })].join('\n') + '\n');
+    const r = await runGate({ model: DSV4(), record, prompts, device: 'emulated' }, sink);
+    expect(r.code).toBe(0);
+    const rec = JSON.parse(fs.readFileSync(record, 'utf8'));
+    expect(rec.policy).toMatchObject({ rule: 'floor', metric: 'max_abs' });
+    expect(rec.acceptance.prompts[0].questions.behaviour.flips).toBeGreaterThan(0);
+    for (const p of rec.acceptance.prompts) {
+      expect(p.questions.own_error.status).toBe('pass');
+      expect(p.questions.drift.status).toBe('pass');
+      expect(p.questions.behaviour.status).toBe('pass');
+      expect(typeof p.questions.behaviour.kl_mean).toBe('number');
+    }
+  });
+});
