@@ -20,11 +20,11 @@ import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig } from '../fo
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { dequantRowsExact, kindOf } from '../../reference-cpu/dequant.js';
-import { checkExactVsF16 } from '../../reference-cpu/native.js';
+import { checkExactVsF16, type ExactVsF16 } from '../../reference-cpu/native.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
-import { applies, READINGS, reproduces, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
+import { applies, READINGS, reproduces, sameF16, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
 
 export interface TensorCheck {
   /** checkpoint name of the weight */
@@ -208,7 +208,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   //   rounding is ±Inf / a non-zero → ±0  → the block overflows / underflows FP16 (a checkpoint property);
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
-  const cmp = checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
+  const cmp = lw.format === 'nvfp4' ? compareTs(lw, dev) : checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
   const { bad, over, under } = cmp;
@@ -240,6 +240,34 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
     out.matches = WEIGHT_CAUSES.filter((c) => applies(c, lw) && reproduces(lw, READINGS[c], dev));
   }
   return out;
+}
+
+/**
+ * The same compare element by element in TypeScript, for formats the native decoder does not know yet (NVFP4):
+ * the rule check_f16.cc implements, over the reference's exact FP32 decode.
+ */
+function compareTs(lw: LinearWeight, dev: Uint16Array): ExactVsF16 {
+  const ref = dequantRowsExact(lw, 0, lw.out);
+  const [R, C] = scaleGrid(lw);
+  const [bo, bi] = lw.block;
+  const bad = new Uint8Array(R * C), over = new Uint8Array(R * C), under = new Uint8Array(R * C);
+  let firstBad = -1, maxAbs = 0, nonFinite = 0;
+  for (let k = 0; k < ref.length; k++) {
+    const d = dev[k];
+    if (f16ToF32(d) === ref[k]) continue;
+    const o = Math.floor(k / lw.in);
+    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const h = f32ToF16Bits(ref[k]);
+    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
+    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
+    if ((d & 0x7c00) === 0x7c00) nonFinite++;
+    if (sameF16(h, d)) continue;
+    bad[blk] = 1;
+    if (firstBad < 0) firstBad = k;
+    const e = Math.abs(f16ToF32(d) - f16ToF32(h));
+    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
+  }
+  return { firstBad, maxAbs, nonFinite, firstReferenceNonFinite: -1, bad, over, under };
 }
 
 /** NaN codes in the checkpoint are bad input (DESIGN §6 exit 2): name the tensor that holds them and its file. */
