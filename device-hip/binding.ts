@@ -16,6 +16,9 @@ export const FAULT_CODES = {
   'scale-axis': 4,
   'scale-stride': 5,
   'e8m0-as-int': 6,
+  'global-scale-inverted': 7,
+  'e4m3-scale-as-e8m0': 8,
+  'scale-block-size': 9,
 } as const;
 export type NativeFault = keyof typeof FAULT_CODES;
 

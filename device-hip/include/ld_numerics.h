@@ -210,9 +210,12 @@ typedef enum ld_fault {
   LD_FAULT_SCALE_MISSING = 3, /* scale treated as 1.0 */
   LD_FAULT_SCALE_AXIS = 4,   /* scale grid [R, C] read as if stored transposed: (r, c) at c·R + r */
   LD_FAULT_SCALE_STRIDE = 5, /* row stride C+1: (r·(C+1) + c) mod (R·C) */
-  LD_FAULT_E8M0_AS_INT = 6   /* the scale byte used as an integer, not 2^(b−127) */
+  LD_FAULT_E8M0_AS_INT = 6,  /* the scale byte used as an integer, not 2^(b−127) */
+  LD_FAULT_GLOBAL_SCALE_INVERTED = 7, /* NVFP4: a multiplier global scale divided by, a divisor multiplied by */
+  LD_FAULT_E4M3_SCALE_AS_E8M0 = 8,    /* NVFP4: the E4M3 block-scale byte decoded as E8M0, 2^(b−127) */
+  LD_FAULT_SCALE_BLOCK_SIZE = 9       /* NVFP4: 16-wide blocks read as 32: scale (o, c) taken at o·⌊C/2⌋ + ⌊c/2⌋ */
 } ld_fault;
-#define LD_FAULT_COUNT 7
+#define LD_FAULT_COUNT 10
 
 /* Flat index of scale (r, c) in a row-major [R, C] grid, as the (possibly faulty) kernel reads it. */
 LD_INLINE size_t ld_scale_index(size_t R, size_t C, size_t r, size_t c, int fault) {
@@ -284,8 +287,15 @@ LD_INLINE uint16_t ld_fp8_elem_f16(const uint8_t* w, const void* scales, int sca
  */
 LD_INLINE float ld_nvfp4_scale(uint8_t b, float global, int divisor, int fault) {
   if (fault == LD_FAULT_SCALE_MISSING) return 1.0f;
-  float s = ld_element_to_f32(LD_ELEM_E4M3, b);
+  float s = ld_element_to_f32(fault == LD_FAULT_E4M3_SCALE_AS_E8M0 ? LD_ELEM_E8M0 : LD_ELEM_E4M3, b);
+  if (fault == LD_FAULT_GLOBAL_SCALE_INVERTED) divisor = !divisor;
   return divisor ? s / global : s * global;
+}
+
+/* Flat index of NVFP4 scale (o, c) in its [out, C] grid (C = in/16), as the (possibly faulty) kernel reads it. */
+LD_INLINE size_t ld_nvfp4_scale_index(size_t out, size_t C, size_t o, size_t c, int fault) {
+  if (fault == LD_FAULT_SCALE_BLOCK_SIZE) return o * (C / 2) + c / 2;
+  return ld_scale_index(out, C, o, c, fault);
 }
 
 LD_INLINE float ld_fp4_elem_f32(int nibble, int fault) {
@@ -306,7 +316,7 @@ LD_INLINE uint16_t ld_nvfp4_elem_f16(const uint8_t* packed, const uint8_t* scale
   int high = (i & 1) != (fault == LD_FAULT_NIBBLE_SWAP);
   int nibble = high ? (byte >> 4) : (byte & 0xF);
   size_t C = (size_t)(in / 16);
-  uint8_t sb = scales[ld_scale_index((size_t)out, C, (size_t)o, (size_t)(i / 16), fault)];
+  uint8_t sb = scales[ld_nvfp4_scale_index((size_t)out, C, (size_t)o, (size_t)(i / 16), fault)];
   return ld_nvfp4_value_f16(nibble, ld_nvfp4_scale(sb, global, divisor, fault), fault);
 }
 

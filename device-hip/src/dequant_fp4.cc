@@ -25,7 +25,7 @@ void dequant_nvfp4(const uint8_t* packed, const uint8_t* scales, int out, int in
     const uint8_t* prow = packed + (size_t)o * (in / 2);
     uint16_t* yrow = y + (size_t)o * in;
     for (int c = 0; c < C; c++) {
-      const uint8_t sb = scales[ld_scale_index((size_t)out, (size_t)C, (size_t)o, (size_t)c, fault)];
+      const uint8_t sb = scales[ld_nvfp4_scale_index((size_t)out, (size_t)C, (size_t)o, (size_t)c, fault)];
       for (int j = 0; j < 8; j++) {
         const uint8_t b = prow[c * 8 + j];
         yrow[c * 16 + 2 * j] = tab[sb][ld_mxfp4_nibble(b, 0, fault)];

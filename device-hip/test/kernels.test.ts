@@ -195,7 +195,7 @@ describe('argument validation', () => {
     expect(() => N.gemmF16(new Float32Array(4) as unknown as Uint16Array, x, 1, 4, 1, 1)).toThrow(TypeError);
     expect(() => N.gemmF16(x, x, 16, 4096.5, 1, 1)).toThrow(RangeError);
     expect(() => N.dequantToF16(0, new Uint8Array(8), new Uint8Array(1), false, 1, 16, 1, 32, 0)).toThrow(/multiple of 32/);
-    expect(() => N.dequantToF16(0, new Uint8Array(16), new Uint8Array(1), false, 1, 32, 1, 32, 9)).toThrow(RangeError);
+    expect(() => N.dequantToF16(0, new Uint8Array(16), new Uint8Array(1), false, 1, 32, 1, 32, 99)).toThrow(RangeError); // past the last fault code
     expect(() => N.attentionF16(new Uint16Array(24), new Uint16Array(16), new Uint16Array(16), 1, 3, 2, 8, 8, 1, 0, null)).toThrow(/Hq 3 is not a multiple of Hkv 2/);
   });
 

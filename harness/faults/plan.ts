@@ -15,6 +15,9 @@ export const FAULT_IDS = [
   'fp16-accumulate',
   'rope-angle-fp16',
   'router-bias-dropped',
+  'global-scale-inverted',
+  'e4m3-scale-as-e8m0',
+  'scale-block-size',
 ] as const;
 export type FaultId = (typeof FAULT_IDS)[number];
 

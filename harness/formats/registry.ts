@@ -48,7 +48,7 @@ export interface FormatEntry {
 }
 
 const MX_FAULTS: readonly FaultId[] = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'];
-const NV_FAULTS: readonly FaultId[] = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride'];
+const NV_FAULTS: readonly FaultId[] = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size'];
 const MX_FORMULA = 'E2M1[nib] · 2^(s − 127), s the E8M0 byte of the row\'s 32-block';
 
 export const FORMATS: readonly FormatEntry[] = [

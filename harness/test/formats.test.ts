@@ -177,6 +177,17 @@ describe.each(FIXTURE_FP4_FORMATS.map((f) => [f]))('llama-tiny --format %s', (fo
   });
 });
 
+describe('the classic NVFP4 bug end to end', () => {
+  it('diff --inject global-scale-inverted on compressed-tensors NVFP4 fails and the diagnosis names it', async () => {
+    const { code, report } = await quietDiff({
+      model: dirs['ct-nvfp4'], layers: 'all', device: 'emulated', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01, freeSelection: false, inject: 'global-scale-inverted',
+    });
+    expect(code).toBe(1);
+    expect(report.diagnosis[0].cause).toBe('global-scale-inverted');
+    expect(report.diagnosis[0].stage).toBe('layer.1');
+  });
+});
+
 describe('bad input per format: exit 2, one line naming file, tensor and field', () => {
   const M = 'model.layers.2.mlp.up_proj';
   const cases: Array<{ id: string; src: FixtureFp4Format; make: (src: string, dst: string) => { file?: string; tensor?: string }; says: RegExp; cmd?: string[] }> = [

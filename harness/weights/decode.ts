@@ -16,7 +16,7 @@ import { type LinearWeight, scaleCodeOf } from '../formats/linear.js';
 import { faultApplies } from '../formats/registry.js';
 
 /** The catalog ids a weight reading can name (fp16-overflow is an activation bug, see compare/diagnose.ts). */
-export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int'] as const;
+export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int', 'global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size'] as const;
 export type WeightCause = (typeof WEIGHT_CAUSES)[number];
 
 export interface Reading {
@@ -25,12 +25,14 @@ export interface Reading {
   /** element 2j taken from the high nibble, 2j+1 from the low */
   swap: boolean;
   /** where scale (r, c) of an [R, C] grid is read: row-major, as if stored transposed, or with row stride C+1 */
-  index: 'row-major' | 'transposed' | 'stride+1';
+  index: 'row-major' | 'transposed' | 'stride+1' | 'block-32';
   /** scale value: 2^(b−127), ignored (1.0), or the byte as an integer */
-  scale: 'e8m0' | 'one' | 'int';
+  scale: 'e8m0' | 'one' | 'int' | 'e4m3-as-e8m0';
+  /** NVFP4's global scale applied as stored, or the other way (a multiplier divided by, a divisor multiplied by) */
+  global: 'as-stored' | 'inverted';
 }
 
-export const CORRECT: Reading = { table: 'e2m1', swap: false, index: 'row-major', scale: 'e8m0' };
+export const CORRECT: Reading = { table: 'e2m1', swap: false, index: 'row-major', scale: 'e8m0', global: 'as-stored' };
 
 export const READINGS: Record<WeightCause, Reading> = {
   'e3m0-table': { ...CORRECT, table: 'e3m0' },
@@ -39,6 +41,9 @@ export const READINGS: Record<WeightCause, Reading> = {
   'scale-axis': { ...CORRECT, index: 'transposed' },
   'scale-stride': { ...CORRECT, index: 'stride+1' },
   'e8m0-as-int': { ...CORRECT, scale: 'int' },
+  'global-scale-inverted': { ...CORRECT, global: 'inverted' },
+  'e4m3-scale-as-e8m0': { ...CORRECT, scale: 'e4m3-as-e8m0' },
+  'scale-block-size': { ...CORRECT, index: 'block-32' },
 };
 
 /** What each reading means, in the words a diagnosis prints. */
@@ -49,6 +54,9 @@ export const READING_TEXT: Record<WeightCause, string> = {
   'scale-axis': 'reading the scale grid as if it were stored transposed',
   'scale-stride': 'reading the scale grid with row stride C+1',
   'e8m0-as-int': 'using the E8M0 scale byte e as the number e instead of 2^(e−127)',
+  'e4m3-scale-as-e8m0': 'decoding the E4M3 block-scale bytes as E8M0 (2^(b−127))',
+  'scale-block-size': 'reading 16-wide scale blocks as if they were 32 wide',
+  'global-scale-inverted': "applying NVFP4's global scale the wrong way (dividing by ModelOpt's multiplier, or multiplying by compressed-tensors' divisor)",
 };
 
 /** Does this reading change anything for this format? (A table bug cannot show in an FP8 weight.) The registry says. */
@@ -64,6 +72,7 @@ export function scaleGrid(lw: LinearWeight): [number, number] {
 export function scaleIndex(R: number, C: number, r: number, c: number, how: Reading['index']): number {
   if (how === 'transposed') return c * R + r;
   if (how === 'stride+1') return (r * (C + 1) + c) % (R * C);
+  if (how === 'block-32') return r * Math.floor(C / 2) + Math.floor(c / 2);
   return r * C + c;
 }
 
@@ -74,12 +83,12 @@ function e3m0(nibble: number): number {
 }
 
 /** Scale values of the grid under a reading, as float64 (each exact in float32). */
-function scaleValues(lw: LinearWeight, how: Reading['scale']): Float64Array {
+function scaleValues(lw: LinearWeight, how: Reading): Float64Array {
   const s = lw.scale!;
   const [R, C] = scaleGrid(lw);
   const n = R * C;
   const out = new Float64Array(n);
-  if (how === 'one') return out.fill(1);
+  if (how.scale === 'one') return out.fill(1);
   if (s.dtype === 'F32') {
     const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
     for (let k = 0; k < n; k++) out[k] = dv.getFloat32(4 * k, true);
@@ -88,13 +97,14 @@ function scaleValues(lw: LinearWeight, how: Reading['scale']): Float64Array {
   if (lw.format === 'nvfp4') {
     // E4M3 block scale times (ModelOpt) or over (compressed-tensors) the global scale, rounded once to float32
     const g = lw.global!;
+    const mul = (g.op === 'mul') !== (how.global === 'inverted');
     for (let k = 0; k < n; k++) {
-      const e = how === 'int' ? s.bytes[k] : E4M3_TABLE[s.bytes[k]];
-      out[k] = Math.fround(g.op === 'mul' ? e * g.value : e / g.value);
+      const e = how.scale === 'int' ? s.bytes[k] : how.scale === 'e4m3-as-e8m0' ? E8M0_TABLE[s.bytes[k]] : E4M3_TABLE[s.bytes[k]];
+      out[k] = Math.fround(mul ? e * g.value : e / g.value);
     }
     return out;
   }
-  for (let k = 0; k < n; k++) out[k] = how === 'int' ? s.bytes[k] : E8M0_TABLE[s.bytes[k]];
+  for (let k = 0; k < n; k++) out[k] = how.scale === 'int' ? s.bytes[k] : E8M0_TABLE[s.bytes[k]];
   return out;
 }
 
@@ -105,7 +115,7 @@ function scaleValues(lw: LinearWeight, how: Reading['scale']): Float64Array {
 export function forEachF16(lw: LinearWeight, rd: Reading, visit: (k: number, h: number) => boolean | void): void {
   const { out, in: inn } = lw;
   const [R, C] = scaleGrid(lw);
-  const sv = scaleValues(lw, rd.scale);
+  const sv = scaleValues(lw, rd);
   const [bo, bi] = lw.block;
   if (lw.format === 'mxfp4' || lw.format === 'nvfp4') {
     // an MX block is 32 elements (16 bytes) of a row, an NVFP4 block 16 (8 bytes); both low-even
