@@ -94,7 +94,12 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
     const model = openModel(ck, backend, faults);
     if (faults?.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${a.inject}: the model has layers 0-${model.numLayers - 1}`);
-    if (faults?.fault === 'router-bias-dropped' && model.architecture === 'llama') throw new InputError(`--inject ${a.inject}: a Llama model has no expert router (the fault needs a MoE selection bias, as DeepSeek-V4's)`);
+    // the verdict's faults (issue 10) are simulated in these device paths only: elsewhere the injection would be a silent no-op
+    const simulatedIn: Record<string, string[]> = { 'fp16-accumulate': ['llama', 'deepseek_v4'], 'rope-angle-fp16': ['llama', 'deepseek_v4'], 'router-bias-dropped': ['deepseek_v4'] };
+    const where = faults !== null ? simulatedIn[faults.fault] : undefined;
+    if (where !== undefined && !where.includes(model.architecture)) {
+      throw new InputError(`--inject ${a.inject}: not simulated on ${model.architecture} (only ${where.join(', ')})${faults!.fault === 'router-bias-dropped' ? ': the fault needs an expert router with a selection-only bias, as DeepSeek-V4\'s' : ''}`);
+    }
     let layers = parseLayers(a.layers, model.numLayers);
     const fingerprint = quickFingerprint(ck);
 
