@@ -10,7 +10,8 @@ import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { dequantNvfp4RowsTs } from './dequant_ts.js';
 import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
-function kindOf(lw: LinearWeight): ExactKind {
+/** The native decoder's name for a linear weight's stored encoding. */
+export function kindOf(lw: LinearWeight): ExactKind {
   if (lw.format === 'mxfp4') return 'mxfp4';
   if (lw.format === 'fp8-block') return lw.scale!.dtype === 'F32' ? 'fp8-f32' : 'fp8-e8m0';
   switch (lw.weight.dtype) {

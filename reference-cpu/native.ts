@@ -15,10 +15,29 @@ export interface ReferenceNativeInfo {
 /** Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind. */
 export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32';
 
+/** The exact weight against FP16 device weights, by scale block (see reference-cpu/native/check_f16.cc). */
+export interface ExactVsF16 {
+  /** flat index of the first differing weight, −1 when none */
+  firstBad: number;
+  /** max |f16(device) − round_f16(exact)| over differing weights (Infinity for Inf/NaN) */
+  maxAbs: number;
+  /** Inf/NaN device values where the two are not value-equal */
+  nonFinite: number;
+  /** flat index of the first exact value outside float32 (Inf/NaN: bad input), −1 when none */
+  firstReferenceNonFinite: number;
+  /** per scale block (row-major grid): 1 where a weight differs / overflows FP16 / underflows to ±0 */
+  bad: Uint8Array;
+  over: Uint8Array;
+  under: Uint8Array;
+}
+
 interface ReferenceAddon {
   gemmF32(x: Float32Array, w: Float32Array, m: number, k: number, n: number): Float32Array;
+  linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number };
   dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
   firstNonFinite(w: Float32Array): number;
+  checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
+  roundF16(x: Float32Array): Uint16Array;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
 }
@@ -69,4 +88,30 @@ export function dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Ar
 /** The lowest index of a NaN or ±Inf in w, or −1. */
 export function firstNonFinite(w: Float32Array): number {
   return native().firstNonFinite(w);
+}
+
+/**
+ * The weights check's compare, fused with the exact decode (no FP32 copy of the tensor): `device` is the
+ * device's FP16 weights [out·in]; each exact value is rounded once to FP16 by the reference side's own rule.
+ */
+export function checkExactVsF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16 {
+  for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16');
+  return native().checkF16(kind, weight, scale, out, inn, bo, bi, device);
+}
+
+/** float32 → binary16 bits by the reference side's native rounding (nearest-even), for tests. */
+export function roundF16Native(x: Float32Array): Uint16Array {
+  return native().roundF16(x);
+}
+
+/**
+ * y [m, n] = x [m, in] · W[r0:r0+n]ᵀ with W decoded exactly inside the GEMM, a few rows at a time (no FP32 copy
+ * of W): the bits of gemmF32(x, dequantExact(W rows)). firstNonFinite ≥ 0 (flat index in the whole tensor)
+ * means a weight decoded to NaN/Inf and y must not be used.
+ */
+export function linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number } {
+  for (const [name, v] of [['m', m], ['out', out], ['in', inn], ['bo', bo], ['bi', bi], ['n', n]] as const) dim(name, v, 'linearExact');
+  if (!Number.isInteger(r0) || r0 < 0 || r0 + n > out) throw new RangeError(`linearExact: rows [${r0}, ${r0 + n}) outside [0, ${out})`);
+  if (!(x instanceof Float32Array) || x.length !== m * inn) throw new RangeError(`linearExact: x must be a Float32Array of m×in = ${m * inn}`);
+  return native().linearExact(x, m, kind, weight, scale, out, inn, bo, bi, r0, n);
 }

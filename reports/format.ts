@@ -84,7 +84,7 @@ export function stageFailure(r: Report, name: string, short = false): string {
 export function policyText(p: Policy): string {
   const base = `${p.metric} fail > ${p.fail_above}, warn > ${p.warn_above}`;
   if (p.rule === 'fixed') return `${base} (fixed rule)`;
-  return `${base} unless within ${p.floor_excuse}× the FP16 floor; fail when error/floor > ${p.floor_ratio}${p.source !== 'default' ? ` · policy ${p.source}` : ''}`;
+  return `${base} unless within ${p.floor_excuse}× the FP16 floor; fail when ${p.ratio_metric} error/floor > ${p.floor_ratio}${p.source !== 'default' ? ` · policy ${p.source}` : ''}`;
 }
 
 type Stage = Report['stages'][number];

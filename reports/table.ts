@@ -34,7 +34,7 @@ export function renderVerdict(r: Report, colour: boolean): string {
 export function renderTable(r: Report, colour: boolean, verbose = false): string {
   const cols = metricColumns(r);
   const t = new Table({
-    head: ['stage', ...cols.head, 'forced max_abs', 'floor', 'err/floor', 'nan/inf', 'flips', 'status'],
+    head: ['stage', ...cols.head, 'forced max_abs', `floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor', 'nan/inf', 'flips', 'status'],
     style: { head: [], border: [], compact: true },
     colAligns: ['left', ...cols.head.map(() => 'right' as const), 'right', 'right', 'right', 'right', 'right', 'left'],
   });
@@ -42,7 +42,8 @@ export function renderTable(r: Report, colour: boolean, verbose = false): string
   for (const s of r.stages) {
     const status = colour ? `${COLOURS[s.status]}${statusText(s)}${RESET}` : statusText(s);
     // floor and ratio of the judged modes: isolated / forced
-    const fl = s.floor ? `${sci(s.floor.isolated?.[s.judged_by ?? r.policy.metric])}/${sci(s.floor.accumulated_forced?.[s.judged_by ?? r.policy.metric])}` : '-';
+    const fm = s.ratio_metric ?? r.policy.metric;
+    const fl = s.floor ? `${sci(s.floor.isolated?.[fm])}/${sci(s.floor.accumulated_forced?.[fm])}` : '-';
     const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
     const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
     const flips = f === null ? flipsText(s) : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;

@@ -281,13 +281,14 @@ function scoreSubstageDiagnosis(s: StageResult, policy: Policy, weightsClean: st
   // only the scores: a bug upstream of them (every matrix product, the attention input) moves them too
   if (s.drill!.substages.some((q) => q.status === 'fail' && !q.name.endsWith('.scores'))) return null;
   const x = s.drill!.substages.find((q) => q.name === first)!;
-  const ratio = floorRatio(x.metrics.max_abs, x.floor?.max_abs ?? 0);
+  const rm = policy.ratio_metric;
+  const ratio = floorRatio(x.metrics[rm], x.floor?.[rm] ?? 0);
   return {
     stage: s.name,
     cause: 'scoring-bug',
     source: 'activations',
     substage: first,
-    evidence: `on the reference's input the device's selection scores at ${first} are off by max_abs ${fmt(x.metrics.max_abs)} (${fmt(ratio)}× their FP16 floor, rel_l2 ${fmt(x.metrics.rel_l2)}, cosine ${fmt(x.metrics.cosine)}) while the sub-stages before them pass: a scoring bug (a rescaled score, a wrong score function), which moves the top-k choice${policy.rule === 'floor' ? '' : ''} even where the normalised routing weights hide it${weightsClean}`,
+    evidence: `on the reference's input the device's selection scores at ${first} are off by max_abs ${fmt(x.metrics.max_abs)} (${rm} ${fmt(ratio)}× their FP16 floor, rel_l2 ${fmt(x.metrics.rel_l2)}, cosine ${fmt(x.metrics.cosine)}) while the sub-stages before them pass: a scoring bug (a rescaled score, a wrong score function), which moves the top-k choice${policy.rule === 'floor' ? '' : ''} even where the normalised routing weights hide it${weightsClean}`,
     hint: 'compare the router kernel with the reference op by op: the gate GEMM, sqrt-softplus, any scale applied before the top-k',
   };
 }
@@ -334,7 +335,7 @@ function floorSignature(s: StageResult, policy: Policy, weightsClean: string): D
       cause: 'fp16-accumulate',
       source: 'activations',
       ...sub,
-      evidence: `every matrix-product sub-stage of the layer is far above its FP16 floor from the first positions on, with no trend over positions (${failing.map((x) => `${x.name} ${fmt(x.metrics.max_abs)} = ${fmt(floorRatio(x.metrics.max_abs, x.floor?.max_abs ?? 0))}× its floor`).join(', ')})${(s.isolated?.max_abs ?? Infinity) <= policy.fail_above ? `, although under max_abs ${policy.fail_above} (${fmt(s.isolated!.max_abs)}) a fixed rule would pass it` : ''}: sums that lose bits as they grow — matrix products accumulating in FP16${weightsClean}`,
+      evidence: `every matrix-product sub-stage of the layer is far above its FP16 floor from the first positions on, with no trend over positions (${failing.map((x) => `${x.name} ${policy.ratio_metric} ${fmt(x.metrics[policy.ratio_metric])} = ${fmt(floorRatio(x.metrics[policy.ratio_metric], x.floor?.[policy.ratio_metric] ?? 0))}× its floor`).join(', ')})${(s.isolated?.max_abs ?? Infinity) <= policy.fail_above ? `, although under max_abs ${policy.fail_above} (${fmt(s.isolated!.max_abs)}) a fixed rule would pass it` : ''}: sums that lose bits as they grow — matrix products accumulating in FP16${weightsClean}`,
       hint: 'set the GEMM compute type to FP32 (rocBLAS/hipBLASLt compute_type f32 with f16 inputs and outputs)',
     };
   }

@@ -62,7 +62,8 @@ function numeric(stages: StageResult[], key: ModeKey, mode: NumericAnswer['mode'
   const first = ran.find(fails);
   let worst: StageWorst | null = null;
   for (const s of ran) {
-    const metric = s.judged_by ?? policy.metric;
+    // with a floor, the figures are the ratio's (ratio_metric); without, the judged metric's
+    const metric = s.floor_ratio?.[key] != null ? (s.ratio_metric ?? policy.ratio_metric) : (s.judged_by ?? policy.metric);
     const error = s[key]![metric];
     const floor = s.floor?.[key]?.[metric] ?? null;
     const ratio = s.floor_ratio?.[key] ?? null;

@@ -62,14 +62,15 @@ describe('policy as data', () => {
     expect(['embed', 'layer.3', 'layer.3.attn', 'layer.3.attn.indexer.scores', 'layer.3.moe.scores', 'layer.3.mlp', 'final_norm', 'logits'].map(stageKind)).toEqual(['embed', 'moe', 'attn', 'attn', 'moe', 'moe', 'logits', 'logits']);
   });
 
-  it('the floor rule: fail on error/floor beyond the bound, or above 0.1 when the floor does not explain it', () => {
-    const m = (max_abs: number) => ({ max_abs, max_at: [0], mean_abs: 0, rms: 0, rel_l2: 0, cosine: 1, max_ref: 127, nan: { reference: 0, device: 0 }, inf: { reference: 0, device: 0 }, selection_flips: 0 });
-    // |r| ≈ 127: FP16 spacing 0.0625; a correct path's floor there is ~0.06, an error of 0.12 is 2× it
-    expect(verdict(m(0.12), DEFAULT_POLICY, { floor: { max_abs: 0.06 } })).toBe('warn');
-    expect(verdict(m(0.12), makePolicy('max_abs', 0.1, 0.01))).toBe('fail');
-    expect(verdict(m(0.2), DEFAULT_POLICY, { floor: { max_abs: 0.06 } })).toBe('fail'); // 3.3× > floor_excuse 3
-    expect(verdict(m(0.02), DEFAULT_POLICY, { floor: { max_abs: 0.003 } })).toBe('fail'); // 6.7× > floor_ratio 6, under 0.1
-    expect(verdict(m(5e-5), DEFAULT_POLICY, { floor: { max_abs: 0 } })).toBe('pass'); // below min_error
+  it('the floor rule: fail on rms error/floor beyond the bound, or above 0.1 when the floor does not explain it', () => {
+    const m = (max_abs: number, rms: number) => ({ max_abs, max_at: [0], mean_abs: 0, rms, rel_l2: 0, cosine: 1, max_ref: 127, nan: { reference: 0, device: 0 }, inf: { reference: 0, device: 0 }, selection_flips: 0 });
+    // |r| ≈ 127: FP16 spacing 0.0625; a correct path's floor there is ~0.06 (max) / 0.01 (rms); 0.12 is 2× it
+    const floor = { max_abs: 0.06, rms: 0.01 };
+    expect(verdict(m(0.12, 0.02), DEFAULT_POLICY, { floor })).toBe('warn');
+    expect(verdict(m(0.12, 0.02), makePolicy('max_abs', 0.1, 0.01))).toBe('fail');
+    expect(verdict(m(0.2, 0.02), DEFAULT_POLICY, { floor })).toBe('fail'); // max 3.3× > floor_excuse 3, above 0.1
+    expect(verdict(m(0.05, 0.06), DEFAULT_POLICY, { floor })).toBe('fail'); // rms 6× > floor_ratio 5, under 0.1
+    expect(verdict(m(5e-5, 5e-5), DEFAULT_POLICY, { floor: { max_abs: 0, rms: 0 } })).toBe('pass'); // below min_error
   });
 });
 

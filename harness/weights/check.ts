@@ -11,15 +11,16 @@
  * underflow it (a non-zero weight that becomes ±0): those are properties of the checkpoint that an FP16
  * device path cannot represent, bug or not.
  *
- * Memory: one tensor at a time, in layer order — its stored bytes, its FP32 reference and its FP16 device
- * copy, then all dropped. Routed experts are checked one by one like any other tensor.
+ * Memory: one tensor at a time, in layer order — its stored bytes and its FP16 device copy, then both
+ * dropped; the reference side decodes row by row inside the native compare and never holds an FP32 copy. Routed experts are checked one by one like any other tensor.
  */
 import { InputError } from '../errors.js';
 import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
 import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
-import { dequantLinear } from '../../reference-cpu/dequant.js';
+import { dequantRowsExact, kindOf } from '../../reference-cpu/dequant.js';
+import { checkExactVsF16, type ExactVsF16 } from '../../reference-cpu/native.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
@@ -199,33 +200,21 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   const nan = nanCodes(lw);
   if (nan.n > 0) return { ...base, exact: false, nan_codes: nan.n, nan_in: nan.where };
 
-  const ref = dequantLinear(lw); // exact in FP32
   const dev = cache.get(lw, fault);
-  const f16 = f16Values();
-  const bad = new Uint8Array(R * C);
-  const over = new Uint8Array(R * C);
-  const under = new Uint8Array(R * C);
-  let firstBad = -1;
-  let maxAbs = 0;
-  let nonFinite = 0;
-  for (let k = 0; k < ref.length; k++) {
-    // Fast path: an exact E2M1/E4M3 × 2^k value that FP16 holds is its own FP16 rounding, so value equality
-    // is bit equality (±0 aside, which sameF16 treats as equal too). Everything else — F32-scaled FP8, values
-    // FP16 cannot hold (overflow, underflow, subnormal rounding), a device that differs — takes the slow path.
-    const d = dev[k];
-    if (f16[d] === ref[k]) continue;
-    const o = Math.floor(k / lw.in);
-    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
-    const h = f32ToF16Bits(ref[k]);
-    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
-    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
-    if ((d & 0x7c00) === 0x7c00) nonFinite++;
-    if (sameF16(h, d)) continue;
-    bad[blk] = 1;
-    if (firstBad < 0) firstBad = k;
-    const e = Math.abs(f16[d] - f16[h]);
-    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
-  }
+  // One native pass (reference-cpu/native/check_f16.cc), row by row: the exact value, its one FP16 rounding
+  // by the reference side's rule, and per element:
+  //   f16(device) == exact                → fine: an exact E2M1/E4M3 × 2^k value FP16 holds is its own
+  //                                         rounding (±0 equal too);
+  //   rounding is ±Inf / a non-zero → ±0  → the block overflows / underflows FP16 (a checkpoint property);
+  //   device Inf/NaN                      → counted;
+  //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
+  const cmp = lw.format === 'nvfp4' ? compareTs(lw, dev) : checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
+  // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
+  if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
+  const { bad, over, under } = cmp;
+  const firstBad = cmp.firstBad;
+  const maxAbs = cmp.maxAbs;
+  const nonFinite = cmp.nonFinite;
   const count = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
   const out: TensorCheck = {
     ...base,
@@ -245,7 +234,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
       at: [o, i],
       block,
       scale_byte: lw.scale!.dtype === 'F32' ? null : lw.scale!.bytes[block[0] * C + block[1]],
-      reference: f16ToF32(f32ToF16Bits(ref[firstBad])),
+      reference: f16ToF32(f32ToF16Bits(dequantRowsExact(lw, o, 1)[i])),
       device: f16ToF32(dev[firstBad]),
     };
     out.matches = WEIGHT_CAUSES.filter((c) => applies(c, lw) && reproduces(lw, READINGS[c], dev));
@@ -253,11 +242,32 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   return out;
 }
 
-let F16_VALUES: Float32Array | undefined;
-/** Every FP16 bit pattern's value (256 KiB, built once): the compare loop's lookup instead of a decode per element. */
-function f16Values(): Float32Array {
-  F16_VALUES ??= Float32Array.from({ length: 65536 }, (_, h) => f16ToF32(h));
-  return F16_VALUES;
+/**
+ * The same compare element by element in TypeScript, for formats the native decoder does not know yet (NVFP4):
+ * the rule check_f16.cc implements, over the reference's exact FP32 decode.
+ */
+function compareTs(lw: LinearWeight, dev: Uint16Array): ExactVsF16 {
+  const ref = dequantRowsExact(lw, 0, lw.out);
+  const [R, C] = scaleGrid(lw);
+  const [bo, bi] = lw.block;
+  const bad = new Uint8Array(R * C), over = new Uint8Array(R * C), under = new Uint8Array(R * C);
+  let firstBad = -1, maxAbs = 0, nonFinite = 0;
+  for (let k = 0; k < ref.length; k++) {
+    const d = dev[k];
+    if (f16ToF32(d) === ref[k]) continue;
+    const o = Math.floor(k / lw.in);
+    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const h = f32ToF16Bits(ref[k]);
+    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
+    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
+    if ((d & 0x7c00) === 0x7c00) nonFinite++;
+    if (sameF16(h, d)) continue;
+    bad[blk] = 1;
+    if (firstBad < 0) firstBad = k;
+    const e = Math.abs(f16ToF32(d) - f16ToF32(h));
+    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
+  }
+  return { firstBad, maxAbs, nonFinite, firstReferenceNonFinite: -1, bad, over, under };
 }
 
 /** NaN codes in the checkpoint are bad input (DESIGN §6 exit 2): name the tensor that holds them and its file. */

@@ -6,7 +6,8 @@
  * [rows, tile] partial product; the output [rows, out] is the caller's.
  */
 import type { LinearWeight } from '../../harness/formats/linear.js';
-import { dequantRowsExact } from '../dequant.js';
+import { dequantRowsExact, kindOf } from '../dequant.js';
+import { linearExact } from '../native.js';
 import { matmul } from '../ops.js';
 
 export const TILE_ROWS = 256;
@@ -16,10 +17,27 @@ export function dequantRows(lw: LinearWeight, r0: number, n: number): Float32Arr
   return dequantRowsExact(lw, r0, n);
 }
 
-/** x [rows, in] · W[r0:r0+n]ᵀ → [rows, n], W dequantized TILE_ROWS output rows at a time (native FP32 GEMM per tile). */
+/**
+ * x [rows, in] · W[r0:r0+n]ᵀ → [rows, n]. W is decoded exactly inside the native GEMM, a few rows at a time
+ * (linearExact): no FP32 tile is allocated. The bits are those of matmul over dequantRows tiles of any size
+ * (each output is one row of x against one row of W, summed in the kernel's fixed order); `tileRows` is kept
+ * for the tests that prove it.
+ */
 export function linearRows(x: Float32Array, rows: number, lw: LinearWeight, r0: number, n: number, tileRows = TILE_ROWS): Float32Array {
   if (x.length !== rows * lw.in) throw new Error(`${lw.name}: input holds ${x.length} values, want ${rows} × ${lw.in}`);
-  // FP8 tiles stay on scale-block boundaries: each tile then reads whole scale rows.
+  if (n === 0 || rows === 0) return new Float32Array(rows * n);
+  // NVFP4 has no native decoder yet: its rows go through the TypeScript rule, tile by tile.
+  if (tileRows !== TILE_ROWS || lw.format === 'nvfp4') return linearTiled(x, rows, lw, r0, n, tileRows);
+  const [bo, bi] = lw.block;
+  const r = linearExact(x, rows, kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  if (r.firstNonFinite >= 0) dequantRowsExact(lw, Math.floor(r.firstNonFinite / lw.in), 1); // throws the named InputError
+  return r.y;
+}
+
+const NO_SCALE = new Uint8Array(0);
+
+/** The same product over explicit dequantized tiles (matmul per tile): the second computation tests compare with. */
+function linearTiled(x: Float32Array, rows: number, lw: LinearWeight, r0: number, n: number, tileRows: number): Float32Array {
   const bo = lw.format === 'fp8-block' ? lw.block[0] : 1;
   const tile = Math.max(bo, Math.floor(tileRows / bo) * bo);
   if (tile >= n) return matmul(x, rows, lw.in, dequantRows(lw, r0, n), n);

@@ -22,9 +22,9 @@
 #include <limits>
 #include <string>
 
-namespace {
+using Kind = ExactKind;
 
-enum class Kind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32 };
+namespace {
 
 struct Tables {
   float e2m1[16];
@@ -60,8 +60,10 @@ const Tables& tables() {
   return t;
 }
 
+}  // namespace
+
 // IEEE binary16 → float32, from the definition (every binary16 value is a float32 value).
-inline float f16_value(uint16_t h) {
+float exact_f16_value(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
   float mag;
   if (e == 0) mag = std::ldexp(static_cast<float>(m), -24);
@@ -69,6 +71,8 @@ inline float f16_value(uint16_t h) {
   else mag = std::ldexp(1.0f + m / 1024.0f, e - 15);
   return (h & 0x8000) ? -mag : mag;
 }
+
+namespace {
 
 inline uint16_t load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 inline float load_f32(const uint8_t* p) {
@@ -118,7 +122,7 @@ void row_plain(Kind kind, const uint8_t* bytes, int64_t o, int64_t in, float* ds
       std::memcpy(dst + i, &u, 4);
     }
   } else {
-    for (int64_t i = 0; i < in; i++) dst[i] = f16_value(load_u16(src + 2 * i));
+    for (int64_t i = 0; i < in; i++) dst[i] = exact_f16_value(load_u16(src + 2 * i));
   }
 }
 
@@ -141,40 +145,18 @@ const uint8_t* arg_bytes(const Napi::CallbackInfo& info, size_t i, const char* n
   return a.Data();
 }
 
-Kind arg_kind(const Napi::CallbackInfo& info) {
-  const std::string k = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
-  if (k == "mxfp4") return Kind::Mxfp4;
-  if (k == "fp8-e8m0") return Kind::Fp8E8m0;
-  if (k == "fp8-f32") return Kind::Fp8F32;
-  if (k == "bf16") return Kind::Bf16;
-  if (k == "f16") return Kind::F16;
-  if (k == "f32") return Kind::F32;
-  fail(info.Env(), false, "kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32");
-}
-
 // dequantExact(kind, weight: Uint8Array, scale: Uint8Array, out, in, bo, bi, r0, n) → Float32Array [n, in].
 // weight and scale are the whole stored tensors; (bo, bi) is the FP8 scale block (ignored otherwise).
 Napi::Value dequant_exact(const Napi::CallbackInfo& info) {
   if (info.Length() < 9) fail(info.Env(), false, "expected (kind, weight, scale, out, in, bo, bi, r0, n)");
-  const Kind kind = arg_kind(info);
+  const Kind kind = exact_kind_arg(info, "dequantExact");
   const int64_t out = arg_int(info, 3, "out", 1), in = arg_int(info, 4, "in", 1);
   const int64_t bo = arg_int(info, 5, "bo", 1), bi = arg_int(info, 6, "bi", 1);
   const int64_t r0 = arg_int(info, 7, "r0", 0), n = arg_int(info, 8, "n", 0);
   if (r0 + n > out) fail(info.Env(), true, "rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") outside [0, " + std::to_string(out) + ")");
+  if (kind == Kind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "mxfp4 needs in divisible by 32");
   size_t wbytes = 0, sbytes = 0;
-  switch (kind) {
-    case Kind::Mxfp4:
-      if (in % 32 != 0) fail(info.Env(), true, "mxfp4 needs in divisible by 32");
-      wbytes = out * in / 2, sbytes = out * (in / 32);
-      break;
-    case Kind::Fp8E8m0:
-    case Kind::Fp8F32:
-      wbytes = out * in, sbytes = ((out + bo - 1) / bo) * ((in + bi - 1) / bi) * (kind == Kind::Fp8F32 ? 4 : 1);
-      break;
-    case Kind::Bf16:
-    case Kind::F16: wbytes = out * in * 2; break;
-    case Kind::F32: wbytes = out * in * 4; break;
-  }
+  exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
   const uint8_t* w = arg_bytes(info, 1, "weight", wbytes);
   const uint8_t* s = arg_bytes(info, 2, "scale", sbytes);
   auto y = Napi::Float32Array::New(info.Env(), static_cast<size_t>(n * in));
@@ -182,13 +164,7 @@ Napi::Value dequant_exact(const Napi::CallbackInfo& info) {
   // Rows are independent: split them over the threads when the work is worth a fork.
   const bool par = n * in >= (1 << 18);
 #pragma omp parallel for schedule(static) if (par)
-  for (int64_t r = 0; r < n; r++) {
-    const int64_t o = r0 + r;
-    float* d = dst + r * in;
-    if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, d);
-    else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, w, s, o, in, bo, bi, d);
-    else row_plain(kind, w, o, in, d);
-  }
+  for (int64_t r = 0; r < n; r++) exact_row(kind, w, s, r0 + r, in, bo, bi, dst + r * in);
   return y;
 }
 
@@ -209,6 +185,37 @@ Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
+  if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, dst);
+  else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, w, s, o, in, bo, bi, dst);
+  else row_plain(kind, w, o, in, dst);
+}
+
+void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes) {
+  *wbytes = 0, *sbytes = 0;
+  switch (kind) {
+    case Kind::Mxfp4: *wbytes = out * in / 2, *sbytes = out * (in / 32); break;
+    case Kind::Fp8E8m0:
+    case Kind::Fp8F32:
+      *wbytes = out * in, *sbytes = ((out + bo - 1) / bo) * ((in + bi - 1) / bi) * (kind == Kind::Fp8F32 ? 4 : 1);
+      break;
+    case Kind::Bf16:
+    case Kind::F16: *wbytes = out * in * 2; break;
+    case Kind::F32: *wbytes = out * in * 4; break;
+  }
+}
+
+ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn) {
+  const std::string k = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+  if (k == "mxfp4") return Kind::Mxfp4;
+  if (k == "fp8-e8m0") return Kind::Fp8E8m0;
+  if (k == "fp8-f32") return Kind::Fp8F32;
+  if (k == "bf16") return Kind::Bf16;
+  if (k == "f16") return Kind::F16;
+  if (k == "f32") return Kind::F32;
+  throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32");
+}
 
 void register_dequant_exact(Napi::Env env, Napi::Object exports) {
   exports.Set("dequantExact", Napi::Function::New(env, dequant_exact));

@@ -1,5 +1,21 @@
-// Exports of dequant_exact.cc on the `ld_reference` addon (the module's init lives in gemm_f32.cc).
+// The exact decoder of dequant_exact.cc, shared with check_f16.cc (both on the `ld_reference` addon, whose
+// init lives in gemm_f32.cc).
 #pragma once
 #include <napi.h>
 
+#include <cstddef>
+#include <cstdint>
+
+enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32 };
+
+// Row o of a stored [out, in] weight (whole tensors w, s), decoded exactly into dst[in].
+void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
+// Bytes a whole [out, in] weight and its scale occupy.
+void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes);
+// info[0] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32'); TypeError otherwise.
+ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn);
+// IEEE binary16 bits → their float32 value.
+float exact_f16_value(uint16_t h);
+
 void register_dequant_exact(Napi::Env env, Napi::Object exports);
+void register_check_f16(Napi::Env env, Napi::Object exports);

@@ -149,12 +149,48 @@ struct Avx512 {
   using T = Tiles<Avx512Tile, MR>;
 };
 
-template <class Isa>
-void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
+// Where the W rows come from. DirectRows: an FP32 matrix in memory. ExactRows (the fused linearExact): a stored
+// weight, NR rows at a time decoded exactly (dequant_exact.cc) into a per-thread buffer that stays in L2 while
+// the same kernel streams over it. The kernel, the tiles and the order of every sum are the same for both, so
+// linearExact(x, W) has the bits of gemmF32(x, dequantExact(W)).
+struct DirectRows {
+  static constexpr bool kBuffered = false;
+  const float* w;
+  int k;
+  const float* rows(int j0, int, float*) const { return w + (size_t)j0 * k; }
+};
+
+struct ExactRows {
+  static constexpr bool kBuffered = true;
+  ExactKind kind;
+  const uint8_t* w;
+  const uint8_t* s;
+  int64_t in, bo, bi, r0;
+  int64_t* first_nonfinite;  // lowest flat index (whole tensor) of a NaN/Inf decoded value, −1 if none
+  const float* rows(int j0, int nr, float* buf) const {
+    for (int j = 0; j < nr; j++) {
+      float* d = buf + (size_t)j * in;
+      exact_row(kind, w, s, r0 + j0 + j, in, bo, bi, d);
+      for (int64_t i = 0; i < in; i++) {
+        if (std::isfinite(d[i])) continue;
+        const int64_t at = (r0 + j0 + j) * in + i;
+        int64_t cur = __atomic_load_n(first_nonfinite, __ATOMIC_RELAXED);
+        while ((cur < 0 || at < cur) && !__atomic_compare_exchange_n(first_nonfinite, &cur, at, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        }
+        break;
+      }
+    }
+    return buf;
+  }
+};
+
+// y[i, j] for j < n (row stride n) from W rows src.rows(·).
+template <class Isa, class Src>
+void gemm_simd(const float* x, const Src& src, int m, int k, int n, float* y) {
   constexpr int NR = Isa::NR;
   const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
-  const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8;
-  std::vector<float> scratch((size_t)nthreads * (panel_n + accn));
+  const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8, rown = Src::kBuffered ? (size_t)NR * k : 0;
+  std::vector<float> scratch((size_t)nthreads * (panel_n + accn + rown));
   // x repacked as [k slice][m][KB]: rows of a slice KB floats apart instead of k. With k a power of two,
   // rows k apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
   const int nslices = (k8 + KB - 1) / KB;
@@ -165,19 +201,21 @@ void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
   }
 #pragma omp parallel num_threads(nthreads)
   {
-    float* base = scratch.data() + (size_t)omp_get_thread_num() * (panel_n + accn);
+    float* base = scratch.data() + (size_t)omp_get_thread_num() * (panel_n + accn + rown);
     float* panel = base;
     while ((reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
     float* acc = base + panel_n;
+    float* rowbuf = acc + accn;
 #pragma omp for schedule(static)
     for (int nb = 0; nb < nblocks; nb++) {
       const int j0 = nb * NR, nr = std::min(NR, n - j0);
+      const float* w = src.rows(j0, nr, rowbuf);  // row j0 + j is w + j·k
       std::fill(acc, acc + accn, 0.0f);
       for (int k0 = 0; k0 < k8; k0 += KB) {
         const int len = std::min(KB, k8 - k0);
         // Rows past n repeat the last row: computed, never stored, so one tile shape serves all blocks.
         const float* wr[NR];
-        for (int j = 0; j < NR; j++) wr[j] = w + (size_t)(j0 + std::min(j, nr - 1)) * k + k0;
+        for (int j = 0; j < NR; j++) wr[j] = w + (size_t)std::min(j, nr - 1) * k + k0;
         const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
         for (int i = 0; i < m; i += Isa::MR)
           Isa::T::run(std::min(Isa::MR, m - i), i == 0, xs + (size_t)i * KB, KB, wr, panel, len, acc + (size_t)i * NR * 8);
@@ -186,7 +224,7 @@ void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
         for (int j = 0; j < nr; j++) {
           float* p = acc + ((size_t)i * NR + j) * 8;
           const float* xr = x + (size_t)i * k;
-          const float* wrow = w + (size_t)(j0 + j) * k;
+          const float* wrow = w + (size_t)j * k;
           for (int t = k8; t < k; t++) p[t & 7] = fmaf(xr[t], wrow[t], p[t & 7]);
           y[(size_t)i * n + j0 + j] = combine(p);
         }
@@ -195,10 +233,28 @@ void gemm_simd(const float* x, const float* w, int m, int k, int n, float* y) {
   }
 }
 
-void gemm_scalar(const float* x, const float* w, int m, int k, int n, float* y) {
-#pragma omp parallel for schedule(static)
-  for (int j = 0; j < n; j++)
-    for (int i = 0; i < m; i++) y[(size_t)i * n + j] = dot_scalar(x + (size_t)i * k, w + (size_t)j * k, k);
+template <class Src>
+void gemm_scalar(const float* x, const Src& src, int m, int k, int n, float* y) {
+  constexpr int NR = 8;
+  const int nblocks = (n + NR - 1) / NR;
+#pragma omp parallel
+  {
+    std::vector<float> rowbuf(Src::kBuffered ? (size_t)NR * k : 0);
+#pragma omp for schedule(static)
+    for (int nb = 0; nb < nblocks; nb++) {
+      const int j0 = nb * NR, nr = std::min(NR, n - j0);
+      const float* w = src.rows(j0, nr, rowbuf.data());
+      for (int j = 0; j < nr; j++)
+        for (int i = 0; i < m; i++) y[(size_t)i * n + j0 + j] = dot_scalar(x + (size_t)i * k, w + (size_t)j * k, k);
+    }
+  }
+}
+
+template <class Src>
+void gemm_any(const float* x, const Src& src, int m, int k, int n, float* y) {
+  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, src, m, k, n, y);
+  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, src, m, k, n, y);
+  else gemm_scalar(x, src, m, k, n, y);
 }
 
 [[noreturn]] void fail(const Napi::Env& env, bool range, const std::string& msg) {
@@ -229,10 +285,50 @@ Napi::Value gemm_f32(const Napi::CallbackInfo& info) {
   const float* x = arg_f32(info, 0, "x", (size_t)m * k, "m×k [" + std::to_string(m) + "×" + std::to_string(k) + "]");
   const float* w = arg_f32(info, 1, "w", (size_t)n * k, "n×k [" + std::to_string(n) + "×" + std::to_string(k) + "]");
   auto y = Napi::Float32Array::New(info.Env(), (size_t)m * n);
-  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, w, m, k, n, y.Data());
-  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, w, m, k, n, y.Data());
-  else gemm_scalar(x, w, m, k, n, y.Data());
+  gemm_any(x, DirectRows{w, k}, m, k, n, y.Data());
   return y;
+}
+
+// linearExact(x, m, kind, weight, scale, out, in, bo, bi, r0, n) → { y: Float32Array [m, n], firstNonFinite }:
+// y = x · W[r0:r0+n]ᵀ with W decoded exactly, NR rows at a time, inside the GEMM (no FP32 copy of W).
+// firstNonFinite ≥ 0 names a NaN/Inf decoded weight (flat index in the whole tensor); y is then not to be used.
+Napi::Value linear_exact(const Napi::CallbackInfo& info) {
+  if (info.Length() < 11) fail(info.Env(), false, "linearExact: expected (x, m, kind, weight, scale, out, in, bo, bi, r0, n)");
+  const int m = arg_dim(info, 1, "m");
+  const ExactKind kind = [&] {
+    const std::string k = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+    if (k == "mxfp4") return ExactKind::Mxfp4;
+    if (k == "fp8-e8m0") return ExactKind::Fp8E8m0;
+    if (k == "fp8-f32") return ExactKind::Fp8F32;
+    if (k == "bf16") return ExactKind::Bf16;
+    if (k == "f16") return ExactKind::F16;
+    if (k == "f32") return ExactKind::F32;
+    fail(info.Env(), false, "linearExact: unknown kind '" + k + "'");
+  }();
+  const int out = arg_dim(info, 5, "out"), in = arg_dim(info, 6, "in"), bo = arg_dim(info, 7, "bo"), bi = arg_dim(info, 8, "bi");
+  const double r0d = info[9].IsNumber() ? info[9].As<Napi::Number>().DoubleValue() : -1;
+  if (!(r0d >= 0 && r0d < out && r0d == std::floor(r0d))) fail(info.Env(), true, "linearExact: r0 must be an integer in [0, out)");
+  const int r0 = static_cast<int>(r0d), n = arg_dim(info, 10, "n");
+  if ((int64_t)r0 + n > out) fail(info.Env(), true, "linearExact: rows outside the weight");
+  if (kind == ExactKind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "linearExact: mxfp4 needs in divisible by 32");
+  const float* x = arg_f32(info, 0, "x", (size_t)m * in, "m×in [" + std::to_string(m) + "×" + std::to_string(in) + "]");
+  size_t wbytes = 0, sbytes = 0;
+  exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
+  auto bytes_arg = [&](size_t i, const char* name, size_t want) {
+    if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) fail(info.Env(), false, std::string("linearExact: ") + name + " must be a Uint8Array");
+    auto a = info[i].As<Napi::Uint8Array>();
+    if (a.ByteLength() < want) fail(info.Env(), true, std::string("linearExact: ") + name + " holds " + std::to_string(a.ByteLength()) + " bytes, need " + std::to_string(want));
+    return static_cast<const uint8_t*>(a.Data());
+  };
+  const uint8_t* w = bytes_arg(3, "weight", wbytes);
+  const uint8_t* s = bytes_arg(4, "scale", sbytes);
+  int64_t bad = -1;
+  auto y = Napi::Float32Array::New(info.Env(), (size_t)m * n);
+  gemm_any(x, ExactRows{kind, w, s, in, bo, bi, r0, &bad}, m, in, n, y.Data());
+  Napi::Object res = Napi::Object::New(info.Env());
+  res.Set("y", y);
+  res.Set("firstNonFinite", static_cast<double>(bad));
+  return res;
 }
 
 Napi::Value info_fn(const Napi::CallbackInfo& info) {
@@ -257,9 +353,11 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   g_simd = best_simd();
   exports.Set("gemmF32", Napi::Function::New(env, gemm_f32));
+  exports.Set("linearExact", Napi::Function::New(env, linear_exact));
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   register_dequant_exact(env, exports);
+  register_check_f16(env, exports);
   return exports;
 }
 

@@ -1,0 +1,113 @@
+/**
+ * The weights check's fused native compare (reference-cpu/native/check_f16.cc) against the TypeScript loop
+ * it replaced, written out here element by element over dequantLinearTs (the TS exact rule) and
+ * f32ToF16Bits: same first bad index, max_abs, non-finite count and block flags, on device weights that
+ * are right, and wrong in seeded places (bit flips, Inf, NaN, ±0 swaps), for MXFP4 and both FP8 scale kinds.
+ * The native FP16 rounding is also held to f32ToF16Bits bit for bit.
+ */
+import { describe, expect, it } from 'vitest';
+import { f16ToF32, f32ToF16Bits } from '../../harness/formats/dtypes.js';
+import type { LinearWeight } from '../../harness/formats/linear.js';
+import { Rng } from '../../harness/rng.js';
+import { sameF16 } from '../../harness/weights/decode.js';
+import { kindOf } from '../dequant.js';
+import { dequantLinearTs } from '../dequant_ts.js';
+import { checkExactVsF16, type ExactVsF16, roundF16Native } from '../native.js';
+
+function tsCompare(lw: LinearWeight, dev: Uint16Array): Omit<ExactVsF16, 'firstReferenceNonFinite'> {
+  const ref = dequantLinearTs(lw);
+  const [bo, bi] = lw.block;
+  const C = Math.ceil(lw.in / bi), blocks = Math.ceil(lw.out / bo) * C;
+  const bad = new Uint8Array(blocks), over = new Uint8Array(blocks), under = new Uint8Array(blocks);
+  let firstBad = -1, maxAbs = 0, nonFinite = 0;
+  for (let k = 0; k < ref.length; k++) {
+    const d = dev[k];
+    if (f16ToF32(d) === ref[k]) continue;
+    const o = Math.floor(k / lw.in);
+    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const h = f32ToF16Bits(ref[k]);
+    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
+    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
+    if ((d & 0x7c00) === 0x7c00) nonFinite++;
+    if (sameF16(h, d)) continue;
+    bad[blk] = 1;
+    if (firstBad < 0) firstBad = k;
+    const e = Math.abs(f16ToF32(d) - f16ToF32(h));
+    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
+  }
+  return { firstBad, maxAbs, nonFinite, bad, over, under };
+}
+
+const bytes = (r: Rng, n: number, f = (b: number) => b) => Uint8Array.from({ length: n }, () => f(r.int(256)));
+
+function weights(r: Rng, format: 'mxfp4' | 'fp8-e8m0' | 'fp8-f32', out: number, inn: number): LinearWeight {
+  if (format === 'mxfp4') {
+    return {
+      name: 'm.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
+      weight: { name: 'm.weight', dtype: 'U8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+      // 100..150 spans FP16 underflow (tiny scales) and overflow (2^16 and up)
+      scale: { name: 'm.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: bytes(r, (out * inn) / 32, (b) => 100 + (b % 50)) },
+    };
+  }
+  const [bo, bi] = [128, 128], R = Math.ceil(out / bo), C = Math.ceil(inn / bi);
+  const codes = bytes(r, out * inn, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b)); // no NaN codes
+  const scale = format === 'fp8-e8m0'
+    ? bytes(r, R * C, (b) => 105 + (b % 40))
+    : new Uint8Array(Float32Array.from({ length: R * C }, () => Math.fround(r.uniform() * 2 ** (r.int(40) - 25))).buffer);
+  return {
+    name: 'f.weight', format: 'fp8-block', out, in: inn, block: [bo, bi],
+    weight: { name: 'f.weight', dtype: 'F8_E4M3', shape: [out, inn], bytes: codes },
+    scale: { name: 'f.scale', dtype: format === 'fp8-f32' ? 'F32' : 'F8_E8M0', shape: [R, C], bytes: scale },
+  };
+}
+
+describe('checkF16 (native fused compare)', () => {
+  // 1024×256 = 2^18 elements: the size where the native pass goes multi-threaded.
+  const CASES = [['mxfp4', 300, 256], ['mxfp4', 1024, 256], ['fp8-e8m0', 300, 200], ['fp8-f32', 260, 384], ['fp8-f32', 1024, 256]] as const;
+  CASES.forEach(([format, out, inn], c) => {
+    it(`check_f16(${format},out=${out},in=${inn}): as the TypeScript loop, for a right and a wrong device`, () => {
+      const r = new Rng(900 + c);
+      const lw = weights(r, format, out, inn);
+      const right = Uint16Array.from(dequantLinearTs(lw), (v) => f32ToF16Bits(v));
+      const wrong = right.slice();
+      for (let t = 0; t < 40; t++) {
+        const k = r.int(wrong.length);
+        wrong[k] = [wrong[k] ^ (1 << r.int(16)), 0x7c00, 0x7e01, wrong[k] ^ 0x8000, 0][t % 5];
+      }
+      for (const [what, dev] of [['right', right], ['wrong', wrong]] as const) {
+        const got = checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], dev);
+        const want = tsCompare(lw, dev);
+        expect(got.firstReferenceNonFinite, what).toBe(-1);
+        expect({ ...got, firstReferenceNonFinite: undefined, bad: Array.from(got.bad), over: Array.from(got.over), under: Array.from(got.under) }, what)
+          .toEqual({ ...want, firstReferenceNonFinite: undefined, bad: Array.from(want.bad), over: Array.from(want.over), under: Array.from(want.under) });
+        if (what === 'right') expect(got.firstBad).toBe(-1);
+        else expect(got.firstBad).toBeGreaterThanOrEqual(0);
+      }
+      const clean = tsCompare(lw, right);
+      expect(clean.over.some((x) => x === 1) || clean.under.some((x) => x === 1), 'the data reaches FP16 overflow or underflow').toBe(true);
+    });
+  });
+
+  it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits', () => {
+    const xs: number[] = [];
+    const dv = new DataView(new ArrayBuffer(4));
+    for (let h = 0; h < 0x7c00; h++) {
+      const a = f16ToF32(h), b = f16ToF32(h + 1), mid = (a + b) / 2; // exact in float32
+      for (const v of [mid, Math.fround(mid) + 0]) xs.push(v, -v);
+      dv.setFloat32(0, mid);
+      for (const d of [-1, 1]) {
+        dv.setUint32(0, dv.getUint32(0) + d);
+        xs.push(dv.getFloat32(0));
+        dv.setFloat32(0, mid);
+      }
+    }
+    const r = new Rng(4);
+    for (let t = 0; t < 100000; t++) {
+      dv.setUint32(0, r.int(2 ** 32));
+      xs.push(dv.getFloat32(0));
+    }
+    const x = Float32Array.from(xs);
+    const got = roundF16Native(x);
+    for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
+  });
+});

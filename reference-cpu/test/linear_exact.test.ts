@@ -1,0 +1,75 @@
+/**
+ * linearExact (reference-cpu/native/gemm_f32.cc): the GEMM that decodes W exactly inside its row blocks must
+ * give the bits of the two-step computation gemmF32(x, dequantExact(W)) — at every SIMD level, for every
+ * stored format, row ranges included — and the product checked independently by gemm.test.ts.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { LinearWeight } from '../../harness/formats/linear.js';
+import { Rng } from '../../harness/rng.js';
+import { InputError } from '../../harness/errors.js';
+import { dequantRowsExact, kindOf } from '../dequant.js';
+import { linearRows } from '../deepseek_v4/linear.js';
+import { gemmF32, linearExact, setReferenceSimd } from '../native.js';
+
+afterEach(() => {
+  setReferenceSimd('auto');
+});
+
+const bytes = (r: Rng, n: number, f = (b: number) => b) => Uint8Array.from({ length: n }, () => f(r.int(256)));
+
+function weight(r: Rng, format: string, out: number, inn: number): LinearWeight {
+  if (format === 'mxfp4') {
+    return {
+      name: 'e.w1.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
+      weight: { name: 'e.w1.weight', dtype: 'I8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+      scale: { name: 'e.w1.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: bytes(r, (out * inn) / 32, (b) => 120 + (b % 10)) },
+    };
+  }
+  if (format === 'bf16') {
+    const f = Float32Array.from({ length: out * inn }, () => r.uniform() - 0.5);
+    const u = new Uint32Array(f.buffer);
+    return {
+      name: 'p.weight', format: 'plain', out, in: inn, block: [1, 1], scale: null,
+      weight: { name: 'p.weight', dtype: 'BF16', shape: [out, inn], bytes: new Uint8Array(Uint16Array.from(u, (x) => x >>> 16).buffer) },
+    };
+  }
+  const R = Math.ceil(out / 128), C = Math.ceil(inn / 128);
+  const f32 = format === 'fp8-f32';
+  return {
+    name: 'q.weight', format: 'fp8-block', out, in: inn, block: [128, 128],
+    weight: { name: 'q.weight', dtype: 'F8_E4M3', shape: [out, inn], bytes: bytes(r, out * inn, (b) => ((b & 0x7f) === 0x7f ? 0 : b)) },
+    scale: f32
+      ? { name: 'q.scale', dtype: 'F32', shape: [R, C], bytes: new Uint8Array(Float32Array.from({ length: R * C }, () => Math.fround(r.uniform() * 1e-3)).buffer) }
+      : { name: 'q.scale', dtype: 'F8_E8M0', shape: [R, C], bytes: bytes(r, R * C, (b) => 115 + (b % 8)) },
+  };
+}
+
+describe('linearExact', () => {
+  const CASES = [['mxfp4', 16, 1024, 512], ['mxfp4', 1, 70, 64], ['fp8-e8m0', 5, 300, 260], ['fp8-f32', 3, 129, 100], ['bf16', 7, 33, 37]] as const;
+  CASES.forEach(([format, m, out, inn], c) => {
+    it(`linear_exact(${format},m=${m},k=${inn},n=${out}): the bits of gemmF32 over the exact dequantization, at every SIMD level`, () => {
+      const r = new Rng(700 + c);
+      const lw = weight(r, format, out, inn);
+      const x = Float32Array.from({ length: m * inn }, () => r.uniform() * 2 - 1);
+      for (const mode of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(mode);
+        for (const [r0, n] of [[0, out], [1, out - 1], [Math.floor(out / 3), Math.ceil(out / 2)]]) {
+          const want = gemmF32(x, dequantRowsExact(lw, r0, n), m, inn, n);
+          const got = linearExact(x, m, kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? new Uint8Array(0), out, inn, lw.block[0], lw.block[1], r0, n);
+          expect(got.firstNonFinite).toBe(-1);
+          expect(new Uint32Array(got.y.buffer), `${mode} rows [${r0}, ${r0 + n})`).toEqual(new Uint32Array(want.buffer));
+        }
+      }
+    });
+  });
+
+  it('a weight that decodes to NaN is bad input naming the tensor and its flat index', () => {
+    const r = new Rng(5);
+    const lw = weight(r, 'mxfp4', 40, 64);
+    lw.scale!.bytes[2 * 7 + 1] = 0xff; // row 7, inputs 32..63
+    const x = new Float32Array(2 * 64).fill(1);
+    expect(() => linearRows(x, 2, lw, 0, 40)).toThrow(InputError);
+    expect(() => linearRows(x, 2, lw, 0, 40)).toThrow(/NaN at flat index 480 \(check its scale e\.w1\.scale\)/);
+    expect(() => linearRows(x, 2, lw, 8, 32)).not.toThrow();
+  });
+});
