@@ -8,15 +8,24 @@ import { ExitCode } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { selectBackend } from '../runner/backend.js';
+import { openModel } from '../runner/model.js';
+import { assertNoNanCodes, checkWeights } from '../weights/check.js';
+import { checkOutputDir } from '../io/writer.js';
 import { architectureFor } from '../arch/registry.js';
 import { assertOutsideModel } from './gate.js';
 
 export async function runConvert(a: { model: string; fp16Cache: string; device: string }, out: NodeJS.WritableStream = process.stdout): Promise<ExitCode> {
   assertOutsideModel(a.fp16Cache, a.model);
+  checkOutputDir(a.fp16Cache, '--fp16-cache');
   const ck = Checkpoint.open(a.model);
   try {
     const entry = architectureFor(ck);
     const backend = selectBackend(a.device);
+    // One rule for NaN codes in every command: what diff and gate refuse (an E8M0 0xFF scale, an E4M3 NaN)
+    // is never converted into NaN FP16 weights either.
+    const model = openModel(ck, backend, null);
+    model.conformance(); // shapes first, so a wrong shape is named as such, not as a scale it then contradicts
+    assertNoNanCodes(ck, checkWeights(ck, backend.native, { layers: null, faults: null, numLayers: model.numLayers }));
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
     const tty = process.stderr.isTTY === true;
     let n = 0;

@@ -10,6 +10,7 @@ import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
+import { assertFileTarget, assertOutsideModel, checkOutputs } from '../io/writer.js';
 import { writeReproBundle } from '../repro/bundle.js';
 import { assertNewOrEmptyDir } from '../repro/files.js';
 import { GoldenWriter, openGolden } from '../repro/golden.js';
@@ -115,9 +116,13 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
     }
 
     const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
-    checkReportTargets(targets, (p) => assertOutside(p, ck.dir));
-    const files = [a.dump, a.repro, a.saveGolden].filter((p): p is string => p !== undefined);
-    for (const p of files) assertOutside(p, ck.dir);
+    checkReportTargets(targets, (p) => assertOutsideModel(p, ck.dir));
+    checkOutputs(ck.dir, [
+      { option: '--json', path: a.json, kind: 'file' }, { option: '--junit', path: a.junit, kind: 'file' },
+      { option: '--html', path: a.html, kind: 'file' }, { option: '--summary', path: a.summary, kind: 'file' },
+      { option: '--dump', path: a.dump, kind: 'dir' }, { option: '--repro', path: a.repro, kind: 'dir' },
+      { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
+    ]);
     if (a.repro !== undefined) assertNewOrEmptyDir(a.repro, '--repro');
     if (a.saveGolden !== undefined) assertNewOrEmptyDir(a.saveGolden, '--save-golden');
 
@@ -185,7 +190,10 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         stages: run.stages.map((s) => s.name),
       };
       fs.writeFileSync(path.join(staging, DUMP_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
-      for (const f of fs.readdirSync(staging)) fs.renameSync(path.join(staging, f), path.join(a.dump!, f));
+      for (const f of fs.readdirSync(staging)) {
+        assertFileTarget(path.join(a.dump!, f), '--dump'); // a previous dump's file may be replaced, a link or device not
+        fs.renameSync(path.join(staging, f), path.join(a.dump!, f));
+      }
       fs.rmSync(staging, { recursive: true, force: true });
     }
     saver?.commit({
@@ -245,12 +253,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
   }
 }
 
-/** No command ever writes inside the model directory. */
-export function assertOutside(target: string, modelDir: string): void {
-  const rel = path.relative(path.resolve(modelDir), path.resolve(target));
-  if (rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel))) {
-    throw new InputError(`refusing to write ${target}: it is inside the model directory ${modelDir}, which layerdiff never modifies`);
-  }
-}
+/** No command ever writes inside the model directory (realpath of both: a symlinked alias is the same folder). */
+export { assertOutsideModel as assertOutside } from '../io/writer.js';
 
 export { architectureOf };

@@ -16,7 +16,7 @@ import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
 import { DEFAULT_POLICY, type Policy, resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
-import { checkpointFingerprint, realish } from '../gate/fingerprint.js';
+import { checkpointFingerprint } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
 import { buildRecord, failedPrompts, summarize } from '../gate/accept.js';
 import { PARTIAL_MANIFEST, PARTIAL_SCHEMA, promptLabel, reportFileName, type ShardPartial, signPartial } from '../gate/partial.js';
@@ -24,7 +24,7 @@ import { type AcceptanceRecord, type PromptSummary, signingKey, writeRecord } fr
 import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries } from '../gate/shard.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { assertOutsideModel, checkOutputDir, checkOutputFile, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
@@ -42,7 +42,6 @@ import { buildGateReport } from '../gate/report.js';
 import { checkReportTargets } from './outputs.js';
 import { ProgressLine } from './progress.js';
 import { terminal, useColour } from './terminal.js';
-import { assertOutside } from './diff.js';
 import { type ResolvedInput, resolveInput } from './input.js';
 
 export interface GateArgs {
@@ -98,11 +97,8 @@ export function gateCommand(model: string, record: string, device: string, polic
   return parts.join(' ');
 }
 
-/** Outputs never go inside the model directory, also not through a symlinked alias of it. */
-export function assertOutsideModel(target: string, modelDir: string): void {
-  assertOutside(target, modelDir);
-  assertOutside(realish(target), realish(modelDir));
-}
+/** Outputs never go inside the model directory, also not through a symlinked alias of it (harness/io/writer.ts). */
+export { assertOutsideModel };
 
 /** Which outputs a gate writes; every combination that makes no sense is refused before anything runs. */
 function checkOutputs(a: GateArgs): void {
@@ -117,11 +113,15 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   const started = Date.now();
   const policy = resolvePolicy(a);
   checkOutputs(a);
+  // Every output checked before the run: outside the model (realpath), the right kind of target, writable.
   for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
-  if (a.record !== undefined && fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
+  if (a.record === '-') throw new InputError('--record -: the record is a file; give a path');
+  if (a.record !== undefined) checkOutputFile(a.record, '--record');
+  for (const [o, d] of [['--reports', a.reports], ['--out', a.out], ['--save-golden', a.saveGolden]] as const) if (d !== undefined) checkOutputDir(d, o);
   if (a.out !== undefined) assertNewOrEmptyDir(a.out, '--out');
   const targets = { json: a.json, junit: a.junit, summary: a.summary, html: a.html };
   checkReportTargets(targets, (t) => assertOutsideModel(t, a.model));
+  for (const [o, t] of Object.entries(targets)) if (t !== undefined) checkOutputFile(t, `--${o}`);
   // with a report on stdout, the human-readable table goes to stderr
   const human = stdoutTaken(targets) ? process.stderr : out;
   const log = (line: string) => !terminal().quiet && process.stderr.write(line + '\n');
@@ -198,7 +198,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           golden: goldenDir !== null ? { dir: path.resolve(goldenDir), action: a.golden !== undefined ? 'compared' : 'saved' } : null,
         });
         const json = reportJson(report);
-        if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `${promptLabel(i)}.json`), json);
+        if (a.reports !== undefined) writeFileAtomic(path.join(a.reports, `${promptLabel(i)}.json`), json, '--reports');
         reports.push(report);
         jsons.push(json);
         const sum = summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex'));

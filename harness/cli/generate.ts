@@ -17,15 +17,19 @@ import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
-import { type AcceptanceRecord, signingKey, verifyRecord } from '../gate/record.js';
+import { type AcceptanceRecord, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
-import { assertOutsideModel, gateCommand } from './gate.js';
+import { gateCommand } from './gate.js';
+import { MAX_PROMPT_CHARS, maxPositions } from './input.js';
+
+/** The position limit of a config that states no max_position_embeddings (documented in the README). */
+const MAX_POSITIONS_UNSTATED = 1 << 16;
 
 export interface GenerateArgs {
   model: string;
@@ -47,6 +51,10 @@ export interface GenerateArgs {
   warnAbove?: number;
   /** write prompts, tokens, texts, finish reasons and timings as JSON */
   json?: string;
+  /** refuse unsigned acceptance records */
+  requireSignature?: boolean;
+  /** 'full': re-hash every checkpoint byte instead of trusting the digest cache; default 'cached' */
+  verify?: string;
 }
 
 export interface GenerateOutcome {
@@ -82,6 +90,7 @@ function parseTokens(spec: string, vocab: number): number[] {
 }
 
 export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream } = process): Promise<GenerateOutcome> {
+  if (a.verify !== undefined && a.verify !== 'cached' && a.verify !== 'full') throw new InputError(`--verify ${a.verify}: expected cached or full`);
   if (a.path !== 'device' && a.path !== 'reference') throw new InputError(`--path ${a.path}: expected device or reference`);
   if (!Number.isSafeInteger(a.maxNewTokens) || a.maxNewTokens < 1) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: expected a positive integer`);
   const sampling = checkSampling({ temperature: a.temperature, topP: a.topP, repetitionPenalty: a.repetitionPenalty });
@@ -89,7 +98,9 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   const seed = a.seed ?? randomInt(0, 2 ** 32 - 1);
   const policy = resolvePolicy(a);
   if (a.prompt.length + a.tokens.length === 0) throw new InputError('give at least one --prompt TEXT (or --tokens 1,2,3)');
-  if (a.json !== undefined) assertOutsideModel(a.json, a.model);
+  for (const p of a.prompt) if (p.length > MAX_PROMPT_CHARS) throw new InputError(`--prompt has ${p.length} characters; the limit is ${MAX_PROMPT_CHARS}`);
+  if (a.maxNewTokens > MAX_POSITIONS_UNSTATED) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: the limit is ${MAX_POSITIONS_UNSTATED} (and prompt + new tokens must fit max_position_embeddings)`);
+  checkOutputs(a.model, [{ option: '--json', path: a.json, kind: 'file' }]);
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
 
   const ck = Checkpoint.open(a.model);
@@ -102,10 +113,10 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     let fingerprint: string | null = null;
     const backend = a.path === 'device' ? selectBackend(a.device) : null;
     if (backend !== null) {
-      const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+      const fp = await checkpointFingerprint(ck.dir, ck.shardFiles, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
-        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(),
+        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
@@ -121,10 +132,11 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       for (const t of p) if (t >= vocab) throw new InputError(`prompt ${i + 1}: token id ${t} is outside the vocabulary [0, ${vocab})`);
     });
 
-    const maxPos = ck.config.max_position_embeddings;
-    const longest = Math.max(...prompts.map((p) => p.length)) + a.maxNewTokens;
-    if (typeof maxPos === 'number' && longest > maxPos) {
-      io.stderr.write(`layerdiff: warning: up to ${longest} tokens exceed max_position_embeddings ${maxPos}; positions past it were never validated by the gate\n`);
+    // Positions past max_position_embeddings are not the model's (and the gate never validated them).
+    const maxPos = maxPositions(ck.dir) ?? MAX_POSITIONS_UNSTATED;
+    const longestPrompt = Math.max(...prompts.map((p) => p.length));
+    if (longestPrompt + a.maxNewTokens > maxPos) {
+      throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt)}`);
     }
 
     const t0 = performance.now();
@@ -166,7 +178,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         record: a.path === 'device' ? path.resolve(a.record!) : null,
         outputs: prompts.map((p, i) => ({ prompt_tokens: p, tokens: result.tokens[i], text: texts?.[i] ?? null, finish: result.finish[i] })),
         timing_ms: { load: loadMs, prefill: result.prefillMs, decode: result.decodeMs },
-      }, null, 2) + '\n');
+      }, null, 2) + '\n', '--json');
     }
     return { code: ExitCode.pass, prompts, result, texts, seed, weights, record };
   } finally {

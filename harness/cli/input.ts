@@ -2,6 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import { readJsonObject } from '../io/checkpoint.js';
 import { loadTokenizer } from '../io/tokenizer.js';
 
 import { DEFAULT_PROMPT } from '../gate/prompts.js';
@@ -9,6 +10,15 @@ import { DEFAULT_PROMPT } from '../gate/prompts.js';
 export { DEFAULT_PROMPT };
 /** used when a checkpoint has no tokenizer.json: a fixed spread of ids, reduced modulo the vocabulary */
 const DEFAULT_IDS = [1, 17, 4, 123, 42, 7, 300, 99, 256, 5, 64, 211, 3, 150, 88, 31];
+
+/** Longest prompt text accepted before tokenizing (documented in the README): tokenizing is not free. */
+export const MAX_PROMPT_CHARS = 1 << 20;
+
+/** config.json's max_position_embeddings (the positions the model was trained for), when it states one. */
+export function maxPositions(modelDir: string): number | undefined {
+  const v = readJsonObject(path.join(modelDir, 'config.json')).max_position_embeddings;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined;
+}
 
 export interface ResolvedInput {
   tokens: number[];
@@ -30,6 +40,7 @@ export async function resolveInput(modelDir: string, vocab: number, a: { prompt?
     if (a.prompt !== undefined && !hasTokenizer) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: modelDir });
     if (hasTokenizer) {
       prompt = a.prompt ?? DEFAULT_PROMPT;
+      if (prompt.length > MAX_PROMPT_CHARS) throw new InputError(`--prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS} (and the tokens must fit max_position_embeddings)`);
       tokens = (await loadTokenizer(modelDir)).encode(prompt);
     } else {
       tokens = DEFAULT_IDS.map((t) => t % vocab);
@@ -40,6 +51,10 @@ export async function resolveInput(modelDir: string, vocab: number, a: { prompt?
     tokens = tokens.slice(0, a.maxTokens);
   }
   if (tokens.length === 0) throw new InputError('the input has no tokens');
+  const maxPos = maxPositions(modelDir);
+  if (maxPos !== undefined && tokens.length > maxPos) {
+    throw new InputError(`the input has ${tokens.length} tokens, more than max_position_embeddings ${maxPos} of the model (positions beyond it are not the model's; use --max-tokens)`);
+  }
   for (const t of tokens) if (t < 0 || t >= vocab) throw new InputError(`token id ${t} is outside the vocabulary [0, ${vocab})`);
   return prompt !== undefined ? { tokens, prompt } : { tokens };
 }

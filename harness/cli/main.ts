@@ -18,6 +18,8 @@ import { runConvert } from './convert.js';
 import { runGate } from './gate.js';
 import { runGateMerge } from './gate-merge.js';
 import { runGenerate } from './generate.js';
+import { superviseOutputs } from './supervise.js';
+import { rejectRepeatedOptions } from './argv.js';
 import { runCompare } from './compare.js';
 import { faultLines, fixtureKinds, fixtureLines } from './catalog.js';
 import { suggestOption } from './suggest.js';
@@ -59,6 +61,7 @@ export function joinStdoutTargets(argv: string[]): string[] {
 
 export async function main(rawArgv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
+  rejectRepeatedOptions(rawArgv);
   const argv = joinStdoutTargets(rawArgv);
   await yargs(argv)
     .scriptName('layerdiff')
@@ -260,13 +263,16 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('fp16-cache', { type: 'string', describe: 'FP16 weights written by layerdiff convert' })
           .options(deviceOption)
           .options(policyOptions)
-          .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' }),
+          .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' })
+          .option('require-signature', { type: 'boolean', default: false, describe: 'refuse an unsigned acceptance record (also LAYERDIFF_REQUIRE_SIGNATURE=1)' })
+          .option('verify', { type: 'string', default: 'cached', choices: ['cached', 'full'], describe: 'full: re-hash every checkpoint byte instead of using the digest cache' }),
       async (a) => {
         code = (
           await runGenerate({
             model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
             temperature: a.temperature, topP: a['top-p'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
             fp16Cache: a['fp16-cache'], device: a.device, policy: a.policy, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
+            requireSignature: a['require-signature'], verify: a.verify,
           })
         ).code;
       },
@@ -293,7 +299,8 @@ function isMain(): boolean {
 }
 
 if (isMain()) {
-  main(hideBin(process.argv)).then(
+  const argv = hideBin(process.argv);
+  (superviseOutputs(argv) ?? main(argv)).then(
     (code) => process.exit(code),
     (e: unknown) => {
       if (e instanceof InputError) fail(e.message, ExitCode.badInput);

@@ -11,7 +11,7 @@ import { compareActs, type StageMetrics } from '../compare/metrics.js';
 import { type Status, verdict, worst } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { checkOutputs, writeFileAtomic } from '../io/writer.js';
 import type { LayerContext } from '../models/path.js';
 import { ACTIVATIONS, MODEL_DIR, REPRO_MANIFEST, REPRO_SCHEMA, type ReproManifest } from '../repro/bundle.js';
 import { readActs, verifyDigest } from '../repro/files.js';
@@ -133,8 +133,10 @@ export function renderReplay(m: ReproManifest, r: ReplayResult, device: string):
 }
 
 export function runReplayCommand(a: ReplayArgs): { code: ExitCode; result: ReplayResult } {
+  // The bundle's model/ is a checkpoint like any other: nothing is written inside it (nor the bundle).
+  checkOutputs(a.dir, [{ option: '--json', path: a.json, kind: 'file' }]);
   const { result, manifest, device } = runReplay(a);
-  if (a.json !== undefined) writeFileAtomic(a.json, canon(result, 2) + '\n');
+  if (a.json !== undefined) writeFileAtomic(a.json, canon(result, 2) + '\n', '--json');
   process.stdout.write(renderReplay(manifest, result, device) + '\n');
   return { code: result.status === 'fail' ? ExitCode.stageFailed : ExitCode.pass, result };
 }

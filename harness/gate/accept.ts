@@ -4,12 +4,11 @@
  * record built from the prompts' summaries. A merged record goes through exactly these functions, so it
  * carries the same fields and obeys the same rule as one written by a single gate.
  */
-import { createHash } from 'node:crypto';
 import type { Policy } from '../compare/policy.js';
 import type { Questions } from '../compare/questions.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import type { Report } from '../runner/report.js';
-import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, sign } from './record.js';
+import { type AcceptanceRecord, type PromptSummary, RECORD_SCHEMA, reportDigest, sign } from './record.js';
 
 export function summarize(name: string, r: Report, policy: Policy, sha: string): PromptSummary {
   // A non-finite metric (device NaN/Inf) outranks every number; it is recorded as null (JSON has no Inf).
@@ -68,12 +67,8 @@ export function failedPrompts(summaries: readonly PromptSummary[]): PromptSummar
   return summaries.filter((s) => s.verdict !== 'pass');
 }
 
-/** SHA-256 over the per-prompt report digests, in prompt order. */
-export function reportDigest(summaries: readonly PromptSummary[]): string {
-  const digest = createHash('sha256');
-  summaries.forEach((s, i) => digest.update(`${i}\t${s.report_sha256}\n`));
-  return `sha256:${digest.digest('hex')}`;
-}
+/** SHA-256 over the per-prompt report digests, in prompt order (record.ts checks it with the same function). */
+export { reportDigest };
 
 export interface RecordInput {
   toolVersion: string;

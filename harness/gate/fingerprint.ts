@@ -8,12 +8,12 @@
  * because mtime can be set back (touch -r, rsync -t) after an edit, and ctime cannot.
  * A progress bar goes to stderr on a TTY once hashing has taken more than a second.
  */
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 
 export interface FileDigest {
   /** relative to the hashed folder, '/'-separated */
@@ -63,6 +63,30 @@ interface CacheEntry {
   ino: string;
   dev: string;
   sha256: string;
+  /** HMAC-SHA256 (signing key) over the path and every field above: present when written with a key */
+  mac?: string;
+}
+
+/**
+ * A cached digest is only a hint: anyone who can write the cache file can pair a changed file's new
+ * (size, mtime, ctime, inode) with the old digest. With a signing key, entries are MACed over the path and
+ * every field, and an entry without a valid MAC under this key is hashed again, so a forged entry costs a
+ * re-hash, never a false match. Without a key, `--verify full` (useCache: 'write') re-hashes every byte.
+ */
+function entryMac(key: string, abs: string, e: Omit<CacheEntry, 'mac'>): string {
+  return createHmac('sha256', key).update(JSON.stringify(['layerdiff.fingerprints/1', abs, e.size, e.mtime_ns, e.ctime_ns, e.ino, e.dev, e.sha256])).digest('hex');
+}
+
+function macOk(key: string | null, abs: string, e: CacheEntry): boolean {
+  if (key === null) return true;
+  if (typeof e.mac !== 'string' || !/^[0-9a-f]{64}$/.test(e.mac)) return false;
+  const { mac, ...body } = e;
+  return timingSafeEqual(Buffer.from(mac, 'hex'), Buffer.from(entryMac(key, abs, body), 'hex'));
+}
+
+function defaultKey(): string | null {
+  const k = process.env.LAYERDIFF_SIGNING_KEY;
+  return k !== undefined && k !== '' ? k : null;
 }
 
 interface CacheFile {
@@ -75,24 +99,7 @@ export function fingerprintCacheFile(): string {
   return dir !== undefined && dir !== '' ? path.join(dir, 'fingerprints.json') : path.join(os.homedir(), '.cache', 'layerdiff', 'fingerprints.json');
 }
 
-function isInside(target: string, dir: string): boolean {
-  const rel = path.relative(dir, target);
-  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
-}
-
-/** Resolve symlinks of the longest existing prefix, so an alias of a folder is seen as that folder. */
-export function realish(p: string): string {
-  const abs = path.resolve(p);
-  let head = abs;
-  const tail: string[] = [];
-  while (!fs.existsSync(head)) {
-    const up = path.dirname(head);
-    if (up === head) return abs;
-    tail.unshift(path.basename(head));
-    head = up;
-  }
-  return path.join(fs.realpathSync(head), ...tail);
-}
+export { realish } from '../io/writer.js';
 
 function readCache(file: string): CacheFile {
   try {
@@ -126,8 +133,10 @@ export interface FingerprintOptions {
   protect?: string;
   /** force the progress bar on (tests) or off; default: stderr is a TTY */
   progress?: boolean;
-  /** false: neither read nor write the cache */
-  useCache?: boolean;
+  /** false: neither read nor write the cache; 'write': hash every byte (--verify full) and refresh the cache */
+  useCache?: boolean | 'write';
+  /** the key cache entries are MACed with (default: LAYERDIFF_SIGNING_KEY; null: none) */
+  macKey?: string | null;
   /** where progress goes (tests) */
   stderr?: NodeJS.WritableStream & { isTTY?: boolean };
   /** show the bar once hashing has taken this long (default 1000 ms) */
@@ -140,7 +149,9 @@ export interface FingerprintOptions {
 export async function fingerprintFiles(dir: string, names: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
   const stderr = o.stderr ?? process.stderr;
   const cacheFile = fingerprintCacheFile();
-  let useCache = o.useCache ?? true;
+  let useCache: boolean = (o.useCache ?? true) !== false;
+  const readFromCache = o.useCache !== 'write';
+  const key = o.macKey === undefined ? defaultKey() : o.macKey;
   if (useCache && isInside(realish(cacheFile), realish(o.protect ?? dir))) {
     // No command writes inside the model directory, the cache included: hash without it.
     stderr.write(`layerdiff: note: the fingerprint cache ${cacheFile} would be inside ${o.protect ?? dir}; hashing without it\n`);
@@ -159,8 +170,8 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
     return { name: n, abs: realish(p), key: keyOf(st) };
   });
   const todo = stats.filter((s) => {
-    const e = cache?.entries[s.abs];
-    return e === undefined || !sameKey(e, s.key);
+    const e = readFromCache ? cache?.entries[s.abs] : undefined;
+    return e === undefined || typeof e.sha256 !== 'string' || !sameKey(e, s.key) || !macOk(key, s.abs, e);
   });
   const total = todo.reduce((n, s) => n + s.key.size, 0);
   const bar = new HashProgress(o.progress ?? stderr.isTTY === true, total, stderr, o.progressAfterMs ?? 1000);
@@ -176,7 +187,11 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
     const latest = readCache(cacheFile);
     // Forget files that are gone (deleted checkpoints, temporary copies), so the cache does not grow forever.
     for (const p of Object.keys(latest.entries)) if (!fs.existsSync(p)) delete latest.entries[p];
-    for (const s of todo) if (!racy(s.key, o.racyMs ?? RACY_MS)) latest.entries[s.abs] = { ...s.key, sha256: fresh.get(s.abs)! };
+    for (const s of todo) {
+      if (racy(s.key, o.racyMs ?? RACY_MS)) continue;
+      const e = { ...s.key, sha256: fresh.get(s.abs)! };
+      latest.entries[s.abs] = key !== null ? { ...e, mac: entryMac(key, s.abs, e) } : e;
+    }
     try {
       writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
     } catch (e) {

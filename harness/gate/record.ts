@@ -8,7 +8,7 @@
  * Verification reports every difference it finds, each as one reason (no-record, invalid, signature,
  * weights, device, policy, tool), and ends with the command that makes a matching record.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { LockedError } from '../errors.js';
@@ -16,7 +16,7 @@ import type { Policy } from '../compare/policy.js';
 import { writeFileAtomic } from '../io/writer.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { toolVersion } from '../version.js';
-import type { FileDigest, Fingerprint } from './fingerprint.js';
+import { combineDigests, type FileDigest, type Fingerprint } from './fingerprint.js';
 
 export const RECORD_SCHEMA = 'layerdiff.record/1';
 export const SIGNING_KEY_ENV = 'LAYERDIFF_SIGNING_KEY';
@@ -104,7 +104,7 @@ export function sign(rec: AcceptanceRecord, key: string | null): AcceptanceRecor
 }
 
 export function writeRecord(file: string, rec: AcceptanceRecord): void {
-  writeFileAtomic(file, JSON.stringify(rec, null, 2) + '\n');
+  writeFileAtomic(file, JSON.stringify(rec, null, 2) + '\n', '--record');
 }
 
 /**
@@ -138,6 +138,8 @@ export interface VerifyInput {
   key: string | null;
   /** the `layerdiff gate …` command that writes a matching record */
   fixCommand: string;
+  /** refuse unsigned records (--require-signature, LAYERDIFF_REQUIRE_SIGNATURE=1) */
+  requireSignature?: boolean;
   /**
    * the same command with a record path of its own, for when the record accepts another checkpoint: the
    * fix must not overwrite that model's record
@@ -157,6 +159,67 @@ function sameFiles(a: FileDigest[], b: FileDigest[]): boolean {
   return x === b.map((f) => f.name).sort().join('\n') && a.some((f) => b.some((g) => g.name === f.name && g.sha256 === f.sha256));
 }
 
+/** SHA-256 over the per-prompt report digests, in prompt order: the record's report_digest. */
+export function reportDigest(summaries: readonly PromptSummary[]): string {
+  const digest = createHash('sha256');
+  summaries.forEach((s, i) => digest.update(`${i}\t${s.report_sha256}\n`));
+  return `sha256:${digest.digest('hex')}`;
+}
+
+export const REQUIRE_SIGNATURE_ENV = 'LAYERDIFF_REQUIRE_SIGNATURE';
+
+export function signatureRequired(flag: boolean | undefined): boolean {
+  return flag === true || process.env[REQUIRE_SIGNATURE_ENV] === '1';
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * What makes a record internally inconsistent (empty: consistent). A record says pass only if every prompt
+ * passed; its digests are strict lowercase hex; its fingerprint is the combination of the file digests it
+ * lists; its report digest covers exactly the prompts' report digests; an HMAC is absent or well-formed.
+ * A hand-edited record (a prompt's verdict, a file list, `"hmac": null`) is refused as invalid (exit 3).
+ */
+export function recordProblems(r: unknown): string[] {
+  const p: string[] = [];
+  if (!isObj(r)) return ['not a JSON object'];
+  if (r.schema !== RECORD_SCHEMA) p.push(`schema ${JSON.stringify(r.schema)}`);
+  if (r.verdict !== 'pass') p.push(`verdict ${JSON.stringify(r.verdict)}`);
+  if (!isObj(r.tool) || typeof r.tool.version !== 'string') p.push('tool.version missing');
+  if (!isObj(r.device) || typeof r.device.name !== 'string') p.push('device.name missing');
+  if (!isObj(r.policy) || typeof r.policy.metric !== 'string' || typeof r.policy.fail_above !== 'number' || typeof r.policy.warn_above !== 'number') p.push('policy incomplete');
+  if (typeof r.created !== 'string') p.push('created missing');
+  const m = r.model;
+  if (!isObj(m) || typeof m.fingerprint !== 'string' || !Array.isArray(m.files)) p.push('model.fingerprint/files missing');
+  else {
+    const files = m.files as unknown[];
+    const bad = files.findIndex((f) => !isObj(f) || typeof f.name !== 'string' || f.name === '' || !Number.isSafeInteger(f.size) || (f.size as number) < 0 || typeof f.sha256 !== 'string' || !HEX64.test(f.sha256));
+    if (files.length === 0) p.push('model.files is empty');
+    else if (bad >= 0) p.push(`model.files[${bad}] is not {name, size, sha256 (64 lowercase hex)}`);
+    else if (!/^sha256:[0-9a-f]{64}$/.test(m.fingerprint)) p.push('model.fingerprint is not sha256:<64 lowercase hex>');
+    else if (combineDigests(files as FileDigest[]) !== m.fingerprint) p.push('model.fingerprint is not the digest of model.files');
+    else if (new Set(files.map((f) => (f as FileDigest).name)).size !== files.length) p.push('model.files lists a file twice');
+  }
+  const a = r.acceptance;
+  if (!isObj(a) || !Array.isArray(a.prompts) || a.prompts.length === 0) p.push('acceptance.prompts missing or empty');
+  else {
+    const prompts = a.prompts as unknown[];
+    const failed = prompts.findIndex((x) => !isObj(x) || x.verdict !== 'pass');
+    if (failed >= 0) p.push(`acceptance.prompts[${failed}] did not pass`);
+    const badHex = prompts.findIndex((x) => !isObj(x) || typeof x.report_sha256 !== 'string' || !HEX64.test(x.report_sha256));
+    if (badHex >= 0) p.push(`acceptance.prompts[${badHex}].report_sha256 is not 64 lowercase hex`);
+    else {
+      if (r.report_digest !== reportDigest(prompts as PromptSummary[])) p.push('report_digest does not cover the prompts\' report digests');
+    }
+  }
+  if ('hmac' in r) {
+    const h = r.hmac;
+    if (!isObj(h) || h.alg !== 'HMAC-SHA256' || typeof h.value !== 'string' || !HEX64.test(h.value)) p.push('hmac is not {alg: "HMAC-SHA256", value: 64 lowercase hex}');
+  }
+  return p;
+}
+
 const shortHash = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
 
 export function verifyRecord(v: VerifyInput): AcceptanceRecord {
@@ -173,11 +236,8 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
   } catch (e) {
     return locked(['invalid'], [`${file} is not a readable JSON acceptance record (${(e as Error).message})`]);
   }
-  const shapeOk =
-    rec !== null && typeof rec === 'object' && rec.schema === RECORD_SCHEMA && rec.verdict === 'pass' &&
-    typeof rec.model?.fingerprint === 'string' && Array.isArray(rec.model.files) && typeof rec.device?.name === 'string' &&
-    typeof rec.policy?.metric === 'string' && typeof rec.tool?.version === 'string';
-  if (!shapeOk) locked(['invalid'], [`${file} is not a passing ${RECORD_SCHEMA} acceptance record`]);
+  const problems = recordProblems(rec);
+  if (problems.length > 0) locked(['invalid'], [`${file} is not a consistent passing ${RECORD_SCHEMA} acceptance record (${problems.slice(0, 3).join('; ')})`]);
 
   const reasons: LockReason[] = [];
   const what: string[] = [];
@@ -187,12 +247,15 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
   };
 
   // Signature first: when it fails, nothing else in the record can be trusted, but the rest is still listed.
+  if (v.requireSignature === true && rec.hmac === undefined && v.key === null) {
+    add('signature', `the record is not signed and a signature is required (--require-signature or ${REQUIRE_SIGNATURE_ENV}=1)`);
+  }
   if (v.key !== null || rec.hmac !== undefined) {
     if (rec.hmac === undefined) add('signature', `the record is not signed but ${SIGNING_KEY_ENV} is set`);
     else if (v.key === null) add('signature', `the record is signed and ${SIGNING_KEY_ENV} is not set, so its signature cannot be checked`);
     else {
       const want = Buffer.from(recordHmac(rec, v.key), 'hex');
-      const got = Buffer.from(String(rec.hmac.value), 'hex');
+      const got = Buffer.from(rec.hmac.value, 'hex'); // strict lowercase hex: checked by recordProblems
       if (rec.hmac.alg !== 'HMAC-SHA256' || got.length !== want.length || !timingSafeEqual(got, want)) {
         add('signature', 'the record\'s HMAC does not match its contents under this signing key (tampered, or signed with another key)');
       }

@@ -4,9 +4,9 @@
  * manifest.json binding them to the checkpoint's full fingerprint and to each file's SHA-256. This file holds
  * what every architecture shares; the layouts are fp16cache_llama.ts and fp16cache_deepseek_v4.ts.
  *
- * Writing (writeCache): the old manifest is removed first and the new one written last, so an interrupted
- * convert leaves no usable-looking cache; a convert that fails removes the files it wrote (and the folder, if
- * it made it), so bad input leaves no partial output.
+ * Writing (writeCache): into a staging folder next to the target, swapped in only when complete, so a failed
+ * or interrupted convert leaves the previous cache intact and no partial output; a non-empty folder that is
+ * not a cache of this checkpoint is refused.
  *
  * Loading (openCache): a cache whose manifest names another checkpoint fingerprint (or tool version) is stale
  * and is not used (the caller dequantizes at load instead, with a note); a cache whose files do not match the
@@ -20,7 +20,7 @@ import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
 import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { outputError, partialName, partialPid, realish, removePartials, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
 import { SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
@@ -114,45 +114,60 @@ export class CacheFiles {
 }
 
 /**
- * A convert that was killed leaves its temp files (`.<file>.<pid>.<ms>.tmp`, up to a whole experts file at real
- * width); the next convert into the folder removes those whose process is gone. A live one's are left alone.
+ * What may be replaced: nothing, an empty folder, or a cache of this same checkpoint (its manifest names this
+ * checkpoint's folder or fingerprint) holding nothing but the files its manifest lists. Anything else is a
+ * user's folder and is refused, so a convert never deletes or mixes into it.
  */
-function removeOrphanTemps(dir: string): void {
-  for (const name of fs.readdirSync(dir)) {
-    const m = /^\..+\.(\d+)\.\d+\.tmp$/.exec(name);
-    if (m === null || Number(m[1]) === process.pid || processAlive(Number(m[1]))) continue;
-    fs.rmSync(path.join(dir, name), { force: true });
-  }
-}
-
-function processAlive(pid: number): boolean {
+function assertReplaceableCache(t: CacheTarget): void {
+  let st: fs.Stats;
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+    st = fs.lstatSync(t.dir);
+  } catch {
+    return;
   }
+  if (!st.isDirectory()) throw new InputError(`--fp16-cache names ${st.isSymbolicLink() ? 'a symbolic link' : 'something that is not a folder'}; give a folder`, { file: t.dir });
+  const names = fs.readdirSync(t.dir).filter((n) => partialPid(n) === null);
+  if (names.length === 0) return;
+  const mf = path.join(t.dir, MANIFEST);
+  let man: Partial<Fp16ManifestBase> & { experts?: Array<{ name?: unknown }> };
+  try {
+    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as typeof man;
+  } catch {
+    throw new InputError(`--fp16-cache: the folder is not empty and holds no readable ${MANIFEST} of layerdiff convert; give a new or empty folder`, { file: t.dir });
+  }
+  const sameCheckpoint = man?.checkpoint?.fingerprint === t.fingerprint || (typeof man?.checkpoint?.path === 'string' && realish(man.checkpoint.path) === realish(t.checkpointDir));
+  if (man?.schema !== FP16_CACHE_SCHEMA || !sameCheckpoint) {
+    throw new InputError(`--fp16-cache: the folder is not empty and is not an FP16 cache of this checkpoint (${man?.schema === FP16_CACHE_SCHEMA ? `it caches ${String(man.checkpoint?.path)}` : `${MANIFEST} is not a ${FP16_CACHE_SCHEMA} manifest`}); give a new or empty folder`, { file: t.dir });
+  }
+  const known = new Set([MANIFEST, ...[...(Array.isArray(man.files) ? man.files : []), ...(Array.isArray(man.experts) ? man.experts : [])].map((f) => String(f?.name))]);
+  const foreign = names.filter((n) => !known.has(n));
+  if (foreign.length > 0) throw new InputError(`--fp16-cache: the folder holds files the cache's manifest does not list (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); give a new or empty folder`, { file: t.dir });
 }
 
 /**
- * Convert into t.dir: `body` writes the files and returns the manifest's architecture-specific fields and
- * which files the manifest vouches for as a whole (their digests are taken here, after writing).
+ * Convert into t.dir: `body` writes the files into a staging folder next to it and returns the manifest's
+ * architecture-specific fields and which files the manifest vouches for as a whole (digests taken here,
+ * after writing). Only a complete cache replaces the previous one (two renames), so a failed or killed
+ * convert leaves the previous cache exactly as it was.
  */
 export async function writeCache<M extends Fp16ManifestBase>(
   t: CacheTarget,
   body: (files: CacheFiles) => Promise<{ verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> }> | { verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> },
 ): Promise<M> {
-  if (fs.existsSync(t.dir) && !fs.statSync(t.dir).isDirectory()) throw new InputError('--fp16-cache names a file; give a folder', { file: t.dir });
+  assertReplaceableCache(t);
+  const target = path.resolve(t.dir);
+  const parent = path.dirname(target);
   // the outermost folder this convert creates: removed whole on failure (with any parents it had to make)
   let made: string | null = null;
-  for (let d = path.resolve(t.dir); !fs.existsSync(d); d = path.dirname(d)) made = d;
-  fs.mkdirSync(t.dir, { recursive: true });
-  fs.rmSync(path.join(t.dir, MANIFEST), { force: true });
-  removeOrphanTemps(t.dir);
-  const files = new CacheFiles(t);
+  for (let d = parent; !fs.existsSync(d); d = path.dirname(d)) made = d;
+  fs.mkdirSync(parent, { recursive: true });
+  removePartials(parent); // a killed convert's staging folder (its process is gone)
+  const staging = partialName(target, '');
+  fs.mkdirSync(staging);
+  const files = new CacheFiles({ ...t, dir: staging });
   try {
     const { verified, extra } = await body(files);
-    const digests = await fingerprintFiles(t.dir, verified, { protect: t.checkpointDir });
+    const digests = await fingerprintFiles(staging, verified, { protect: t.checkpointDir, useCache: false });
     const manifest = {
       schema: FP16_CACHE_SCHEMA,
       tool: { name: 'layerdiff', version: toolVersion() },
@@ -163,10 +178,20 @@ export async function writeCache<M extends Fp16ManifestBase>(
       ...extra,
       created: new Date().toISOString(),
     } as M;
-    writeFileAtomic(path.join(t.dir, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+    writeFileAtomic(path.join(staging, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+    // Swap: the previous cache steps aside (still whole) until the new one is in place, then goes.
+    const old = fs.existsSync(target) ? partialName(target, '.old') : null;
+    if (old !== null) fs.renameSync(target, old);
+    try {
+      fs.renameSync(staging, target);
+    } catch (e) {
+      if (old !== null) fs.renameSync(old, target);
+      throw outputError(e, target);
+    }
+    if (old !== null) fs.rmSync(old, { recursive: true, force: true });
     return manifest;
   } catch (e) {
-    for (const f of files.written) fs.rmSync(path.join(t.dir, f), { force: true });
+    fs.rmSync(staging, { recursive: true, force: true });
     if (made !== null) fs.rmSync(made, { recursive: true, force: true });
     throw e;
   }

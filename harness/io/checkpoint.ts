@@ -6,6 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import { readRegularText } from './regular.js';
 import { SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
@@ -45,10 +46,11 @@ export class Checkpoint {
       const wm = index.weight_map;
       if (wm === null || typeof wm !== 'object' || Array.isArray(wm)) throw new InputError('weight_map is missing or not an object', { file: indexFile });
       for (const [name, shard] of Object.entries(wm as Record<string, unknown>)) {
-        if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\') || shard.startsWith('.')) {
+        if (typeof shard !== 'string' || shard === '' || shard.includes('/') || shard.includes('\\') || shard.startsWith('.')) {
           throw new InputError(`weight_map entry ${JSON.stringify(shard)} is not a shard file name in this folder`, { file: indexFile, tensor: name });
         }
         if (!fs.existsSync(path.join(dir, shard))) throw new InputError(`shard ${shard} named by the index does not exist`, { file: indexFile, tensor: name });
+        if (!fs.statSync(path.join(dir, shard)).isFile()) throw new InputError(`shard ${shard} named by the index is not a regular file`, { file: indexFile, tensor: name });
         weightMap.set(name, shard);
       }
     } else if (fs.existsSync(path.join(dir, 'model.safetensors'))) {
@@ -80,6 +82,13 @@ export class Checkpoint {
 
   private shard(file: string): SafetensorsFile {
     return this.shards.get(file);
+  }
+
+  /** The `generator` metadata its shards agree on (e.g. a repro bundle's), or null. */
+  generator(): string | null {
+    const seen = new Set(this.shardFiles.map((f) => this.shard(f).metadata.generator));
+    const [only] = [...seen];
+    return seen.size === 1 && typeof only === 'string' ? only : null;
   }
 
   has(name: string): boolean {
@@ -126,12 +135,7 @@ export class Checkpoint {
 }
 
 export function readJsonObject(file: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
-  }
+  const text = readRegularText(file);
   let v: unknown;
   try {
     v = JSON.parse(text);

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
+import { openRegular } from './regular.js';
 
 export interface TensorInfo {
   name: string;
@@ -47,12 +48,7 @@ export class SafetensorsFile {
 
   static open(file: string): SafetensorsFile {
     const shown = file;
-    let fd: number;
-    try {
-      fd = fs.openSync(file, 'r');
-    } catch (e) {
-      throw new InputError(`cannot open: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file: shown });
-    }
+    const fd = openRegular(file);
     try {
       const size = fs.fstatSync(fd).size;
       if (size < 8) throw new InputError(`truncated: ${size} bytes, too short for the 8-byte header length`, { file: shown });
@@ -212,9 +208,8 @@ export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<str
   return out;
 }
 
-/** The atomic writer moved to io/writer.ts; re-exported for callers not yet moved. */
-export { writeFileAtomic } from './writer.js';
-
+/** The one atomic writer (harness/io/writer.ts): re-exported here for the writers of safetensors files. */
+export { writeFileAtomic };
 
 export function writeSafetensors(file: string, tensors: TensorToWrite[], metadata?: Record<string, string>): void {
   writeFileAtomic(file, encodeSafetensors(tensors, metadata));

@@ -43,6 +43,8 @@ export class TextTokenizer {
     private readonly tk: HfTokenizer,
     vocabSize: number,
     specials: { bos?: string; eos?: string },
+    private readonly specialIds: ReadonlySet<number> = new Set(),
+    private readonly unk: number | undefined = undefined,
   ) {
     this.vocabSize = vocabSize;
     this.bosTokenId = specials.bos === undefined ? undefined : tk.token_to_id(specials.bos);
@@ -93,7 +95,10 @@ export class TextTokenizer {
       if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string') return (v as { content: string }).content;
       return undefined;
     };
-    return new TextTokenizer(file, tk, maxId + 1, { bos: special('bos_token'), eos: special('eos_token') });
+    const specialIds = new Set(added.filter((t) => (t as { special?: unknown }).special === true).map((t) => (t as { id: number }).id));
+    const unkToken = (model as Record<string, unknown>).unk_token;
+    const unk = typeof unkToken === 'string' ? tk.token_to_id(unkToken) : undefined;
+    return new TextTokenizer(file, tk, maxId + 1, { bos: special('bos_token'), eos: special('eos_token') }, specialIds, unk ?? undefined);
   }
 
   /** Token ids for `text`; special tokens (BOS) are added as the tokenizer's post-processor specifies. */
@@ -126,9 +131,37 @@ export class TextTokenizer {
   tokenToId(token: string): number | undefined {
     return this.tk.token_to_id(token);
   }
+
+  /** The id of the model's unknown token, if it has one. */
+  unkId(): number | undefined {
+    return this.unk;
+  }
+
+  /** Is `id` one of the added special tokens (BOS, EOS, padding, …)? */
+  isSpecial(id: number): boolean {
+    return this.specialIds.has(id);
+  }
 }
 
-/** `TextTokenizer.load`, as a function. */
+/** Text any real tokenizer maps to ordinary vocabulary pieces. */
+const PROBE_TEXT = 'hello world';
+
+/**
+ * `TextTokenizer.load`, checked against the model: its ids must fit config.json's vocab_size (the embedding's
+ * rows; a smaller tokenizer is normal, padded tables are), and ordinary text must become ordinary tokens —
+ * a tokenizer that maps "hello world" to nothing, to its unknown token or only to special tokens would make
+ * every run compute on a meaningless input and pass.
+ */
 export function loadTokenizer(modelDir: string): TextTokenizer {
-  return TextTokenizer.load(modelDir);
+  const tk = TextTokenizer.load(modelDir);
+  const configFile = path.join(modelDir, 'config.json');
+  const vocab = fs.existsSync(configFile) ? readJsonObject(configFile).vocab_size : undefined;
+  if (typeof vocab === 'number' && tk.vocabSize > vocab) {
+    throw new InputError(`the tokenizer's ids run to ${tk.vocabSize - 1}, beyond vocab_size ${vocab} of ${configFile}`, { file: tk.file });
+  }
+  const ids = tk.encode(PROBE_TEXT, { addSpecialTokens: false });
+  const unk = tk.unkId();
+  const ordinary = ids.filter((id) => id !== unk && !tk.isSpecial(id));
+  if (ordinary.length === 0) throw new InputError(`maps ordinary text (${JSON.stringify(PROBE_TEXT)}) to no vocabulary token (${JSON.stringify(ids)}); not a usable tokenizer`, { file: tk.file });
+  return tk;
 }

@@ -1,17 +1,285 @@
-/** Output writers: every file the tool writes goes through here, so no reader ever sees half a file. */
+/**
+ * The one writer of every output file (reports, dumps, golden runs, repro bundles, records, caches): a file
+ * appears complete or not at all, and it only ever replaces a previous regular file. Each is written to a
+ * temp file in the target's folder and renamed over the target; a target that is a symlink, a directory, a
+ * device, a FIFO or a socket is refused (a rename would silently turn `/dev/stdout` or a user's link into a
+ * plain file). `-` writes to stdout instead (`--json -`).
+ *
+ * Every temp name carries `layerdiff-partial-<pid>`, so whoever supervises the process (cli/supervise.ts)
+ * can remove what a killed run left behind, and a later run can tell a dead run's litter from a live one's.
+ * Failures of the output filesystem (full, read-only, no permission) are bad input naming the file (exit 2),
+ * and `checkOutput*` finds them before a run starts.
+ */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { InputError } from '../errors.js';
 
-/** Write a file atomically: temp file in the same folder, then rename, so no half file is ever seen. */
-export function writeFileAtomic(file: string, data: string | Uint8Array): void {
-  const dir = path.dirname(file);
-  fs.mkdirSync(dir, { recursive: true });
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+/** `--json -`: the report goes to stdout. */
+export const STDOUT = '-';
+
+export const PARTIAL_TAG = 'layerdiff-partial-';
+
+let seq = 0;
+
+/** A temp name next to `target`, tagged with this process's id. */
+export function partialName(target: string, suffix = '.tmp'): string {
+  return path.join(path.dirname(target), `.${path.basename(target)}.${PARTIAL_TAG}${process.pid}.${seq++}${suffix}`);
+}
+
+/** The pid a partial name was made by, or null when `name` is not one. */
+export function partialPid(name: string): number | null {
+  const m = new RegExp(`\\.${PARTIAL_TAG}(\\d+)(?:\\.|$)`).exec(name);
+  return m === null ? null : Number(m[1]);
+}
+
+const ERRNO_TEXT: Record<string, string> = {
+  ENOSPC: 'no space left on the device',
+  EDQUOT: 'disk quota exceeded',
+  EROFS: 'the filesystem is read-only',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOTDIR: 'a part of the path is not a directory',
+  EISDIR: 'is a directory',
+  ENAMETOOLONG: 'the name is too long',
+  ELOOP: 'too many levels of symbolic links',
+  EEXIST: 'exists',
+};
+
+/** An errno from writing an output, as one line naming the file (exit 2); anything else stays a bug. */
+export function outputError(e: unknown, file: string, what = 'cannot write'): Error {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code !== undefined && code in ERRNO_TEXT) return new InputError(`${what}: ${ERRNO_TEXT[code]} (${code})`, { file });
+  return e instanceof Error ? e : new Error(String(e));
+}
+
+function kindOf(st: fs.Stats): string {
+  if (st.isSymbolicLink()) return 'a symbolic link';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
+
+function lstatOrNull(p: string): fs.Stats | null {
   try {
-    fs.writeFileSync(tmp, data);
+    return fs.lstatSync(p);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw outputError(e, p, 'cannot check');
+  }
+}
+
+/** The target of a file write must be nothing or a regular file (not followed through a symlink). */
+export function assertFileTarget(file: string, option: string): void {
+  const st = lstatOrNull(file);
+  if (st === null || st.isFile()) return;
+  const hint = st.isSymbolicLink() ? ` (give the path it points to${option.startsWith('--json') ? ', or - for stdout' : ''})` : '';
+  throw new InputError(`${option}: refusing to replace ${kindOf(st)}; give a new path or a regular file${hint}`, { file });
+}
+
+/** The nearest existing folder of `p` (p itself when it is one). */
+function nearestDir(p: string): string {
+  let d = path.resolve(p);
+  for (;;) {
+    const st = lstatOrNull(d);
+    if (st !== null) {
+      if (!fs.statSync(d).isDirectory()) throw new InputError('is not a directory', { file: d });
+      return d;
+    }
+    const up = path.dirname(d);
+    if (up === d) return d;
+    d = up;
+  }
+}
+
+/**
+ * Before a run: can a file be created in `dir` (or the folder that will hold it)? A probe file is written
+ * (a few bytes, so a full filesystem shows as well as a read-only one) and removed at once.
+ */
+export function probeWritable(dir: string, option: string): void {
+  const at = nearestDir(dir);
+  const probe = partialName(path.join(at, 'probe'));
+  try {
+    const fd = fs.openSync(probe, 'wx');
+    try {
+      fs.writeSync(fd, Buffer.alloc(4096));
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (e) {
+    throw outputError(e, at, `${option}: cannot write here`);
+  } finally {
+    fs.rmSync(probe, { force: true });
+  }
+}
+
+/** Before a run: `file` (an output file, or `-`) can be written and replaces nothing but a regular file. */
+export function checkOutputFile(file: string, option: string): void {
+  if (file === STDOUT) return;
+  if (file === '') throw new InputError(`${option}: give a file path (or - for stdout)`);
+  assertFileTarget(file, option);
+  probeWritable(path.dirname(path.resolve(file)), option);
+}
+
+/** Before a run: `dir` (an output folder) is a folder or nothing, and writable. */
+export function checkOutputDir(dir: string, option: string): void {
+  if (dir === '') throw new InputError(`${option}: give a folder path`);
+  const st = lstatOrNull(dir);
+  if (st !== null && !st.isDirectory()) throw new InputError(`${option}: exists and is ${kindOf(st)}, not a folder`, { file: dir });
+  probeWritable(st !== null ? dir : path.dirname(path.resolve(dir)), option);
+}
+
+/** Write all of `data` to fd. */
+function writeAllSync(fd: number, data: Uint8Array): void {
+  let off = 0;
+  while (off < data.byteLength) off += fs.writeSync(fd, data, off, data.byteLength - off);
+}
+
+/**
+ * Write `data` to `file` atomically (or to stdout for `-`): temp file in the same folder, then rename over
+ * nothing or a regular file. Errors of the output filesystem are InputErrors naming the file.
+ */
+export function writeFileAtomic(file: string, data: string | Uint8Array, option = 'output'): void {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  if (file === STDOUT) {
+    writeAllSync(1, bytes);
+    return;
+  }
+  assertFileTarget(file, option);
+  const dir = path.dirname(file);
+  const tmp = partialName(file);
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+    const fd = fs.openSync(tmp, 'wx');
+    try {
+      writeAllSync(fd, bytes);
+    } finally {
+      fs.closeSync(fd);
+    }
+    assertFileTarget(file, option); // again: something may have been put there during the run
     fs.renameSync(tmp, file);
   } catch (e) {
     fs.rmSync(tmp, { force: true });
-    throw e;
+    throw outputError(e, file);
+  }
+}
+
+/** A file written in pieces (a streamed safetensors file): temp file until `commit`, removed by `abort`. */
+export class PartialFile {
+  readonly tmp: string;
+  private fd: number | undefined;
+
+  constructor(
+    readonly file: string,
+    private readonly option = 'output',
+  ) {
+    assertFileTarget(file, option);
+    this.tmp = partialName(file);
+    try {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      this.fd = fs.openSync(this.tmp, 'wx');
+    } catch (e) {
+      throw outputError(e, file);
+    }
+  }
+
+  write(b: Uint8Array): void {
+    if (this.fd === undefined) throw new Error(`${this.file}: writer is closed`);
+    try {
+      writeAllSync(this.fd, b);
+    } catch (e) {
+      this.abort();
+      throw outputError(e, this.file);
+    }
+  }
+
+  commit(): void {
+    if (this.fd === undefined) throw new Error(`${this.file}: writer is closed`);
+    try {
+      fs.closeSync(this.fd);
+      this.fd = undefined;
+      assertFileTarget(this.file, this.option);
+      fs.renameSync(this.tmp, this.file);
+    } catch (e) {
+      this.abort();
+      throw outputError(e, this.file);
+    }
+  }
+
+  abort(): void {
+    if (this.fd !== undefined) fs.closeSync(this.fd);
+    this.fd = undefined;
+    fs.rmSync(this.tmp, { force: true });
+  }
+}
+
+/** Is `pid` a running process (ours or someone else's)? */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Remove the partials of dead runs (or of `pid`) directly in `dir`. */
+export function removePartials(dir: string, pid?: number): void {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const p = partialPid(name);
+    if (p === null) continue;
+    if (pid !== undefined ? p !== pid : p === process.pid || processAlive(p)) continue;
+    // A previous output set aside during a swap (writeCache) whose replacement never arrived: put it back.
+    const aside = /^\.(.+)\.layerdiff-partial-\d+\.\d+\.old$/.exec(name);
+    if (aside !== null && !fs.existsSync(path.join(dir, aside[1]))) {
+      fs.renameSync(path.join(dir, name), path.join(dir, aside[1]));
+      continue;
+    }
+    fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
+}
+
+/** Resolve symlinks of the longest existing prefix, so an alias of a folder is seen as that folder. */
+export function realish(p: string): string {
+  const abs = path.resolve(p);
+  let head = abs;
+  const tail: string[] = [];
+  while (!fs.existsSync(head)) {
+    const up = path.dirname(head);
+    if (up === head) return abs;
+    tail.unshift(path.basename(head));
+    head = up;
+  }
+  return path.join(fs.realpathSync(head), ...tail);
+}
+
+export function isInside(target: string, dir: string): boolean {
+  const rel = path.relative(dir, target);
+  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+}
+
+/** No command ever writes inside the model directory, also not through a symlinked alias of it or of the target. */
+export function assertOutsideModel(target: string, modelDir: string): void {
+  if (target === STDOUT) return;
+  if (isInside(path.resolve(target), path.resolve(modelDir)) || isInside(realish(target), realish(modelDir))) {
+    throw new InputError(`refusing to write ${target}: it is inside the model directory ${modelDir}, which layerdiff never modifies`);
+  }
+}
+
+/** Every output of a command, checked before it runs: outside the model, the right kind, writable. */
+export function checkOutputs(modelDir: string | null, outputs: ReadonlyArray<{ option: string; path: string | undefined; kind: 'file' | 'dir' }>): void {
+  for (const o of outputs) {
+    if (o.path === undefined) continue;
+    if (modelDir !== null) assertOutsideModel(o.path, modelDir);
+    if (o.kind === 'file') checkOutputFile(o.path, o.option);
+    else checkOutputDir(o.path, o.option);
   }
 }

@@ -17,6 +17,7 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import { type LinearFormat, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import { assertStoredLayers } from './layers.js';
 import { forEachRowChunk, readRows } from './rows.js';
 import { type DeepseekV4Config, loadDeepseekV4Config } from './deepseek_v4_config.js';
 
@@ -169,6 +170,7 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
     this.cfg = loadDeepseekV4Config(ck.dir, ck.config, ck.configFile);
     this.qc = parseQuantConfig(ck.config, ck.configFile);
     this.ignoredTensors = ck.names().filter((n) => n.startsWith('mtp.')).length;
+    assertStoredLayers(ck, this.cfg.layers, 'layers.');
     const { vocab, hidden } = this.cfg;
     for (const name of [this.embedName, this.headName]) this.check(name, [vocab, hidden], ['BF16', 'F16', 'F32']);
   }

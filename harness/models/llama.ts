@@ -5,6 +5,7 @@
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import { assertStoredLayers } from './layers.js';
 import { forEachRowChunk, readRows } from './rows.js';
 import { ConfigReader } from '../io/config.js';
 import { expectShape, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
@@ -36,6 +37,7 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
   if (rs !== undefined && rs.raw.rope_type !== undefined && rs.raw.rope_type !== 'default') {
     throw new InputError(`rope_scaling ${JSON.stringify(rs.raw)} is not supported for llama (only unscaled RoPE)`, { file: ck.configFile });
   }
+  refuseUnimplementedLlamaFields(c);
   return {
     hidden,
     intermediate: c.int('intermediate_size'),
@@ -44,12 +46,41 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
     kvHeads,
     headDim,
     vocab: c.int('vocab_size'),
-    eps: c.num('rms_norm_eps', 1e-6),
+    eps: positive(c, 'rms_norm_eps', 1e-6),
     ropeTheta: c.num('rope_theta', 10000),
     tieEmbeddings: c.bool('tie_word_embeddings', false),
     bos: typeof ck.config.bos_token_id === 'number' ? ck.config.bos_token_id : null,
     eos: typeof ck.config.eos_token_id === 'number' ? ck.config.eos_token_id : null,
   };
+}
+
+/**
+ * The Llama config fields that change the computation, and how each is handled (the rest — dropout,
+ * initializer_range, use_cache, pretraining_tp (a summation order only) — do not change the forward pass):
+ *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
+ *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default only): implemented in both paths;
+ *   tie_word_embeddings: implemented (the head is the embedding, as transformers ties it);
+ *   hidden_act: only "silu" (SwiGLU) is implemented; attention_bias, mlp_bias: only false;
+ *   max_position_embeddings: positions beyond it are refused (cli/input.ts, cli/generate.ts).
+ * Anything not implemented is refused with the field and its value, never silently computed as something else.
+ */
+function refuseUnimplementedLlamaFields(c: ConfigReader): void {
+  const refuse = (key: string, why: string) => {
+    throw new InputError(`${key} ${JSON.stringify(c.raw[key])} is not supported for llama: ${why}`, { file: c.file });
+  };
+  const act = c.raw.hidden_act;
+  if (act !== undefined && act !== 'silu') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
+  for (const key of ['attention_bias', 'mlp_bias']) {
+    const v = c.raw[key];
+    if (v !== undefined && v !== null && v !== false) refuse(key, 'only bias-free projections are implemented (false)');
+  }
+  positive(c, 'rope_theta', 10000);
+}
+
+function positive(c: ConfigReader, key: string, fallback: number): number {
+  const v = c.num(key, fallback);
+  if (!(v > 0)) throw new InputError(`${key} must be a positive number, got ${JSON.stringify(c.raw[key])}`, { file: c.file });
+  return v;
 }
 
 /** One decoder layer's weights, named as in the checkpoint (model.layers.N.*). */
@@ -77,8 +108,10 @@ export class LlamaCheckpoint {
   constructor(readonly ck: Checkpoint) {
     this.cfg = parseLlamaConfig(ck);
     this.qc = parseQuantConfig(ck.config, ck.configFile);
-    this.headName = ck.has('lm_head.weight') || !this.cfg.tieEmbeddings ? 'lm_head.weight' : this.embedName;
+    // Tied: transformers makes lm_head the embedding, whatever lm_head.weight a checkpoint also stores.
+    this.headName = this.cfg.tieEmbeddings ? this.embedName : 'lm_head.weight';
     const { vocab, hidden } = this.cfg;
+    assertStoredLayers(ck, this.cfg.layers);
     for (const name of [this.embedName, this.headName]) {
       const i = ck.info(name);
       if (i.dtype !== 'BF16' && i.dtype !== 'F16' && i.dtype !== 'F32') {

@@ -259,12 +259,13 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
     fs.writeFileSync(path.join(existing, 'notes.txt'), 'mine');
     await expect(writeDeepseekV4Fp16Cache(failing, N, existing, fp)).rejects.toThrow(InputError);
     expect(fs.readdirSync(existing)).toEqual(['notes.txt']);
-    // a killed convert's temp file (its process is gone) goes with the next convert; a live process's stays
+    // a killed convert's staging folder next to the target (its process is gone) goes with the next convert;
+    // a live process's stays
     const dead = spawnSync(process.execPath, ['-e', '']).pid!;
-    const orphan = `.layer.00002.experts.safetensors.${dead}.1700000000000.tmp`;
-    const live = `.layer.00001.safetensors.${process.ppid}.1700000000000.tmp`;
-    for (const f of [orphan, live]) fs.writeFileSync(path.join(existing, f), 'partial');
-    await expect(writeDeepseekV4Fp16Cache(failing, N, existing, fp)).rejects.toThrow(InputError);
+    const orphan = `.cache.layerdiff-partial-${dead}.0`;
+    const live = `.cache.layerdiff-partial-${process.ppid}.0`;
+    for (const f of [orphan, live]) fs.mkdirSync(path.join(existing, f));
+    await expect(writeDeepseekV4Fp16Cache(failing, N, path.join(existing, 'cache'), fp)).rejects.toThrow(InputError);
     expect(fs.readdirSync(existing).sort()).toEqual([live, 'notes.txt'].sort());
   });
 });

@@ -8,9 +8,9 @@ import Table from 'cli-table3';
 import { diagnoseWeights } from '../compare/diagnose.js';
 import { ExitCode } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { writeFileAtomic } from '../io/writer.js';
+import { checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { selectBackend } from '../runner/backend.js';
-import { assertOutside, parseLayers } from '../cli/diff.js';
+import { parseLayers } from '../cli/diff.js';
 import { openModel } from '../runner/model.js';
 import { parseInject } from '../faults/plan.js';
 import { describeWeights, faultText, sci } from '../../reports/format.js';
@@ -44,7 +44,7 @@ export function runWeightsCheckCommand(a: CheckArgs): ExitCode {
     const model = openModel(ck, backend, null);
     const faults = a.inject !== undefined ? parseInject(a.inject, model.numLayers) : null;
     const layers = parseLayers(a.layers, model.numLayers);
-    if (a.json !== undefined) assertOutside(a.json, ck.dir);
+    checkOutputs(ck.dir, [{ option: '--json', path: a.json, kind: 'file' }]);
     model.conformance();
     const w = checkWeights(ck, backend.native, { layers, faults, numLayers: model.numLayers });
     const lines = [`weights check (device ${backend.identity.name}${faults ? `, ${faultText(faults)}` : ''}): ${describeWeights(w)}`];
@@ -52,7 +52,7 @@ export function runWeightsCheckCommand(a: CheckArgs): ExitCode {
     for (const d of diagnoseWeights(w, null)) lines.push(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
     lines.push(w.mismatched > 0 ? 'FAIL — the device dequantizes some weights differently from the reference' : w.nan_codes > 0 ? 'FAIL — NaN codes in the checkpoint' : 'PASS — every device FP16 weight is the reference\'s, bit for bit');
     process.stdout.write(lines.join('\n') + '\n');
-    if (a.json !== undefined) writeFileAtomic(a.json, JSON.stringify({ schema: 'layerdiff.weights/1', weights: w, diagnosis: diagnoseWeights(w, null) }, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n');
+    if (a.json !== undefined) writeFileAtomic(a.json, JSON.stringify({ schema: 'layerdiff.weights/1', weights: w, diagnosis: diagnoseWeights(w, null) }, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n', '--json');
     assertNoNanCodes(ck, w);
     return w.mismatched > 0 ? ExitCode.stageFailed : ExitCode.pass;
   } finally {

@@ -1,0 +1,47 @@
+/**
+ * Inputs are opened only when they are regular files. A FIFO named `config.json` or a shard that is a
+ * directory, a device or a socket would block forever (FIFO), fail deep inside a read with EISDIR (exit 4)
+ * or stream without end (/dev/zero). The path is opened with O_NONBLOCK (so opening a FIFO cannot hang),
+ * then the descriptor itself is checked with fstat: what is read is what was checked. Symlinks are
+ * followed (Hugging Face caches link every file to a blob).
+ */
+import * as fs from 'node:fs';
+import { InputError } from '../errors.js';
+
+function kind(st: fs.Stats): string {
+  if (st.isDirectory()) return 'a directory';
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
+
+/** Open `file` read-only; it must be a regular file. The caller closes the descriptor. */
+export function openRegular(file: string): number {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EISDIR') throw new InputError('is a directory, not a file', { file });
+    throw new InputError(`cannot open: ${code ?? String(e)}`, { file });
+  }
+  const st = fs.fstatSync(fd);
+  if (!st.isFile()) {
+    fs.closeSync(fd);
+    throw new InputError(`is ${kind(st)}, not a regular file`, { file });
+  }
+  return fd;
+}
+
+/** The whole text of a regular file (config.json, an index, tokenizer.json). */
+export function readRegularText(file: string): string {
+  const fd = openRegular(file);
+  try {
+    return fs.readFileSync(fd, 'utf8');
+  } catch (e) {
+    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
+  } finally {
+    fs.closeSync(fd);
+  }
+}
