@@ -33,10 +33,14 @@ export function renderVerdict(r: Report, colour: boolean): string {
 /** The table and what follows it; `verbose` (-v) adds every differing tensor, the finite part of non-finite stages, timings and the environment. */
 export function renderTable(r: Report, colour: boolean, verbose = false): string {
   const cols = metricColumns(r);
+  // a column only for what this run measured: the forced mode when it ran, the floor when the floor rule measured it
+  const hasForced = r.stages.some((s) => s.accumulated_forced != null);
+  const hasFloor = r.stages.some((s) => s.floor !== undefined);
+  const extraHead = [...(hasForced ? ['forced max_abs'] : []), ...(hasFloor ? [`floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor'] : [])];
   const t = new Table({
-    head: ['stage', ...cols.head, 'forced max_abs', `floor ${r.policy.ratio_metric ?? r.policy.metric}`, 'err/floor', 'nan/inf', 'flips', 'status'],
+    head: ['stage', ...cols.head, ...extraHead, 'nan/inf', 'flips', 'status'],
     style: { head: [], border: [], compact: true },
-    colAligns: ['left', ...cols.head.map(() => 'right' as const), 'right', 'right', 'right', 'right', 'right', 'left'],
+    colAligns: ['left', ...cols.head.map(() => 'right' as const), ...extraHead.map(() => 'right' as const), 'right', 'right', 'left'],
   });
   const firstFlip = r.questions?.behaviour.first_flip ?? null;
   for (const s of r.stages) {
@@ -47,7 +51,7 @@ export function renderTable(r: Report, colour: boolean, verbose = false): string
     const ratio = s.floor_ratio ? `${ratioText(s.floor_ratio.isolated)}/${ratioText(s.floor_ratio.accumulated_forced)}` : '-';
     const f = s.flips?.accumulated ?? s.flips?.isolated ?? null;
     const flips = f === null ? flipsText(s) : `${f.count}${f.scoring_bug > 0 ? ` (${f.scoring_bug} bug)` : ''}${s.name === firstFlip ? ' first' : ''}`;
-    t.push([s.name, ...cols.cells(s), sci(s.accumulated_forced?.max_abs), fl, ratio, nonFiniteText(s), flips, status]);
+    t.push([s.name, ...cols.cells(s), ...(hasForced ? [sci(s.accumulated_forced?.max_abs)] : []), ...(hasFloor ? [fl, ratio] : []), nonFiniteText(s), flips, status]);
   }
   const dev = r.backends.device;
   const lines = [

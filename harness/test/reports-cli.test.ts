@@ -126,11 +126,12 @@ describe('root cause first', () => {
 describe('the same facts in every output, one column group per mode run', () => {
   it('--mode isolated has one max_abs column; both modes have the iso columns and a flips column', async () => {
     const [iso, both] = await limit(2, [() => cliAsync(['diff', '--mode', 'isolated', '--summary', out('iso.md')]), () => cliAsync(['diff', '--summary', out('both.md')])]);
-    expect(header(iso.stdout)).toEqual(['stage', 'max_abs', 'rel_l2', 'cosine', 'nan/inf', 'flips', 'status']);
-    expect(header(both.stdout)).toEqual(['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'iso rel_l2', 'nan/inf', 'flips', 'status']);
+    // the default policy measures the FP16 floor (floor + err/floor columns); the forced mode runs only with both
+    expect(header(iso.stdout)).toEqual(['stage', 'max_abs', 'rel_l2', 'cosine', 'floor rms', 'err/floor', 'nan/inf', 'flips', 'status']);
+    expect(header(both.stdout)).toEqual(['stage', 'max_abs', 'rel_l2', 'cosine', 'iso max_abs', 'iso rel_l2', 'forced max_abs', 'floor rms', 'err/floor', 'nan/inf', 'flips', 'status']);
     expect(fs.readFileSync(out('iso.md'), 'utf8')).toContain('| stage | status | max_abs | rel_l2 | cosine | nan/inf | flips |');
     expect(fs.readFileSync(out('both.md'), 'utf8')).toContain('| stage | status | max_abs | rel_l2 | cosine | iso max_abs | iso rel_l2 | nan/inf | flips |');
-    for (const r of [iso, both]) expect(r.stdout).toMatch(/^logits: .*top-1 agreement 100\.0%, KL mean \S+, KL max \S+/m);
+    for (const r of [iso, both]) expect(r.stdout).toMatch(/^logits: .*top-1 agreement 100\.0%, KL mean \S+, KL p99 \S+, KL max \S+/m);
     expect(fs.readFileSync(out('both.md'), 'utf8')).toMatch(/^- logits: accumulated: top-1 agreement/m);
   });
 });
@@ -144,7 +145,7 @@ describe('messages for the commonest mistakes, one line each, exit 2', () => {
     [['diff', tmp], /: not a model directory \(no config\.json\)$/],
     [['diff', '--fail-abve', '0.2'], /unknown option --fail-abve \(did you mean --fail-above\?\)/],
     [['dif'], /unknown command "dif" \(did you mean diff\?\)/],
-    [['diff', '--mode', 'isolatd'], /--mode "isolatd": expected one of both, accumulated, isolated \(did you mean isolated\?\)/],
+    [['diff', '--mode', 'isolatd'], /--mode "isolatd": expected one of both, accumulated, accumulated-forced, isolated \(did you mean isolated\?\)/],
     [['diff', '--json', '-', '--junit', '-'], /--json and --junit both write to stdout/],
     [['fixture', 'llama-tiy', path.join(tmp, 'fx')], /kind "llama-tiy": expected one of llama-tiny, .* \(did you mean llama-tiny\?\)/],
   ];
@@ -186,8 +187,9 @@ describe('help', () => {
       expect(bare, `${cmd}: options without a description`).toEqual([]);
       if (cmd === 'diff') {
         for (const o of ['--metric', '--mode', '--device', '--fail-above', '--fail-fast', '--color']) expect(r.stdout, o).toMatch(new RegExp(`${o}\\s+\\S`));
-        expect(r.stdout).toMatch(/\[choices: "max_abs", "mean_abs", "rms", "rel_l2"\] \[default: "max_abs"\]/);
-        expect(r.stdout).toMatch(/\[number\] \[default: 0\.1\]/);
+        // the fixed-rule flags have no yargs default (giving one selects the fixed rule); their descriptions state it
+        expect(r.stdout).toMatch(/\[choices: "max_abs", "mean_abs", "rms", "rel_l2"\]/);
+        expect(r.stdout).toMatch(/--fail-above\s+fixed rule: .*default 0\.1/);
       }
     }
   });
@@ -208,7 +210,8 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     const dump = out('dump');
     const golden = out('golden');
     const [d, g] = await limit(2, [
-      () => cliAsync(['diff', '--inject', 'scale-axis@1', '--dump', dump, '--json', out('dump.json'), '-q']),
+      // compare has no FP16 floor (a saved run holds none), so both sides are judged by the same fixed rule
+      () => cliAsync(['diff', '--inject', 'scale-axis@1', '--metric', 'max_abs', '--dump', dump, '--json', out('dump.json'), '-q']),
       () => cliAsync(['diff', '--save-golden', golden, '-q']),
     ]);
     expect([d.code, g.code]).toEqual([1, 0]);
