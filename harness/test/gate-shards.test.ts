@@ -329,7 +329,8 @@ describe('the scheduler examples', () => {
 
   it('play-matrix.sh runs N shard processes as the CI matrix does and merges them into the single gate\'s record', () => {
     const work = path.join(tmp, 'play');
-    const r = play(2, work, {});
+    // the same fixed-rule policy as the single gate of base() (the shards pass it through to each gate)
+    const r = play(2, work, {}, ['--metric', 'max_abs', '--fail-above', '0.1', '--warn-above', '0.01']);
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(/shard 1\/2: exit 0[\s\S]*shard 2\/2: exit 0[\s\S]*record written/);
     expect(timeless(readJson(path.join(work, 'acceptance.json')))).toEqual(timeless(single));
