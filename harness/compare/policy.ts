@@ -64,6 +64,8 @@ export interface Policy extends Thresholds {
   source: string;
   /** per stage kind, then optionally per mode within it; a missing field falls back to the level above */
   kinds?: Partial<Record<StageKind, ThresholdOverride & { modes?: Partial<Record<PolicyMode, ThresholdOverride>> }>>;
+  /** per named stage or sub-stage (`layer.2`, `layer.2.attn`, `logits`), as Polygraphy's per-output tolerances; above its kind */
+  stages?: Record<string, ThresholdOverride & { modes?: Partial<Record<PolicyMode, ThresholdOverride>> }>;
   behaviour: BehaviourPolicy;
 }
 
@@ -157,7 +159,7 @@ export function parsePolicy(raw: unknown, where: string): Policy {
     return t as ThresholdOverride;
   };
   const top = obj(raw, 'the file');
-  only(top, [...THRESHOLD_KEYS, 'rule', 'kinds', 'behaviour'], '');
+  only(top, [...THRESHOLD_KEYS, 'rule', 'kinds', 'stages', 'behaviour'], '');
   if (top.rule !== undefined && top.rule !== 'floor' && top.rule !== 'fixed') throw new InputError(`${where}: rule ${JSON.stringify(top.rule)}: expected "floor" or "fixed"`);
   const p: Policy = { ...DEFAULT_POLICY, ...thresholds(top, ''), rule: (top.rule as Policy['rule'] | undefined) ?? 'floor', source: where.replace(/^--policy /, ''), behaviour: { ...DEFAULT_BEHAVIOUR } };
   if (top.behaviour !== undefined) {
@@ -190,7 +192,30 @@ export function parsePolicy(raw: unknown, where: string): Policy {
       p.kinds[kind as StageKind] = entry;
     }
   }
+  if (top.stages !== undefined) {
+    const stages = obj(top.stages, 'stages');
+    p.stages = {};
+    for (const [name, v] of Object.entries(stages)) {
+      // a stage or sub-stage name as the reports print it; anything else would silently never apply
+      if (!/^(embed|final_norm|logits|layer\.\d+(\.[a-z_]+(\.[a-z_]+)*)?)$/.test(name)) throw new InputError(`${where}: stages.${name}: not a stage name (embed, layer.N, layer.N.<sub-stage>, final_norm, logits)`);
+      const so = obj(v, `stages.${name}`);
+      only(so, [...THRESHOLD_KEYS, 'modes'], `stages.${name}.`);
+      const entry: NonNullable<Policy['stages']>[string] = thresholds(so, `stages.${name}.`);
+      if (so.modes !== undefined) {
+        const mo = obj(so.modes, `stages.${name}.modes`);
+        only(mo, POLICY_MODES, `stages.${name}.modes.`);
+        entry.modes = {};
+        for (const [mode, mv] of Object.entries(mo)) {
+          const mt = obj(mv, `stages.${name}.modes.${mode}`);
+          only(mt, THRESHOLD_KEYS, `stages.${name}.modes.${mode}.`);
+          entry.modes[mode as PolicyMode] = thresholds(mt, `stages.${name}.modes.${mode}.`);
+        }
+      }
+      p.stages[name] = entry;
+    }
+  }
   for (const kind of STAGE_KINDS) for (const mode of POLICY_MODES) checkOrder(thresholdsFor(p, kind, mode), `${where}: kinds.${kind}.modes.${mode}`);
+  for (const name of Object.keys(p.stages ?? {})) for (const mode of POLICY_MODES) checkOrder(thresholdsFor(p, stageKind(name), mode, name), `${where}: stages.${name}.modes.${mode}`);
   return p;
 }
 
@@ -212,9 +237,10 @@ export function stageKind(name: string): StageKind {
   return 'moe';
 }
 
-export function thresholdsFor(p: Policy, kind: StageKind, mode: PolicyMode): Thresholds {
+export function thresholdsFor(p: Policy, kind: StageKind, mode: PolicyMode, stage?: string): Thresholds {
   const k = p.kinds?.[kind];
-  const pick = <K extends keyof Thresholds>(key: K): Thresholds[K] => (k?.modes?.[mode]?.[key] ?? k?.[key] ?? p[key]) as Thresholds[K];
+  const st = stage !== undefined ? p.stages?.[stage] : undefined;
+  const pick = <K extends keyof Thresholds>(key: K): Thresholds[K] => (st?.modes?.[mode]?.[key] ?? st?.[key] ?? k?.modes?.[mode]?.[key] ?? k?.[key] ?? p[key]) as Thresholds[K];
   return {
     metric: pick('metric'),
     fail_above: pick('fail_above'),
@@ -245,7 +271,7 @@ export function floorRatio(error: number, floor: number): number {
 export function verdict(m: StageMetrics | null | undefined, p: Policy, opts: { stage?: string; mode?: PolicyMode; floor?: Partial<Record<MetricName, number>> | null } = {}): Status {
   if (m === null || m === undefined) return 'pass';
   if (newNonFinite(m)) return 'fail';
-  const t = thresholdsFor(p, stageKind(opts.stage ?? 'layer'), opts.mode ?? 'isolated');
+  const t = thresholdsFor(p, stageKind(opts.stage ?? 'layer'), opts.mode ?? 'isolated', opts.stage);
   const v = m[t.metric];
   // NaN: the paths disagree on a non-finite element (also one the reference has and the device not)
   if (Number.isNaN(v)) return 'fail';

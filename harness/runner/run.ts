@@ -200,7 +200,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   type Acts = { reference: Act; device: Act | null; device_isolated: Act | null; device_forced?: Act | null };
   const record = (s: Omit<StageResult, 'status'>, acts: Acts, extra: Status = 'pass') => {
     const kind = stageKind(s.name);
-    const { metric, ratio_metric: ratioMetric } = thresholdsFor(policy, kind, 'isolated');
+    const { metric, ratio_metric: ratioMetric } = thresholdsFor(policy, kind, 'isolated', s.name);
     const isoFloor = s.floor?.isolated ?? null;
     const driftFloor = s.floor?.accumulated_forced ?? null;
     const statuses = {

@@ -24,7 +24,7 @@ import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
 import { runDiff } from '../runner/run.js';
 import { packageRoot } from '../version.js';
-import { LLAMA_TINY, quietDiff } from './cli.js';
+import { cli, LLAMA_TINY, quietDiff } from './cli.js';
 
 const DSV4 = () => path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
 /** 200 tokens (vocab 384): long enough for flips on the fixture and for RoPE angle errors to grow */
@@ -56,6 +56,26 @@ describe('policy as data', () => {
     fs.writeFileSync(file, '{ not json');
     expect(() => loadPolicyFile(file)).toThrow(/not JSON/);
     expect(() => loadPolicyFile(path.join(tmp, 'missing.json'))).toThrow(/no such file/);
+  });
+
+  it('a file overrides per named stage above its kind (Polygraphy-style per-output tolerances), through the real CLI', () => {
+    const p = parsePolicy({ kinds: { moe: { fail_above: 0.2 } }, stages: { 'layer.1': { fail_above: 0.5, modes: { accumulated: { fail_above: 0.7 } } } } }, 'test');
+    expect(thresholdsFor(p, 'moe', 'isolated', 'layer.1')).toMatchObject({ fail_above: 0.5 });
+    expect(thresholdsFor(p, 'moe', 'accumulated', 'layer.1')).toMatchObject({ fail_above: 0.7 });
+    expect(thresholdsFor(p, 'moe', 'isolated', 'layer.2')).toMatchObject({ fail_above: 0.2 });
+    expect(() => parsePolicy({ stages: { 'layer2': {} } }, 'f')).toThrow(/stages\.layer2: not a stage name/);
+    expect(() => parsePolicy({ stages: { 'layer.2': { fail_abov: 1 } } }, 'f')).toThrow(/unknown field stages\.layer\.2\.fail_abov/);
+    expect(() => parsePolicy({ stages: { 'layer.2': { warn_above: 0.5 } } }, 'f')).toThrow(/stages\.layer\.2/);
+    // a fixed rule, tightened for layer.1 alone: that stage (and only it) fails on the clean bundled fixture
+    const file = path.join(tmp, 'per-stage.json');
+    fs.writeFileSync(file, JSON.stringify({ rule: 'fixed', stages: { 'layer.1': { fail_above: 1e-4, warn_above: 5e-5 } } }));
+    const json = path.join(tmp, 'per-stage-report.json');
+    const r = cli(['diff', LLAMA_TINY(), '--mode', 'isolated', '--policy', file, '--json', json, '--no-drill', '-q']);
+    expect(r.code, r.stderr).toBe(1);
+    const rep = JSON.parse(fs.readFileSync(json, 'utf8')) as { first_failure: string; stages: Array<{ name: string; status: string }>; policy: { stages?: unknown } };
+    expect(rep.first_failure).toBe('layer.1');
+    expect(rep.stages.filter((st) => st.status === 'fail').map((st) => st.name)).toEqual(['layer.1']);
+    expect(rep.policy.stages).toEqual({ 'layer.1': { fail_above: 1e-4, warn_above: 5e-5 } });
   });
 
   it('stage names map to kinds: layer output and FFN sub-stages are moe, attention sub-stages attn', () => {
