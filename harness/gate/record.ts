@@ -288,9 +288,13 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
     add('device', `the device differs from the accepted one (${devDiff.map((k) => `${k}: ${canonicalJson(have[k])} ≠ recorded ${canonicalJson(want[k])}`).join(', ')})`);
   }
 
-  const polDiff = (['metric', 'fail_above', 'warn_above'] as const).filter((k) => rec.policy[k] !== v.policy[k]);
+  // Every field that judges a stage must match (rule, thresholds, per-kind and per-stage overrides, behaviour bounds):
+  // a record accepted under a looser per-kind policy must not unlock a stricter-looking run. `source` only names a file.
+  const polKeys = [...new Set(['metric', 'fail_above', 'warn_above', ...Object.keys(rec.policy), ...Object.keys(v.policy)])].filter((k) => k !== 'source');
+  const polField = (p: Policy, k: string) => canonicalJson((p as unknown as Record<string, unknown>)[k] ?? null);
+  const polDiff = polKeys.filter((k) => polField(rec.policy, k) !== polField(v.policy, k));
   if (polDiff.length > 0) {
-    add('policy', `the policy differs from the accepted one (${polDiff.map((k) => `${k} ${v.policy[k]} ≠ recorded ${rec.policy[k]}`).join(', ')})`);
+    add('policy', `the policy differs from the accepted one (${polDiff.map((k) => `${k} ${polField(v.policy, k)} ≠ recorded ${polField(rec.policy, k)}`).join(', ')})`);
   }
 
   // The record vouches for the device path of the tool that ran the gate; another version is other code.

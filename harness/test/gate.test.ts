@@ -244,6 +244,11 @@ describe('generate stays locked without a matching record (exit 3)', () => {
   it('another policy', async () => {
     expect(await lockReasons({ failAbove: 0.2 })).toEqual(['policy']);
     expect(await lockReasons({ metric: 'rel_l2' })).toEqual(['policy']);
+    // the same top-level thresholds with a looser per-kind override, or the floor rule instead of the fixed one
+    const loose = path.join(tmp, 'loose-policy.json');
+    fs.writeFileSync(loose, JSON.stringify({ rule: 'fixed', kinds: { moe: { fail_above: 5, warn_above: 1 } } }));
+    expect(await lockReasons({ metric: undefined, failAbove: undefined, warnAbove: undefined, policy: loose })).toEqual(['policy']);
+    expect(await lockReasons({ metric: undefined, failAbove: undefined, warnAbove: undefined })).toEqual(['policy']);
   });
 
   it('another device, and a record that is not a record', async () => {
