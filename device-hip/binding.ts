@@ -441,13 +441,7 @@ export function validatedDeepseekNative(raw: DeepseekNative): DeepseekNative {
     },
     routerF32(logits, bias, T, E, topk, routeScale, given) {
       const fn = 'routerF32';
-      int(fn, 'T', T, 1);
-      int(fn, 'E', E, 1);
-      int(fn, 'topk', topk, 1);
-      if (topk > E) throw new RangeError(`${fn}: topk ${topk} exceeds E ${E}`);
-      arr(fn, 'logits', logits, Float32Array, T * E, `T×E [${T}×${E}]`);
-      if (bias !== null) arr(fn, 'bias', bias, Float32Array, E, `E [${E}]`);
-      if (given !== null) i32(fn, 'given', given, T * topk, `T×topk [${T}×${topk}]`, 0, E);
+      routerArgs(fn, logits, bias, T, E, topk, given);
       return raw.routerF32(logits, bias, T, E, topk, num(fn, 'routeScale', routeScale), given);
     },
     swigluRowsF16(gate, up, rows, cols, rowWeights, limit) {
@@ -511,17 +505,22 @@ export interface GptOssNative {
 }
 
 /** GptOssNative's argument checks around any implementation. */
+/** The arguments every top-k router op takes (DeepSeek-V4's and gpt-oss's): [T×E] f32 logits, an optional [E] bias, optional forced picks. */
+function routerArgs(fn: string, logits: Float32Array, bias: Float32Array | null, T: number, E: number, topk: number, given: Int32Array | null): void {
+  int(fn, 'T', T, 1);
+  int(fn, 'E', E, 1);
+  int(fn, 'topk', topk, 1);
+  if (topk > E) throw new RangeError(`${fn}: topk ${topk} exceeds E ${E}`);
+  arr(fn, 'logits', logits, Float32Array, T * E, `T×E [${T}×${E}]`);
+  if (bias !== null) arr(fn, 'bias', bias, Float32Array, E, `E [${E}]`);
+  if (given !== null) i32(fn, 'given', given, T * topk, `T×topk [${T}×${topk}]`, 0, E);
+}
+
 export function validatedGptOssNative(raw: GptOssNative): GptOssNative {
   return {
     ossRouterF32(logits, bias, T, E, topk, given) {
       const fn = 'ossRouterF32';
-      int(fn, 'T', T, 1);
-      int(fn, 'E', E, 1);
-      int(fn, 'topk', topk, 1);
-      if (topk > E) throw new RangeError(`${fn}: topk ${topk} exceeds E ${E}`);
-      arr(fn, 'logits', logits, Float32Array, T * E, `T×E [${T}×${E}]`);
-      if (bias !== null) arr(fn, 'bias', bias, Float32Array, E, `E [${E}]`);
-      if (given !== null) i32(fn, 'given', given, T * topk, `T×topk [${T}×${topk}]`, 0, E);
+      routerArgs(fn, logits, bias, T, E, topk, given);
       return raw.ossRouterF32(logits, bias, T, E, topk, given);
     },
     ossSwigluF16(h, rows, I, limit, alpha) {
