@@ -97,7 +97,8 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
       if (forced.length !== S || forced.some((ids) => ids.length !== K)) throw new Error(`forced expert selections must be ${S} tokens × ${K} ids`);
       given = Int32Array.from(forced.flat());
     }
-    const r = this.G.ossRouterF32(logits, this.f32(w.router_bias), S, E, K, given);
+    const routerBias = this.f32(w.router_bias);
+    const r = this.G.ossRouterF32(logits, routerBias, S, E, K, given);
 
     // experts, ascending id, each on the block of its tokens
     const users = new Map<number, number[]>();
@@ -131,6 +132,8 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
       out: act([S, H], N.f16ToF32(out)),
       selections: { experts },
       substages: { attn: act([S, H], N.f16ToF32(attn)), 'moe.router': act([S, K], r.weights), moe: act([S, H], N.f16ToF32(moe)) },
+      // the scores the router kernel ranks: the FP32 logits plus the bias, in f32 (the flip judgement's input)
+      scores: { experts: { scores: act([S, E], logits.map((z, i) => Math.fround(z + routerBias[i % E]))), bias: null } },
     };
   }
 

@@ -26,7 +26,7 @@ import { attention } from './deepseek_v4/attention.js';
 import { expandStreams, hcHead, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { moe } from './deepseek_v4/moe.js';
 import { decodeStored } from './llama.js';
-import { matmul, rmsnorm } from './ops.js';
+import { matmul, rmsnorm, stored } from './ops.js';
 
 export type { DeepseekV4Ablations } from './deepseek_v4/ablations.js';
 
@@ -70,17 +70,20 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
 
     // Attention sublayer (§4.4 line 1)
     const pa = hcPre(X, S, hcParams(w.hc_attn_fn, w.hc_attn_base, w.hc_attn_scale), dims);
-    const a = rmsnorm(pa.u, S, D, decodeStored(w.attn_norm), c.normEps);
+    const fp16 = ctx.fp16Storage;
+    const a = stored(rmsnorm(stored(pa.u, fp16), S, D, decodeStored(w.attn_norm), c.normEps), fp16);
     const att = attention(a, S, w.attn, w.ratio, c, ctx.positions, w.attn.indexer !== null ? (forced?.indexer ?? null) : null, this.ab);
-    X = hcPost(att.out, X, S, hc, D, pa.post, pa.comb);
+    const attOut = stored(att.out, fp16);
+    X = stored(hcPost(attOut, X, S, hc, D, pa.post, pa.comb), fp16);
 
     // MoE sublayer (§4.4 line 2)
     const pf = hcPre(X, S, hcParams(w.hc_ffn_fn, w.hc_ffn_base, w.hc_ffn_scale), dims);
-    const f = rmsnorm(pf.u, S, D, decodeStored(w.ffn_norm), c.normEps);
+    const f = stored(rmsnorm(stored(pf.u, fp16), S, D, decodeStored(w.ffn_norm), c.normEps), fp16);
     const hashIds = w.hash && !this.ab.scoreRouting ? ctx.tokens.map((t) => this.m.hashExperts(w, t)) : null;
-    const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: this.ab.noClamp ? 0 : c.swigluLimit };
+    const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: this.ab.noClamp ? 0 : c.swigluLimit, fp16 };
     const mo = moe(f, S, w, dm, hashIds, forced?.experts ?? null);
-    X = hcPost(mo.out, X, S, hc, D, pf.post, pf.comb);
+    const moOut = stored(mo.out, fp16);
+    X = hcPost(moOut, X, S, hc, D, pf.post, pf.comb);
 
     const selections: Selections = { experts: mo.routing.ids };
     if (att.indexer !== null) selections.indexer = att.indexer;
@@ -90,7 +93,7 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
     return {
       out: act([S, hc, D], X),
       selections,
-      substages: { attn: act([S, D], att.out), moe: act([S, D], mo.out), 'moe.router': act([S, k], router) },
+      substages: { attn: act([S, D], attOut), moe: act([S, D], moOut), 'moe.router': act([S, k], router) },
       scores: {
         ...(mo.scores !== null ? { experts: { scores: act([S, c.experts], Float32Array.from(mo.scores.s)), bias: mo.scores.bias } } : {}),
         ...(att.indexerScores !== null ? { indexer: { scores: act([S, att.indexerScores.B], att.indexerScores.scores), bias: null } } : {}),

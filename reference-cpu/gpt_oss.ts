@@ -20,15 +20,21 @@ import type { LayerContext, LayerResult, ModelDef, StagePath } from '../harness/
 import { dequantLinear } from './dequant.js';
 import type { GptOssTraps } from './gpt_oss/traps.js';
 import { decodeStored } from './llama.js';
-import { add, causalAttention, matmul, rmsnorm, rope, softmaxInPlace } from './ops.js';
+import { add, causalAttention, matmul, rmsnorm, rope, softmaxInPlace, stored } from './ops.js';
 
 export type { GptOssTraps } from './gpt_oss/traps.js';
 
 /** y[S, out] = x·Wᵀ + b */
-function affine(x: Float32Array, S: number, w: Float32Array, inDim: number, outDim: number, bias: Float32Array | null): Float32Array {
-  const y = matmul(x, S, inDim, w, outDim);
-  if (bias !== null) for (let s = 0; s < S; s++) for (let o = 0; o < outDim; o++) y[s * outDim + o] += bias[o];
-  return y;
+/**
+ * x·Wᵀ + bias. `fp16` (the floor pass, LayerContext.fp16Storage): the product, the bias and their sum each
+ * stored in FP16, as an FP16 path with an unfused bias add holds them.
+ */
+function affine(x: Float32Array, S: number, w: Float32Array, inDim: number, outDim: number, bias: Float32Array | null, fp16?: boolean): Float32Array {
+  const y = stored(matmul(x, S, inDim, w, outDim), fp16);
+  if (bias === null) return y;
+  const b = stored(bias, fp16);
+  for (let s = 0; s < S; s++) for (let o = 0; o < outDim; o++) y[s * outDim + o] += b[o];
+  return stored(y, fp16);
 }
 
 /** Indices of the k largest values, ties to the lower index, in that order (largest first). */
@@ -57,26 +63,27 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
   }
 
   /** Attention block: the output added to the residual stream, [S, hidden]. */
-  attention(x: Float32Array, S: number, w: GptOssLayerWeights, positions: number[]): Float32Array {
+  /** `fp16`: the floor pass's FP16 storage of every intermediate an FP16 path stores (LayerContext.fp16Storage). */
+  attention(x: Float32Array, S: number, w: GptOssLayerWeights, positions: number[], fp16?: boolean): Float32Array {
     const { hidden: H, heads: NH, kvHeads: NKV, headDim: d, eps, slidingWindow } = this.m.cfg;
     const t = this.traps;
     const b = (s: StoredTensor) => (t.noAttnBias ? null : decodeStored(s));
-    const a = rmsnorm(x, S, H, decodeStored(w.input_layernorm), eps);
+    const a = stored(rmsnorm(x, S, H, decodeStored(w.input_layernorm), eps), fp16);
     const { invFreq, concentration } = gptOssRope(this.m.cfg);
     const c = t.noConcentration ? 1 : concentration;
     const scaled = (v: Float32Array) => (c === 1 ? v : v.map((z) => z * c));
-    const q = scaled(rope(affine(a, S, dequantLinear(w.q_proj), H, NH * d, b(w.q_bias)), S, NH, d, positions, invFreq, 'half'));
-    const k = scaled(rope(affine(a, S, dequantLinear(w.k_proj), H, NKV * d, b(w.k_bias)), S, NKV, d, positions, invFreq, 'half'));
-    const v = affine(a, S, dequantLinear(w.v_proj), H, NKV * d, b(w.v_bias));
+    const q = stored(scaled(rope(affine(a, S, dequantLinear(w.q_proj), H, NH * d, b(w.q_bias), fp16), S, NH, d, positions, invFreq, 'half')), fp16);
+    const k = stored(scaled(rope(affine(a, S, dequantLinear(w.k_proj), H, NKV * d, b(w.k_bias), fp16), S, NKV, d, positions, invFreq, 'half')), fp16);
+    const v = affine(a, S, dequantLinear(w.v_proj), H, NKV * d, b(w.v_bias), fp16);
     const sliding = t.windowAll ? true : t.noWindow ? false : w.sliding;
     const sm = 1 / Math.sqrt(d);
     const sinks = t.noSink ? null : Float64Array.from(decodeStored(w.sinks), (z) => (t.sinkScaled ? z * sm : z));
-    const o = causalAttention(q, k, v, S, NH, NKV, d, d, sm, sliding ? slidingWindow : 0, sinks);
-    return affine(o, S, dequantLinear(w.o_proj), NH * d, H, b(w.o_bias));
+    const o = stored(causalAttention(q, k, v, S, NH, NKV, d, d, sm, sliding ? slidingWindow : 0, sinks), fp16);
+    return affine(o, S, dequantLinear(w.o_proj), NH * d, H, b(w.o_bias), fp16);
   }
 
   /** Router: per token the chosen experts (ascending ids) and their weights (softmax over the chosen logits). */
-  route(m: Float32Array, S: number, w: GptOssLayerWeights, forced: number[][] | null): { experts: number[][]; weights: number[][] } {
+  route(m: Float32Array, S: number, w: GptOssLayerWeights, forced: number[][] | null): { experts: number[][]; weights: number[][]; logits: Float32Array } {
     const { hidden: H, experts: E, topk: K } = this.m.cfg;
     const g = affine(m, S, dequantLinear(w.router), H, E, this.traps.noRouterBias ? null : decodeStored(w.router_bias));
     const experts: number[][] = [];
@@ -96,11 +103,11 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
       experts.push(ids);
       weights.push([...p]);
     }
-    return { experts, weights };
+    return { experts, weights, logits: g };
   }
 
   /** The routed experts' weighted sum for every token, [S, hidden]; each chosen expert is dequantized once. */
-  moe(m: Float32Array, S: number, w: GptOssLayerWeights, routes: { experts: number[][]; weights: number[][] }): Float32Array {
+  moe(m: Float32Array, S: number, w: GptOssLayerWeights, routes: { experts: number[][]; weights: number[][] }, fp16?: boolean): Float32Array {
     const { hidden: H, intermediate: I, swigluLimit } = this.m.cfg;
     const t = this.traps;
     const out = new Float64Array(S * H);
@@ -118,7 +125,7 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
       const n = rows.length;
       const me = new Float32Array(n * H);
       rows.forEach((s, i) => me.set(m.subarray(s * H, (s + 1) * H), i * H));
-      const h = affine(me, n, W1, H, 2 * I, b1);
+      const h = affine(me, n, W1, H, 2 * I, b1, fp16);
       const actv = new Float32Array(n * I);
       for (let r = 0; r < n; r++) {
         const hr = h.subarray(r * 2 * I, (r + 1) * 2 * I);
@@ -127,27 +134,34 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
           actv[r * I + i] = gptOssSwiglu(gate, up, swigluLimit, t);
         }
       }
-      const y = affine(actv, n, W2, I, H, b2);
+      const y = affine(stored(actv, fp16), n, W2, I, H, b2, fp16);
       rows.forEach((s, i) => {
         const wt = weightOf(s, e);
-        for (let j = 0; j < H; j++) out[s * H + j] += wt * y[i * H + j];
+        if (fp16 === true) {
+          // an FP16 path stores each weighted expert row before the sum
+          const wy = stored(Float32Array.from(y.subarray(i * H, (i + 1) * H), (z) => wt * z), true);
+          for (let j = 0; j < H; j++) out[s * H + j] += wy[j];
+        } else for (let j = 0; j < H; j++) out[s * H + j] += wt * y[i * H + j];
       });
     }
     return Float32Array.from(out);
   }
 
   layer(_L: number, x: Act, w: GptOssLayerWeights, ctx: LayerContext): LayerResult {
-    const { hidden: H, eps, topk: K } = this.m.cfg;
+    const { hidden: H, eps, topk: K, experts: E } = this.m.cfg;
     const S = x.shape[0];
-    const attn = this.attention(x.data, S, w, ctx.positions);
-    const h = add(x.data, attn);
-    const m = rmsnorm(h, S, H, decodeStored(w.post_attention_layernorm), eps);
+    const fp16 = ctx.fp16Storage;
+    const attn = this.attention(x.data, S, w, ctx.positions, fp16);
+    const h = stored(add(x.data, attn), fp16);
+    const m = stored(rmsnorm(h, S, H, decodeStored(w.post_attention_layernorm), eps), fp16);
     const r = this.route(m, S, w, ctx.forcedSelections?.experts ?? null);
-    const moe = this.moe(m, S, w, r);
+    const moe = stored(this.moe(m, S, w, r, fp16), fp16);
     return {
       out: act([S, H], add(h, moe)),
       selections: { experts: r.experts },
       substages: { attn: act([S, H], attn), 'moe.router': act([S, K], Float32Array.from(r.weights.flat())), moe: act([S, H], moe) },
+      // the selection scores are the biased router logits themselves (the bias is no selection-only term)
+      scores: { experts: { scores: act([S, E], r.logits), bias: null } },
     };
   }
 

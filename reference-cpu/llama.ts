@@ -13,7 +13,7 @@ import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import { assertFinite, dequantLinear } from './dequant.js';
 import { dequantExact, type ExactKind } from './native.js';
-import { add, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, swiglu } from './ops.js';
+import { add, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, stored, swiglu } from './ops.js';
 
 /** The exact widenings (BF16/F16/F32) run natively: embedding rows and head chunks are large. */
 const NATIVE_PLAIN: Partial<Record<StoredTensor['dtype'], ExactKind>> = { BF16: 'bf16', F16: 'f16', F32: 'f32' };
@@ -39,16 +39,19 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
     const S = x.shape[0];
     const linear = (inp: Float32Array, lw: (typeof w)['q_proj']) => matmul(inp, S, lw.in, dequantLinear(lw), lw.out);
 
+    // fp16 (the floor pass, LayerContext.fp16Storage): the sublayer outputs and the residual between them are
+    // stored in FP16 as the device path stores them; the attention internals stay FP32 (README "The FP16 floor")
+    const fp16 = ctx.fp16Storage;
     const n1 = rmsnorm(x.data, S, D, decodeStored(w.input_layernorm), eps);
     const invFreq = ropeInvFreq(ropeTheta, hd);
     const q = rope(linear(n1, w.q_proj), S, H, hd, ctx.positions, invFreq, 'half');
     const k = rope(linear(n1, w.k_proj), S, KV, hd, ctx.positions, invFreq, 'half');
     const v = linear(n1, w.v_proj);
-    const attn = linear(causalAttention(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd)), w.o_proj);
-    const h = add(x.data, attn);
+    const attn = stored(linear(causalAttention(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd)), w.o_proj), fp16);
+    const h = stored(add(x.data, attn), fp16);
 
     const n2 = rmsnorm(h, S, D, decodeStored(w.post_attention_layernorm), eps);
-    const mlp = matmul(swiglu(linear(n2, w.gate_proj), linear(n2, w.up_proj)), S, I, dequantLinear(w.down_proj), D);
+    const mlp = stored(matmul(swiglu(linear(n2, w.gate_proj), linear(n2, w.up_proj)), S, I, dequantLinear(w.down_proj), D), fp16);
     return {
       out: act([S, D], add(h, mlp)),
       selections: null,

@@ -4,6 +4,7 @@
  * because a JS loop is 100× too slow for real widths; it is tested against a float64 loop and onnxruntime.
  * Shapes: rows × dim, row-major; W is [out, in] and y = x·Wᵀ.
  */
+import { roundToF16 } from '../harness/formats/dtypes.js';
 import { gemmF32 } from './native.js';
 
 export function matmul(x: Float32Array, rows: number, inDim: number, w: Float32Array, outDim: number): Float32Array {
@@ -122,5 +123,16 @@ export function causalAttention(
       }
     }
   }
+  return out;
+}
+
+/**
+ * `x` as the device path stores it between sublayers when `fp16` (LayerContext.fp16Storage, the floor pass:
+ * round to nearest even binary16), else `x` itself.
+ */
+export function stored(x: Float32Array, fp16: boolean | undefined): Float32Array {
+  if (fp16 !== true) return x;
+  const out = new Float32Array(x.length);
+  for (let i = 0; i < x.length; i++) out[i] = roundToF16(x[i]);
   return out;
 }

@@ -129,13 +129,16 @@ export function logitsText(r: Report): string | null {
 
 /**
  * The one-line verdict every output starts with: `FAIL layer.1 scale-axis: isolated max_abs 3.1 > 0.1 · 4 later
- * stages carried from it`, or `PASS: 7 stages within max_abs ≤ 0.1`. Root stages only; the cause is the diagnosis's.
+ * stages carried from it`, or `PASS: 7 stages within max_abs ≤ 0.1` (fixed rule; under the floor rule: `within
+ * max_abs ≤ 0.1 or their FP16 floor`, since a stage above 0.1 passes when a correct FP16 path is as far off).
+ * Root stages only; the cause is the diagnosis's.
  */
 export function verdictLine(r: Report): string {
   const roots = r.stages.filter((s) => s.status === 'fail' && s.carried_from === undefined);
   if (r.verdict === 'pass' || roots.length === 0) {
     const warns = r.stages.filter((s) => s.status === 'warn').map((s) => s.name);
-    return `PASS: ${r.stages.length} stages within ${r.policy.metric} ≤ ${r.policy.fail_above}${warns.length > 0 ? `, ${warns.length} warning${warns.length === 1 ? '' : 's'} (${warns.join(', ')})` : ''}`;
+    const floor = r.policy.rule === 'floor' ? ' or their FP16 floor' : '';
+    return `PASS: ${r.stages.length} stages within ${r.policy.metric} ≤ ${r.policy.fail_above}${floor}${warns.length > 0 ? `, ${warns.length} warning${warns.length === 1 ? '' : 's'} (${warns.join(', ')})` : ''}`;
   }
   const root = roots[0];
   const cause = r.diagnosis.find((d) => d.stage === root.name)?.cause ?? 'unknown';

@@ -116,7 +116,7 @@ export function questionLines(q: Questions): string[] {
   const beh =
     b.status === 'not-run'
       ? 'behaviour (accumulated): not run'
-      : `behaviour (accumulated): ${b.status}${lm ? ` — top-1 ${(lm.top1_agreement * 100).toFixed(1)}% (≥ ${(b.thresholds.top1_min * 100).toFixed(0)}%), KL mean ${sci(lm.kl_mean)} (≤ ${b.thresholds.kl_mean_max}), p99 ${sci(lm.kl_p99)} (≤ ${b.thresholds.kl_p99_max})` : ''}` +
+      : `behaviour (accumulated): ${b.status}${lm ? ` — top-1 ${(lm.top1_agreement * 100).toFixed(1)}% (≥ ${(b.thresholds.top1_min * 100).toFixed(0)}%), KL mean ${sci(lm.kl_mean)} (≤ ${b.thresholds.kl_mean_max}), p99 ${sci(lm.kl_p99_unflipped ?? lm.kl_p99)}${lm.flipped_tokens ? ` over the ${lm.flipped_tokens === 1 ? 'tokens but the one' : `tokens but the ${lm.flipped_tokens}`} with a benign flip (all: ${sci(lm.kl_p99)})` : ''} (≤ ${b.thresholds.kl_p99_max})` : ''}` +
         `; ${b.flips.count} top-k flip${b.flips.count === 1 ? '' : 's'}${b.flips.count > 0 ? ` (${b.flips.benign} benign, ${b.flips.scoring_bug} scoring bug${b.flips.unjudged > 0 ? `, ${b.flips.unjudged} unjudged` : ''}; first at ${b.first_flip})` : ''}` +
         `${b.reasons.length > 0 ? ` — ${b.reasons.join('; ')}` : ''}`;
   return [num('own error (isolated)', q.own_error), num('drift (accumulated-forced)', q.drift), beh];

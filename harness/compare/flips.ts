@@ -43,6 +43,8 @@ export interface FlipSummary {
   unjudged: number;
   /** the flips, in token order (the first MAX_LISTED: count has them all) */
   list: Flip[];
+  /** every token whose flip is benign, ascending (not capped) */
+  benign_tokens: number[];
 }
 
 const MAX_LISTED = 64;
@@ -66,6 +68,7 @@ export function judgeFlips(L: number, ref: LayerResult, dev: LayerResult, mode: 
   const list: Flip[] = [];
   let count = 0;
   const tally = { benign: 0, scoring_bug: 0, unjudged: 0 };
+  const benignTokens: number[] = [];
   const kinds = Object.keys(ref.selections);
   const S = ref.selections[kinds[0]]?.length ?? 0;
   for (let t = 0; t < S; t++) {
@@ -81,9 +84,10 @@ export function judgeFlips(L: number, ref: LayerResult, dev: LayerResult, mode: 
     if (flipped === null) continue;
     count++;
     tally[flipped.judgement === 'scoring-bug' ? 'scoring_bug' : flipped.judgement]++;
+    if (flipped.judgement === 'benign') benignTokens.push(t);
     if (list.length < MAX_LISTED) list.push(flipped);
   }
-  return count === 0 ? null : { mode, count, ...tally, list };
+  return count === 0 ? null : { mode, count, ...tally, list, benign_tokens: benignTokens };
 }
 
 const rank = (j: Flip['judgement']) => ({ benign: 0, unjudged: 1, 'scoring-bug': 2 })[j];

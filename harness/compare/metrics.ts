@@ -48,7 +48,18 @@ export interface LogitMetrics {
   /** 99th percentile of KL per token (nearest rank), as llama.cpp's KL-divergence report gives it */
   kl_p99: number;
   kl_max: number;
+  /**
+   * Free accumulated mode: the same percentile over the tokens without a benign top-k flip (the judged one),
+   * and how many tokens were left out. A benign flip is an explained near-tie (compare/flips.ts) whose token
+   * takes another expert set, so its distribution moves by what that choice moves, not by numeric error:
+   * the tail is judged without it, while the mean and top-1 agreement count every token.
+   */
+  kl_p99_unflipped?: number;
+  flipped_tokens?: number;
 }
+
+/** The p99 KL the behaviour question judges: over the tokens without a benign flip where that was measured. */
+export const judgedKlP99 = (m: LogitMetrics): number => m.kl_p99_unflipped ?? m.kl_p99;
 
 export function unravel(index: number, shape: number[]): number[] {
   const at = new Array<number>(shape.length).fill(0);
@@ -217,8 +228,11 @@ export function spreadOf(a: Act, b: Act): Spread {
   return { max_abs: maxAbs, differing };
 }
 
-/** Per token: does argmax agree, and KL(p_ref ‖ p_dev) of the softmaxed logits. Logits are [tokens, vocab]. */
-export function compareLogits(d: Act, r: Act): LogitMetrics {
+/**
+ * Per token: does argmax agree, and KL(p_ref ‖ p_dev) of the softmaxed logits. Logits are [tokens, vocab].
+ * `flipped`: the tokens with a benign top-k flip (free accumulated mode), left out of kl_p99_unflipped.
+ */
+export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): LogitMetrics {
   const [T, V] = r.shape;
   let agree = 0;
   let klSum = 0;
@@ -238,7 +252,10 @@ export function compareLogits(d: Act, r: Act): LogitMetrics {
     klMax = Math.max(klMax, kl);
     kls[t] = kl;
   }
-  return { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_p99: percentile(kls, 0.99), kl_max: klMax };
+  const out: LogitMetrics = { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_p99: percentile(kls, 0.99), kl_max: klMax };
+  if (flipped === undefined) return out;
+  const kept = Float64Array.from(kls.filter((_, t) => !flipped.has(t)));
+  return { ...out, kl_p99_unflipped: percentile(kept, 0.99), flipped_tokens: T - kept.length };
 }
 
 /** Nearest-rank percentile: the smallest value with at least q of the values at or below it. */

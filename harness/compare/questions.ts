@@ -9,7 +9,7 @@
  * The run passes when every question that ran passes.
  */
 import type { StageResult } from '../runner/run.js';
-import type { LogitMetrics } from './metrics.js';
+import { judgedKlP99, type LogitMetrics } from './metrics.js';
 import type { Policy } from './policy.js';
 
 export type Answer = 'pass' | 'fail' | 'not-run';
@@ -96,7 +96,8 @@ export function answerQuestions(stages: StageResult[], policy: Policy): Question
   if (logits !== null) {
     if (logits.top1_agreement < b.top1_min) reasons.push(`top-1 agreement ${(logits.top1_agreement * 100).toFixed(1)}% < ${(b.top1_min * 100).toFixed(1)}%`);
     if (!(logits.kl_mean <= b.kl_mean_max)) reasons.push(`mean KL ${logits.kl_mean.toExponential(2)} > ${b.kl_mean_max}`);
-    if (!(logits.kl_p99 <= b.kl_p99_max)) reasons.push(`p99 KL ${logits.kl_p99.toExponential(2)} > ${b.kl_p99_max}`);
+    const p99 = judgedKlP99(logits);
+    if (!(p99 <= b.kl_p99_max)) reasons.push(`p99 KL ${p99.toExponential(2)}${logits.kl_p99_unflipped !== undefined ? ' (tokens without a benign flip)' : ''} > ${b.kl_p99_max}`);
   }
   const nonFinite = stages.find((s) => s.statuses?.accumulated === 'fail' && s.accumulated !== null && (s.accumulated.nan.device > s.accumulated.nan.reference || s.accumulated.inf.device > s.accumulated.inf.reference));
   if (nonFinite !== undefined) reasons.push(`new NaN/Inf at ${nonFinite.name}`);

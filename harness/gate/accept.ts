@@ -4,6 +4,7 @@
  * record built from the prompts' summaries. A merged record goes through exactly these functions, so it
  * carries the same fields and obeys the same rule as one written by a single gate.
  */
+import { judgedKlP99 } from '../compare/metrics.js';
 import type { Policy } from '../compare/policy.js';
 import type { Questions } from '../compare/questions.js';
 import type { DeviceIdentity } from '../runner/backend.js';
@@ -52,7 +53,7 @@ export function questionSummary(q: Questions): NonNullable<PromptSummary['questi
       status: b.status,
       top1_agreement: finite(b.logits?.top1_agreement),
       kl_mean: finite(b.logits?.kl_mean),
-      kl_p99: finite(b.logits?.kl_p99),
+      kl_p99: finite(b.logits ? judgedKlP99(b.logits) : null),
       flips: b.flips.count,
       benign: b.flips.benign,
       scoring_bug: b.flips.scoring_bug,

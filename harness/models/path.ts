@@ -12,6 +12,12 @@ export interface LayerContext {
    * device takes them so its error is numeric only (DESIGN §5); null lets the path choose.
    */
   forcedSelections: Selections | null;
+  /**
+   * The FP16 floor pass only (compare/floor.ts): the reference rounds what the device path stores in FP16
+   * between its sublayers — each sublayer's output and the residual stream between them — to FP16, so the
+   * pass measures what a device with perfect kernels and FP16 storage makes. Absent: plain FP32.
+   */
+  fp16Storage?: boolean;
 }
 
 /** Per selection kind (e.g. 'experts'), one chosen index set per token, sorted ascending. */

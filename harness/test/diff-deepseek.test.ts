@@ -4,11 +4,11 @@
  * every trap of spec §6: S > 4·index_topk = 16 (the indexer really selects), S > sliding_window = 20, and the
  * HCA layer (ratio 16) gets 6 compressed entries.
  *
- * The fixture is tuned for an absolute threshold (fixtures/deepseek_v4_tiny.ts): its hyper-connection streams stay
- * below |x| ≈ 8 (FP16 spacing ≤ 2^-8 there), and every router and indexer choice leads the runner-up by at least
- * 1% of the score scale, far above FP16 drift (~1e-3), on the golden's tokens, `diff`'s default prompt and the
- * gate's built-in prompts. So under the default policy (max_abs 0.1) a clean run passes in both modes with no selection flips at all (worst accumulated max_abs ≈ 1.1e-2, isolated ≈ 6e-3), and
- * every injected fault fails first where it is injected, under the same default policy.
+ * The fixture is not tuned for the tool (fixtures/deepseek_v4_tiny.ts): its hyper-connection streams reach
+ * |x| ≈ 160–240, where FP16 spacing is 0.125, and its router and indexer margins are as drawn, near-ties
+ * included. Under the default policy (the FP16 floor rule, README "Reading the verdict") a clean run passes in
+ * every mode although its max_abs is above 0.1 and accumulated choices flip (each judged benign), and every
+ * injected fault fails first where it is injected, under the same default policy.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -22,8 +22,7 @@ const TOKENS = (JSON.parse(fs.readFileSync(path.join(packageRoot(), 'fixtures', 
 const STAGES = ['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits'];
 
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
-  model: MODEL(), tokens: TOKENS.join(','), layers: 'all', device: 'auto', mode: 'both', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01,
-  freeSelection: false, ...over,
+  model: MODEL(), tokens: TOKENS.join(','), layers: 'all', device: 'auto', mode: 'both', freeSelection: false, ...over,
 });
 const quiet = quietDiff;
 
@@ -65,28 +64,46 @@ describe('layerdiff diff on deepseek-v4-tiny', () => {
     expect(hashTree(MODEL())).toBe(before);
   });
 
-  it('a clean run passes under the default policy (max_abs 0.1) in both modes, with no selection flips', async () => {
+  it('a clean run passes under the default policy in every mode at real magnitudes, where the fixed rule (max_abs 0.1) fails it', async () => {
     const { code, report } = await quiet(base());
     expect(report.verdict).toBe('pass');
     expect(report.first_failure).toBeNull();
     expect(code).toBe(0);
+    let maxRef = 0;
+    let overFixed = 0;
     for (const s of report.stages) {
-      // accumulated FP16 drift over 4 layers reaches ≈ 1.1e-2 (a `warn`, above 1e-2); each layer's own error does not
       expect(s.status, s.name).not.toBe('fail');
-      expect(s.isolated!.max_abs, `${s.name} isolated max_abs`).toBeLessThan(0.01);
-      for (const [mode, m] of [['accumulated', s.accumulated!], ['isolated', s.isolated!]] as const) {
-        expect(m.max_abs, `${s.name} ${mode} max_abs`).toBeLessThan(0.1);
-        // the fixture's margins keep even the accumulated (free-choosing) run on the reference's choices
-        expect(m.selection_flips, `${s.name} ${mode} selection flips`).toBe(0);
-        // activations O(1–10), where FP16 spacing is ≤ 2^-6 (fixtures/deepseek_v4_tiny.ts)
-        expect(m.max_ref, `${s.name} max |ref|`).toBeLessThan(16);
-      }
+      expect(s.statuses?.isolated, `${s.name} own error`).not.toBe('fail');
+      expect(s.isolated!.rel_l2, `${s.name} isolated rel_l2`).toBeLessThan(2e-3);
+      maxRef = Math.max(maxRef, s.isolated!.max_ref);
+      if (s.isolated!.max_abs > 0.1) overFixed++;
+      // every accumulated flip is a near-tie the device's own score error explains
+      for (const f of s.flips?.accumulated?.list ?? []) expect(f.judgement, `${s.name} token ${f.token}`).toBe('benign');
+    }
+    expect(maxRef, 'the streams reach real magnitudes').toBeGreaterThan(64);
+    expect(overFixed, 'stages a fixed max_abs 0.1 would fail on a correct path').toBeGreaterThan(0);
+    const fixed = await quiet(base({ metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01 }));
+    expect(fixed.code).toBe(1);
+  });
+
+  it('isolated mode with --free-selection: own choices that flip are near-ties judged benign, and own error passes', async () => {
+    const { code, report } = await quiet(base({ mode: 'isolated', freeSelection: true }));
+    expect(code).toBe(0);
+    expect(report.questions!.own_error.status).toBe('pass');
+    for (const s of report.stages) {
+      const f = s.flips?.isolated;
+      if (f) expect([f.scoring_bug, f.unjudged], s.name).toEqual([0, 0]);
     }
   });
 
-  it('isolated mode with --free-selection makes the same expert and indexer choices as the reference', async () => {
-    const { report } = await quiet(base({ mode: 'isolated', freeSelection: true }));
-    for (const s of report.stages) expect(s.isolated!.selection_flips, s.name).toBe(0);
+  it('isolated mode with --free-selection and router-bias-dropped@2: the device\'s own choices fail as a scoring bug at layer.2', async () => {
+    const { code, report } = await quiet(base({ mode: 'isolated', freeSelection: true, inject: 'router-bias-dropped@2' }));
+    expect(code).toBe(1);
+    expect(report.first_failure).toBe('layer.2');
+    expect(report.questions!.own_error).toMatchObject({ status: 'fail', first_failure: 'layer.2' });
+    const f = report.stages.find((s) => s.name === 'layer.2')!.flips!.isolated!;
+    expect(f.scoring_bug).toBeGreaterThan(f.count / 2);
+    expect(report.diagnosis[0]).toMatchObject({ stage: 'layer.2', cause: 'router-bias-dropped' });
   });
 
   it('--layers 2-3 runs only those layers, from the reference input', async () => {
@@ -94,7 +111,7 @@ describe('layerdiff diff on deepseek-v4-tiny', () => {
     expect(report.stages.map((s) => s.name)).toEqual(['layer.2', 'layer.3', 'final_norm', 'logits']);
   });
 
-  describe('injected device-path bugs are caught where they happen (default policy: max_abs 0.1)', () => {
+  describe('injected device-path bugs are caught where they happen (default policy)', () => {
     // Every layer holds FP8 attention/shared-expert and MXFP4 routed-expert linears, so a global decode bug
     // shows first in layer 0; fp16-overflow hits the attention output projection wo_b of its layer.
     const cases: Array<[string, string]> = [
@@ -116,7 +133,7 @@ describe('layerdiff diff on deepseek-v4-tiny', () => {
     // a layer-local bug: every other layer's isolated error stays at its clean level
     injectedFaultTests(cases, (inject) => base({ inject }), (s) => {
       expect(s.isolated!.rel_l2, s.name).toBeLessThan(2e-3);
-      expect(s.isolated!.max_abs, s.name).toBeLessThan(0.1);
+      expect(s.statuses?.isolated, s.name).not.toBe('fail');
     });
   });
 });

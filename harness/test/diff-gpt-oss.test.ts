@@ -42,7 +42,8 @@ describe('layerdiff diff on gpt-oss-tiny', () => {
       expect(iso.rel_l2, s.name).toBeLessThan(2e-3);
       if (s.name !== 'embed') expect(s.accumulated!.max_abs, `${s.name}: FP16 leaves a footprint`).toBeGreaterThan(0);
       if (s.name.startsWith('layer.')) {
-        expect(Object.keys(s.substages ?? {}).sort()).toEqual(['attn', 'moe', 'moe.router']);
+        // moe.scores: the biased router logits the top-k ranks (the flip judgement's input)
+        expect(Object.keys(s.substages ?? {}).sort()).toEqual(['attn', 'moe', 'moe.router', 'moe.scores']);
         for (const [k, m] of Object.entries(s.substages!)) expect(m.rel_l2, `${s.name}.${k}`).toBeLessThan(2e-3);
       }
     }
@@ -58,6 +59,16 @@ describe('layerdiff diff on gpt-oss-tiny', () => {
     const flips = both.report.stages.map((s) => s.accumulated?.selection_flips ?? 0);
     expect(flips.slice(1, 4), 'layers 0–2 choose as the reference does').toEqual([0, 0, 0]);
     expect(flips[4], 'layer.3: one token on a 5.5e-3 margin').toBeGreaterThan(0);
+  });
+
+  it('the default policy passes all three questions in both modes: every flip judged benign', async () => {
+    const { code, report } = await quietDiff({ model: MODEL(), layers: 'all', device: 'emulated', mode: 'both', freeSelection: false });
+    expect(code).toBe(0);
+    const q = report.questions!;
+    expect([q.own_error.status, q.drift.status, q.behaviour.status]).toEqual(['pass', 'pass', 'pass']);
+    expect(q.behaviour.flips.count).toBeGreaterThan(0);
+    expect(q.behaviour.flips.benign).toBe(q.behaviour.flips.count);
+    for (const s of report.stages) for (const f of s.flips?.accumulated?.list ?? []) expect(f.margin, `${s.name} token ${f.token}`).toBeLessThanOrEqual(4 * Math.max(f.score_error, f.layer_score_error ?? 0));
   });
 
   it('isolated mode with --free-selection makes the reference\'s expert choices (the device router ranks like the reference)', async () => {

@@ -11,7 +11,7 @@
  */
 import type { DeepseekV4Expert, DeepseekV4LayerWeights } from '../../harness/models/deepseek_v4.js';
 import { decodeStored } from '../llama.js';
-import { swiglu } from '../ops.js';
+import { stored, swiglu } from '../ops.js';
 import { linear } from './linear.js';
 import { topkLowestIndex } from './indexer.js';
 
@@ -71,12 +71,16 @@ function checkForced(f: number[][], S: number, E: number, topk: number): void {
   });
 }
 
-/** One SwiGLU expert on `rows` input rows: W2·(ω_row · silu(g)·v), g/v clamped when limit > 0. */
-export function expertForward(x: Float32Array, rows: number, ex: DeepseekV4Expert, limit: number, rowWeights: ArrayLike<number> | null): Float32Array {
+/**
+ * One SwiGLU expert on `rows` input rows: W2·(ω_row · silu(g)·v), g/v clamped when limit > 0. `fp16`: the
+ * floor pass's FP16 storage (LayerContext.fp16Storage) of W1x, W3x, the weighted activation and the output,
+ * where the device path stores them.
+ */
+export function expertForward(x: Float32Array, rows: number, ex: DeepseekV4Expert, limit: number, rowWeights: ArrayLike<number> | null, fp16?: boolean): Float32Array {
   const I = ex.w1.out;
-  const h = swiglu(linear(x, rows, ex.w1), linear(x, rows, ex.w3), limit);
+  const h = swiglu(stored(linear(x, rows, ex.w1), fp16), stored(linear(x, rows, ex.w3), fp16), limit);
   if (rowWeights !== null) for (let r = 0; r < rows; r++) for (let i = 0; i < I; i++) h[r * I + i] *= rowWeights[r];
-  return linear(h, rows, ex.w2);
+  return stored(linear(stored(h, fp16), rows, ex.w2), fp16);
 }
 
 export interface MoeDims {
@@ -85,6 +89,8 @@ export interface MoeDims {
   topk: number;
   routeScale: number;
   swigluLimit: number;
+  /** the floor pass's FP16 storage inside the experts (expertForward); absent: FP32 */
+  fp16?: boolean;
 }
 
 export interface MoeResult {
@@ -118,12 +124,12 @@ export function moe(f: Float32Array, S: number, w: DeepseekV4LayerWeights, d: Mo
     const list = byExpert.get(e)!;
     const xe = new Float32Array(list.length * D);
     list.forEach(([t], r) => xe.set(f.subarray(t * D, (t + 1) * D), r * D));
-    const ye = expertForward(xe, list.length, w.expert(e), d.swigluLimit, list.map(([, om]) => om));
+    const ye = expertForward(xe, list.length, w.expert(e), d.swigluLimit, list.map(([, om]) => om), d.fp16);
     list.forEach(([t], r) => {
       for (let i = 0; i < D; i++) acc[t * D + i] += ye[r * D + i];
     });
   }
-  const shared = expertForward(f, S, w.ffn.shared_experts, 0, null);
+  const shared = expertForward(f, S, w.ffn.shared_experts, 0, null, d.fp16);
   const out = new Float32Array(S * D);
   for (let i = 0; i < S * D; i++) out[i] = acc[i] + shared[i];
   return { out, routing, scores: hashIds === null ? { s: scores, bias } : null };

@@ -24,8 +24,8 @@ It writes:
                       relative change of the logits, and fixture statistics (clamp hits, top-k gaps,
                       selection margins).
 
-Selection margins (self-checked: the script exits 1 when one is below MIN_MARGIN = 0.01; a fixture must
-not sit on near-ties, where FP16 drift flips a choice):
+Selection margins (reported, not enforced: the fixture's routing is left as drawn, with the near-ties a
+real checkpoint has, issue #10):
   router   non-hash layers, every token t: (b_(k) - b_(k+1)) / max_e s_{t,e}, b = s + gate.bias the biased
            scores sorted descending, k = num_experts_per_tok  -> stats layer.L.router_min_margin
   indexer  CSA layers, every query with more than index_topk visible blocks:
@@ -350,9 +350,6 @@ class Ablation:
 
 ABLATIONS = ["window_inf", "no_compression", "indexer_all", "no_sink", "score_routing", "no_clamp"]
 
-# smallest router / indexer selection margin the fixture may have (module docstring, "Selection margins")
-MIN_MARGIN = 0.01
-
 
 def attention(cfg: Cfg, ck: Checkpoint, p: str, layer: int, a, ab: Ablation, stats: dict):
     S = a.shape[0]
@@ -593,13 +590,6 @@ def main():
     stats["causal_prefix_check"] = {"prefix": P, "max_abs_diff": causal, "selections_equal": causal_sel}
     if not (causal < 1e-9 and causal_sel):
         print(f"causality check failed: prefix of {P} differs by {causal} (selections equal: {causal_sel})", file=sys.stderr)
-        sys.exit(1)
-
-    # Self-check: no selection sits on a near-tie (see "Selection margins" above).
-    # (None: no query had more than index_topk visible blocks, nothing to check)
-    low = {k: v for k, v in stats.items() if k.endswith(("router_min_margin", "indexer_min_margin")) and v is not None and not v >= MIN_MARGIN}
-    if low:
-        print(f"selection margin check failed (each must be >= {MIN_MARGIN}): {low}", file=sys.stderr)
         sys.exit(1)
 
     bad = [n for n, c in changes.items() if not c["rel_l2"] > 1e-3]
