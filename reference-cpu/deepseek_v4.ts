@@ -71,14 +71,14 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
     // Attention sublayer (§4.4 line 1)
     const pa = hcPre(X, S, hcParams(w.hc_attn_fn, w.hc_attn_base, w.hc_attn_scale), dims);
     const fp16 = ctx.fp16Storage;
-    const a = stored(rmsnorm(stored(pa.u, fp16), S, D, decodeStored(w.attn_norm), c.normEps), fp16);
+    const a = rmsnorm(pa.u, S, D, decodeStored(w.attn_norm), c.normEps);
     const att = attention(a, S, w.attn, w.ratio, c, ctx.positions, w.attn.indexer !== null ? (forced?.indexer ?? null) : null, this.ab);
     const attOut = stored(att.out, fp16);
     X = stored(hcPost(attOut, X, S, hc, D, pa.post, pa.comb), fp16);
 
     // MoE sublayer (§4.4 line 2)
     const pf = hcPre(X, S, hcParams(w.hc_ffn_fn, w.hc_ffn_base, w.hc_ffn_scale), dims);
-    const f = stored(rmsnorm(stored(pf.u, fp16), S, D, decodeStored(w.ffn_norm), c.normEps), fp16);
+    const f = rmsnorm(pf.u, S, D, decodeStored(w.ffn_norm), c.normEps);
     const hashIds = w.hash && !this.ab.scoreRouting ? ctx.tokens.map((t) => this.m.hashExperts(w, t)) : null;
     const dm = { hidden: D, experts: c.experts, topk: c.topk, routeScale: c.routeScale, swigluLimit: this.ab.noClamp ? 0 : c.swigluLimit, fp16 };
     const mo = moe(f, S, w, dm, hashIds, forced?.experts ?? null);

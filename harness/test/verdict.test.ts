@@ -210,6 +210,7 @@ describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
   // fp16-accumulate runs a plain TypeScript FP16-accumulating GEMM over every linear of its layer: 96 tokens keep it quick
   for (const [inject, stage, cause, n] of [
     ['fp16-accumulate@1', 'layer.1', 'fp16-accumulate', 96],
+    ['rope-angle-fp16', 'layer.0', 'rope-angle-fp16', 59],
     ['rope-angle-fp16', 'layer.0', 'rope-angle-fp16', 200],
     ['router-bias-dropped@2', 'layer.2', 'router-bias-dropped', 200],
   ] as const) {
