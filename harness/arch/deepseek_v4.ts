@@ -37,7 +37,7 @@ export const DEEPSEEK_V4: Architecture = {
     let cache: DeepseekV4Fp16Weights | null = null;
     let bytes = r.ck.totalBytes();
     if (r.fp16Cache !== undefined) {
-      const c = await loadDeepseekV4Fp16Cache(r.fp16Cache, m, r.fingerprint!);
+      const c = await loadDeepseekV4Fp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
       if (c.ok) {
         src = cache = c.weights;
         bytes = c.weights.totalBytes();
@@ -52,9 +52,9 @@ export const DEEPSEEK_V4: Architecture = {
     };
   },
 
-  async writeFp16Cache(ck, N, dir, fingerprint, progress) {
+  async writeFp16Cache(ck, N, dir, fingerprint, progress, verify) {
     const m = new DeepseekV4Checkpoint(ck);
     // embed, head, and per layer its file and its routed experts' file
-    return writeDeepseekV4Fp16Cache(m, N, dir, fingerprint, progress(2 * m.cfg.layers + 2));
+    return writeDeepseekV4Fp16Cache(m, N, dir, fingerprint, progress(2 * m.cfg.layers + 2), verify);
   },
 };

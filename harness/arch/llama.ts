@@ -46,7 +46,7 @@ export const LLAMA: Architecture = {
     if (r.backend === null) return { decoder: new LlamaReferenceDecoder(m), weights: 'fp32-reference', how: 'KV cache', ...done };
     let w = null;
     if (r.fp16Cache !== undefined) {
-      const c = await loadLlamaFp16Cache(r.fp16Cache, m, r.fingerprint!);
+      const c = await loadLlamaFp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
       if (c.ok) w = c.weights;
       else r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
     }
@@ -54,9 +54,9 @@ export const LLAMA: Architecture = {
     return { decoder, weights: w !== null ? 'fp16-cache' : 'dequant-at-load', how: 'KV cache', ...done };
   },
 
-  async writeFp16Cache(ck, N, dir, fingerprint, progress) {
+  async writeFp16Cache(ck, N, dir, fingerprint, progress, verify) {
     const m = new LlamaCheckpoint(ck);
     // embed, head, one file per layer
-    return writeLlamaFp16Cache(m, N, dir, fingerprint, progress(m.cfg.layers + 2));
+    return writeLlamaFp16Cache(m, N, dir, fingerprint, progress(m.cfg.layers + 2), verify);
   },
 };

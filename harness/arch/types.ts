@@ -21,6 +21,8 @@ export interface DecoderRequest {
   fingerprint: string | null;
   /** --fp16-cache DIR, when given */
   fp16Cache?: string;
+  /** the cache's list digest the acceptance record binds (generate checked it): the loader re-checks it on open */
+  fp16CacheDigest?: string;
   /** a note for stderr (a stale cache, …) */
   note(text: string): void;
   /** the model argument as the user typed it (for the commands a note suggests) */
@@ -54,7 +56,8 @@ export interface Architecture {
   decoder(r: DecoderRequest): Promise<OpenedDecoder>;
   /**
    * `convert --fp16-cache DIR`: write the optimized path's FP16 weights. `progress(total)` is called once with
-   * the number of files, and the function it returns once per file written.
+   * the number of files, and the function it returns once per file written. `verify` (`gate --fp16-cache`):
+   * write nothing, compare the cache already in `dir` with what would be written (generate/fp16cache.ts).
    */
-  writeFp16Cache(ck: Checkpoint, N: DeviceNative, dir: string, fingerprint: string, progress: (total: number) => (file: string) => void): Promise<Fp16CacheManifest>;
+  writeFp16Cache(ck: Checkpoint, N: DeviceNative, dir: string, fingerprint: string, progress: (total: number) => (file: string) => void, verify?: boolean): Promise<Fp16CacheManifest>;
 }

@@ -39,6 +39,8 @@ import { policyText, sci, verdictLine } from '../../reports/format.js';
 import { gateCauseLines, gateVerdictLine } from '../../reports/gate.js';
 import { stdoutTaken, writeGateReports } from '../../reports/writers.js';
 import { buildGateReport } from '../gate/report.js';
+import { architectureFor } from '../arch/registry.js';
+import { cacheListDigest, MANIFEST } from '../generate/fp16cache.js';
 import { checkReportTargets } from './outputs.js';
 import { ProgressLine } from './progress.js';
 import { terminal, useColour } from './terminal.js';
@@ -71,6 +73,8 @@ export interface GateArgs {
   junit?: string;
   summary?: string;
   html?: string;
+  /** an FP16 cache (layerdiff convert) to compare with the checkpoint and bind into the record */
+  fp16Cache?: string;
 }
 
 export interface GateResult {
@@ -80,7 +84,7 @@ export interface GateResult {
   record: AcceptanceRecord | null;
 }
 
-const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+export const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 
 /** The gate command that writes a record matching this device and policy (quoted for a POSIX shell). */
 export function gateCommand(model: string, record: string, device: string, policy: Policy): string {
@@ -107,6 +111,7 @@ function checkOutputs(a: GateArgs): void {
   if (a.out !== undefined && a.record !== undefined) throw new InputError('give --record FILE (a whole gate) or --out DIR (a shard\'s partial result), not both; gate --merge writes the record from the partials');
   if (a.record === undefined && a.out === undefined && a.saveGolden === undefined) throw new InputError('give --record FILE, or --shard I/N --out DIR, or --save-golden DIR');
   if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
+  if (a.fp16Cache !== undefined && a.record === undefined) throw new InputError('--fp16-cache binds the cache into the record: give --record FILE (a whole gate)');
 }
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
@@ -119,6 +124,8 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   if (a.record !== undefined) checkOutputFile(a.record, '--record');
   for (const [o, d] of [['--reports', a.reports], ['--out', a.out], ['--save-golden', a.saveGolden]] as const) if (d !== undefined) checkOutputDir(d, o);
   if (a.out !== undefined) assertNewOrEmptyDir(a.out, '--out');
+  // the cache is compared after a passing run; a folder that holds none is refused before anything runs
+  if (a.fp16Cache !== undefined && !fs.existsSync(path.join(a.fp16Cache, MANIFEST))) throw new InputError(`--fp16-cache: no ${MANIFEST} here; write the cache first (layerdiff convert ${a.model} --fp16-cache ${a.fp16Cache})`, { file: a.fp16Cache });
   const targets = { json: a.json, junit: a.junit, summary: a.summary, html: a.html };
   checkReportTargets(targets, (t) => assertOutsideModel(t, a.model));
   for (const [o, t] of Object.entries(targets)) if (t !== undefined) checkOutputFile(t, `--${o}`);
@@ -262,9 +269,18 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
+    // The FP16 cache the optimized path will read: every byte re-derived from these (validated) weights by the
+    // device path's own dequantization and compared with the cache, so the record vouches for its content.
+    let fp16Cache: AcceptanceRecord['fp16_cache'];
+    if (a.fp16Cache !== undefined) {
+      const entry = architectureFor(ck);
+      const man = await entry.writeFp16Cache(ck, backend.native, a.fp16Cache, fp.value, () => () => {}, true);
+      fp16Cache = { path: path.resolve(a.fp16Cache), files_digest: cacheListDigest(man) };
+      human.write(`FP16 cache ${a.fp16Cache}: every byte equals the device path's dequantization of the checkpoint; bound into the record\n`);
+    }
     const record = buildRecord({
       toolVersion: toolVersion(), model: modelEntry, device: backend.identity, policy, promptSource: source, summaries, weights: weightsEntry,
-      started: new Date(started), key: signingKey(),
+      started: new Date(started), key: signingKey(), fp16Cache,
     });
     writeRecord(a.record!, record);
     writeGateReports(gateReport(true), targets, out);

@@ -17,7 +17,8 @@ import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
-import { type AcceptanceRecord, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
+import { type AcceptanceRecord, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
+import { cacheListDigest, type Fp16ManifestBase, MANIFEST } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
@@ -25,7 +26,7 @@ import { checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
-import { gateCommand } from './gate.js';
+import { gateCommand, shq } from './gate.js';
 import { MAX_PROMPT_CHARS, maxPositions } from './input.js';
 
 /** The position limit of a config that states no max_position_embeddings (documented in the README). */
@@ -111,6 +112,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
     let fingerprint: string | null = null;
+    let fp16CacheDigest: string | undefined;
     const backend = a.path === 'device' ? selectBackend(a.device) : null;
     if (backend !== null) {
       const fp = await checkpointFingerprint(ck.dir, ck.shardFiles, { useCache: a.verify === 'full' ? 'write' : true });
@@ -120,7 +122,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
-      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name})\n`);
+      if (a.fp16Cache !== undefined) fp16CacheDigest = boundCacheDigest(a.fp16Cache, fp.value, record, gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy));
+      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${fp16CacheDigest !== undefined ? ', FP16 cache vouched for' : ''})\n`);
     }
 
     const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir) : null;
@@ -140,7 +143,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
 
     const t0 = performance.now();
-    opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, model: a.model, note: (t) => io.stderr.write(t) });
+    opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, fp16CacheDigest, model: a.model, note: (t) => io.stderr.write(t) });
     const { decoder, weights } = opened;
     const loadMs = performance.now() - t0;
 
@@ -186,3 +189,27 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     ck.close();
   }
 }
+
+/**
+ * The FP16 cache `generate --fp16-cache DIR` is to read must be the one the record vouches for
+ * (`gate --fp16-cache DIR`: every byte compared with the checkpoint): its manifest's list digest is the
+ * record's `fp16_cache.files_digest`, and every file is then checked against the manifest as it is read.
+ * Returns that digest (the loader re-checks it), or undefined where the loader will not use the cache
+ * anyway (no manifest, or one of another checkpoint: it notes that and dequantizes the validated weights).
+ */
+function boundCacheDigest(dir: string, fingerprint: string, record: AcceptanceRecord, fix: string): string | undefined {
+  let man: Fp16ManifestBase & { experts?: unknown[] };
+  try {
+    man = JSON.parse(fs.readFileSync(path.join(dir, MANIFEST), 'utf8')) as typeof man;
+  } catch {
+    return undefined;
+  }
+  if (man?.checkpoint?.fingerprint !== fingerprint || !Array.isArray(man.files)) return undefined;
+  const digest = cacheListDigest(man);
+  if (record.fp16_cache?.files_digest !== digest) {
+    const why = record.fp16_cache === undefined ? 'the record was written without gate --fp16-cache' : `it vouches for ${record.fp16_cache.path} with other contents`;
+    throw new RecordMismatch(`the optimized path is locked: the acceptance record does not vouch for the FP16 cache ${dir} (${why}). To unlock it, run: ${fix} --fp16-cache ${shq(dir)}`, ['fp16-cache']);
+  }
+  return digest;
+}
+

@@ -83,6 +83,8 @@ export interface RecordInput {
   /** when the gate started (the earliest shard's start for a merged one) */
   started: Date;
   key: string | null;
+  /** the FP16 cache the gate compared with the checkpoint (gate --fp16-cache) */
+  fp16Cache?: AcceptanceRecord['fp16_cache'];
 }
 
 /** The passing record over these prompts; calling it while a prompt failed is a bug of the caller. */
@@ -99,6 +101,7 @@ export function buildRecord(r: RecordInput): AcceptanceRecord {
       policy: r.policy,
       acceptance: { mode: 'both', layers: 'all', prompt_source: r.promptSource, prompts: r.summaries, weights: r.weights },
       report_digest: reportDigest(r.summaries),
+      ...(r.fp16Cache !== undefined ? { fp16_cache: r.fp16Cache } : {}),
       created: r.started.toISOString(),
     },
     r.key,

@@ -72,6 +72,11 @@ export interface AcceptanceRecord {
   };
   /** SHA-256 over the per-prompt report digests, in prompt order */
   report_digest: string;
+  /**
+   * `gate --fp16-cache DIR`: the FP16 cache the gate re-derived from this checkpoint and compared byte for
+   * byte; `files_digest` is generate/fp16cache.ts cacheListDigest of its manifest (every file's SHA-256)
+   */
+  fp16_cache?: { path: string; files_digest: string };
   created: string;
   hmac?: { alg: 'HMAC-SHA256'; value: string };
 }
@@ -116,7 +121,7 @@ export function deviceKey(d: DeviceIdentity): Record<string, unknown> {
   return { name: d.name, device_name: d.device_name ?? null, arch: d.arch ?? null, emulates: d.emulates ?? null, versions: d.versions ?? {} };
 }
 
-export type LockReason = 'no-record' | 'invalid' | 'signature' | 'weights' | 'device' | 'policy' | 'tool';
+export type LockReason = 'no-record' | 'invalid' | 'signature' | 'weights' | 'device' | 'policy' | 'tool' | 'fp16-cache';
 
 /** exit 3 with the list of reasons (tests read `reasons`; the user reads the message) */
 export class RecordMismatch extends LockedError {
@@ -212,6 +217,10 @@ export function recordProblems(r: unknown): string[] {
     else {
       if (r.report_digest !== reportDigest(prompts as PromptSummary[])) p.push('report_digest does not cover the prompts\' report digests');
     }
+  }
+  if ('fp16_cache' in r) {
+    const c = r.fp16_cache;
+    if (!isObj(c) || typeof c.path !== 'string' || typeof c.files_digest !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(c.files_digest)) p.push('fp16_cache is not {path, files_digest: sha256:<64 lowercase hex>}');
   }
   if ('hmac' in r) {
     const h = r.hmac;

@@ -19,11 +19,13 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
 import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
-import { type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
+import { createHash } from 'node:crypto';
+import { canonicalJson } from '../gate/record.js';
+import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
 import { outputError, partialName, partialPid, realish, removePartials, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
-import { SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
+import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { storedToF16 } from '../../device-hip/linear.js';
 
@@ -73,6 +75,11 @@ export interface CacheTarget {
   checkpointDir: string;
   /** called as each file is complete */
   onFile?: (name: string) => void;
+  /**
+   * `gate --fp16-cache DIR`: write nothing; re-derive every byte of the cache in `dir` and compare it with
+   * what is there (CacheFiles in verify mode), so the record can vouch for the cache (verifyExistingCache)
+   */
+  verify?: boolean;
 }
 
 /** The files of one conversion: each appears complete (temp file, then rename) and is remembered for cleanup. */
@@ -90,12 +97,32 @@ export class CacheFiles {
 
   /** A file of tensors held in memory. */
   put(file: string, tensors: TensorToWrite[]): void {
-    writeSafetensors(this.path(file), tensors, this.meta);
+    if (this.t.verify === true) {
+      const v = new CacheFileCheck(this.path(file));
+      try {
+        v.expect(encodeSafetensors(tensors, this.meta), 'the header and tensors');
+        v.end();
+      } finally {
+        v.close();
+      }
+    } else writeSafetensors(this.path(file), tensors, this.meta);
     this.done(file);
   }
 
   /** A file whose tensors `body` writes one after another, in `specs` order, in chunks (memory: one chunk). */
-  stream(file: string, specs: TensorSpec[], body: (w: SafetensorsStreamWriter) => void): void {
+  stream(file: string, specs: TensorSpec[], body: (w: Pick<SafetensorsStreamWriter, 'write'>) => void): void {
+    if (this.t.verify === true) {
+      const v = new CacheFileCheck(this.path(file));
+      try {
+        v.expect(safetensorsLayout(specs, this.meta).header, 'the safetensors header');
+        body({ write: (name, chunk) => v.expect(chunk, name) });
+        v.end();
+      } finally {
+        v.close();
+      }
+      this.done(file);
+      return;
+    }
     const w = SafetensorsStreamWriter.create(this.path(file), specs, this.meta);
     try {
       body(w);
@@ -111,6 +138,88 @@ export class CacheFiles {
     this.written.push(file);
     this.t.onFile?.(file);
   }
+}
+
+/**
+ * One cache file compared, in order, with the bytes a conversion would write there: the first difference
+ * (or a length mismatch) is an InputError naming the file and the tensor whose bytes differ.
+ */
+class CacheFileCheck {
+  private readonly fd: number;
+  private at = 0;
+
+  constructor(private readonly file: string) {
+    try {
+      this.fd = openRegularForRead(file);
+    } catch (e) {
+      throw new InputError(`cannot be read as part of the FP16 cache (${(e as Error).message})`, { file });
+    }
+  }
+
+  expect(bytes: Uint8Array, what: string): void {
+    const got = Buffer.alloc(bytes.byteLength);
+    const n = bytes.byteLength === 0 ? 0 : fs.readSync(this.fd, got, 0, got.length, this.at);
+    if (n !== bytes.byteLength || !got.equals(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength))) {
+      throw new InputError(`differs from what the checkpoint converts to (in ${what}, from byte ${this.at}): the cache is not the device path's dequantization of this checkpoint (edited or corrupted); rerun layerdiff convert`, { file: this.file });
+    }
+    this.at += n;
+  }
+
+  end(): void {
+    const size = fs.fstatSync(this.fd).size;
+    if (size !== this.at) throw new InputError(`is ${size} bytes where the conversion gives ${this.at} (edited or corrupted); rerun layerdiff convert`, { file: this.file });
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
+/** Open a regular file for reading (O_NOFOLLOW: never a symlink, FIFO or device). */
+function openRegularForRead(file: string): number {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  if (!fs.fstatSync(fd).isFile()) {
+    fs.closeSync(fd);
+    throw new Error('not a regular file');
+  }
+  return fd;
+}
+
+/**
+ * The digest of a cache's file list as its manifest gives it (every file: name, size, SHA-256; DeepSeek-V4's
+ * experts files with their per-expert digests): what an acceptance record binds (`fp16_cache.files_digest`).
+ * Since every file is verified against the manifest when read, a cache whose list digest is the record's
+ * holds exactly the bytes the gate compared.
+ */
+export function cacheListDigest(man: Fp16ManifestBase & { experts?: unknown[] }): string {
+  const entries = [...man.files.map((f) => ['file', f]), ...(man.experts ?? []).map((f) => ['experts', f])].map((e) => canonicalJson(e));
+  return `sha256:${createHash('sha256').update(entries.sort().join('\n')).digest('hex')}`;
+}
+
+/**
+ * `gate --fp16-cache DIR`: the cache in t.dir re-derived from the checkpoint by the architecture's own
+ * converter (`body`, in verify mode: nothing written) and compared byte for byte, then its manifest checked
+ * to list exactly those files with their digests. Returns the manifest; any difference is an InputError.
+ */
+async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, body: Parameters<typeof writeCache<M>>[1]): Promise<M> {
+  const mf = path.join(t.dir, MANIFEST);
+  let man: M;
+  try {
+    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as M;
+  } catch {
+    throw new InputError(`--fp16-cache: no readable ${MANIFEST} (write the cache with layerdiff convert first)`, { file: mf });
+  }
+  if (man?.schema !== FP16_CACHE_SCHEMA || !Array.isArray(man.files)) throw new InputError(`not a ${FP16_CACHE_SCHEMA} manifest`, { file: mf });
+  if (man.checkpoint?.fingerprint !== t.fingerprint) throw new InputError('the FP16 cache was converted from another checkpoint (its manifest names another fingerprint); rerun layerdiff convert', { file: mf });
+  if (man.tool?.version !== toolVersion()) throw new InputError(`the FP16 cache was written by layerdiff ${String(man.tool?.version)}, this is ${toolVersion()}; rerun layerdiff convert`, { file: mf });
+  const files = new CacheFiles(t);
+  const { verified, extra } = await body(files);
+  const now = await fingerprintFiles(t.dir, verified, { protect: t.checkpointDir, useCache: false });
+  const want = { architecture: t.architecture, num_layers: t.numLayers, files: now.files, ...extra };
+  for (const [k, v] of Object.entries(want)) {
+    if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
+  }
+  return man;
 }
 
 /**
@@ -154,6 +263,7 @@ export async function writeCache<M extends Fp16ManifestBase>(
   t: CacheTarget,
   body: (files: CacheFiles) => Promise<{ verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> }> | { verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> },
 ): Promise<M> {
+  if (t.verify === true) return verifyExistingCache(t, body);
   assertReplaceableCache(t);
   const target = path.resolve(t.dir);
   const parent = path.dirname(target);
@@ -208,6 +318,8 @@ export interface CacheExpectation {
   /** the files the manifest must vouch for as a whole, exactly these */
   files: string[];
   checkpointDir: string;
+  /** the list digest (cacheListDigest) an acceptance record binds: the manifest read here must have it */
+  listDigest?: string;
 }
 
 /** Read and check the manifest; on a match, verify the vouched-for files' digests. Stale → ok: false; corrupt → InputError. */
@@ -226,6 +338,7 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
   // Same checkpoint bytes but another architecture or depth: the manifest was edited.
   if (man.architecture !== want.architecture) throw new InputError(`manifest says architecture ${JSON.stringify(man.architecture)}, the checkpoint is ${want.architecture}`, { file: mf });
   if (man.num_layers !== want.numLayers) throw new InputError(`manifest says ${man.num_layers} layers, the checkpoint has ${want.numLayers}`, { file: mf });
+  if (want.listDigest !== undefined && cacheListDigest(man) !== want.listDigest) throw new InputError('changed after the acceptance record was checked against it; no FP16 weights read from it', { file: mf });
 
   // Every file read later must be one the manifest vouches for, and nothing outside the folder.
   const expected = [...want.files].sort();

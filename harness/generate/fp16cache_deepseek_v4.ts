@@ -81,13 +81,13 @@ function writeItems(files: CacheFiles, file: string, items: Item[]): void {
 /** A [vocab, hidden] table converted chunk by chunk (never held whole). */
 const writeTable = (N: DeviceNative, m: DeepseekV4Checkpoint, name: string, w: { write(name: string, b: Uint8Array): void }) => writeTableF16(N, m.ck, name, m.cfg.vocab, m.cfg.hidden, w);
 
-export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<DeepseekV4Fp16Manifest> {
+export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false): Promise<DeepseekV4Fp16Manifest> {
   // Every tensor is checked against the config before a byte is written: bad input leaves nothing behind.
   m.conformance();
   const c = m.cfg;
   const table = (name: string): TensorSpec => ({ name, dtype: 'F16', shape: [c.vocab, c.hidden] });
   const linears = new LinearCache(N);
-  const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile };
+  const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   return writeCache<DeepseekV4Fp16Manifest>(target, (files) => {
     files.stream(EMBED, [table(m.embedName)], (w) => writeTable(N, m, m.embedName, w));
     const experts: ExpertsFileDigest[] = [];
@@ -137,9 +137,9 @@ function writeExperts(files: CacheFiles, m: DeepseekV4Checkpoint, linears: Linea
 export type DeepseekV4Fp16CacheLoad = { ok: true; weights: DeepseekV4Fp16Weights } | { ok: false; why: string };
 
 /** Open the cache for `m` (stale → ok: false; corrupt → InputError). Layers and experts are read later, on use. */
-export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}): Promise<DeepseekV4Fp16CacheLoad> {
+export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<DeepseekV4Fp16CacheLoad> {
   const { layers, experts: E } = m.cfg;
-  const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), checkpointDir: m.ck.dir };
+  const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), checkpointDir: m.ck.dir, listDigest };
   const c = await openCache<DeepseekV4Fp16Manifest>(dir, want, fpOptions);
   if (!c.ok) return c;
   const man = c.manifest;

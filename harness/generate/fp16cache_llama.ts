@@ -30,9 +30,9 @@ const cacheFiles = (layers: number) => [EMBED, ...Array.from({ length: layers },
  * Write the cache: each file streamed tensor by tensor, the embedding and an untied head in row chunks, so
  * memory holds one layer's FP16 weights at most (never the whole embedding or head).
  */
-export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void): Promise<LlamaFp16Manifest> {
+export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false): Promise<LlamaFp16Manifest> {
   const { vocab: V, hidden: D } = m.cfg;
-  const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile };
+  const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   const f16 = (name: string, shape: number[]): TensorSpec => ({ name, dtype: 'F16', shape });
   return writeCache<LlamaFp16Manifest>(target, (files) => {
     files.stream(EMBED, [f16(m.embedName, [V, D])], (w) => writeTableF16(N, m.ck, m.embedName, V, D, w));
@@ -52,8 +52,8 @@ export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, d
 
 export type LlamaFp16CacheLoad = { ok: true; weights: LlamaF16Weights; manifest: LlamaFp16Manifest } | { ok: false; why: string };
 
-export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}): Promise<LlamaFp16CacheLoad> {
-  const want = { architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, files: cacheFiles(m.cfg.layers), checkpointDir: m.ck.dir };
+export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<LlamaFp16CacheLoad> {
+  const want = { architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, files: cacheFiles(m.cfg.layers), checkpointDir: m.ck.dir, listDigest };
   const c = await openCache<LlamaFp16Manifest>(dir, want, fpOptions);
   if (!c.ok) return c;
   const man = c.manifest;

@@ -280,8 +280,9 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
     expect(JSON.parse(fs.readFileSync(path.join(out16, 'manifest.json'), 'utf8')).architecture).toBe('deepseek_v4');
 
     const rec = path.join(tmp, 'cli', 'accept.json');
-    const g = cli(['gate', DS(), '--record', rec], env);
+    const g = cli(['gate', DS(), '--record', rec, '--fp16-cache', out16], env);
     expect(g.code, g.stderr).toBe(0);
+    expect(g.stdout).toMatch(/FP16 cache .*bound into the record/);
     const run = (extra: string[], json: string) => {
       const r = cli(['generate', DS(), '--record', rec, '--tokens', '0,5,17,42,9', '--max-new-tokens', '16', '--temperature', '0.6', '--seed', '3', '--json', json, ...extra], env);
       expect(r.code, r.stderr).toBe(0);

@@ -324,6 +324,14 @@ describe('the CLI, end to end', () => {
     const cacheDir16 = path.join(tmp, 'cli', 'fp16');
     const c = cli(['convert', model, '--fp16-cache', cacheDir16], env);
     expect(c.code).toBe(0);
+    // a record written without --fp16-cache vouches for no cache: locked, with the gate that fixes it
+    const unbound = cli(['generate', model, '--prompt', 'The quick brown fox', '--record', rec, '--max-new-tokens', '2', '--fp16-cache', cacheDir16], env);
+    expect(unbound.code).toBe(3);
+    expect(unbound.stderr).toMatch(/does not vouch for the FP16 cache .*without gate --fp16-cache.*run: layerdiff gate .* --fp16-cache /);
+    const g2 = cli(['gate', model, '--record', rec, '--fp16-cache', cacheDir16], env);
+    expect(g2.code).toBe(0);
+    expect(g2.stdout).toMatch(/FP16 cache .*every byte equals the device path's dequantization/);
+    expect(JSON.parse(fs.readFileSync(rec, 'utf8')).fp16_cache.files_digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     const cached = run(['--fp16-cache', cacheDir16], path.join(tmp, 'cli', 'b.json'));
     expect(cached.weights).toBe('fp16-cache');
     expect(cached.outputs).toEqual(plain.outputs);

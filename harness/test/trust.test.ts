@@ -8,6 +8,7 @@
  * digest-cache entry does not unlock the optimized path.
  */
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -351,6 +352,38 @@ describe('the trust chain', () => {
     }
     expect(ok.code, ok.stderr).toBe(0);
   }, 120_000);
+
+  it('a hand-edited FP16 cache does not unlock: the record binds the cache the gate compared byte for byte', async () => {
+    const cache = path.join(tmp, 'trust-fp16');
+    const rec = path.join(tmp, 'records', 'cached.json');
+    expect((await run(['convert', model, '--fp16-cache', cache])).code).toBe(0);
+    const g = await run(['gate', model, '--record', rec, '--fp16-cache', cache]);
+    expect(g.code, g.stderr).toBe(0);
+    const ok = await gen(rec, ['--fp16-cache', cache, '--json', path.join(tmp, 'records', 'cached-out.json')]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(fs.readFileSync(path.join(tmp, 'records', 'cached-out.json'), 'utf8')).weights).toBe('fp16-cache');
+    // the attack: negate model.norm.weight in head.safetensors, then fix its digest and size in manifest.json
+    const head = path.join(cache, 'head.safetensors');
+    const f = SafetensorsFile.open(head);
+    const info = f.get('model.norm.weight')!;
+    const { begin, end } = info;
+    f.close();
+    const b = fs.readFileSync(head);
+    for (let i = begin + 1; i < end; i += 2) b[i] ^= 0x80; // F16 little-endian: the sign bit is in the high byte
+    fs.writeFileSync(head, b);
+    const mf = path.join(cache, 'manifest.json');
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { files: Array<{ name: string; size: number; sha256: string }> };
+    const entry = man.files.find((x) => x.name === 'head.safetensors')!;
+    entry.sha256 = createHash('sha256').update(b).digest('hex');
+    entry.size = b.length;
+    fs.writeFileSync(mf, JSON.stringify(man, null, 2));
+    const locked = await gen(rec, ['--fp16-cache', cache]);
+    expect(locked.code, locked.stderr).toBe(3);
+    expect(locked.stderr).toMatch(/does not vouch for the FP16 cache .*other contents/);
+    // and a gate will not vouch for it: its bytes are not what the checkpoint converts to
+    badInput(await run(['gate', model, '--record', path.join(tmp, 'records', 'cached-2.json'), '--fp16-cache', cache]), /head\.safetensors: differs from what the checkpoint converts to \(in model\.norm\.weight/);
+    expect(fs.existsSync(path.join(tmp, 'records', 'cached-2.json'))).toBe(false);
+  }, 300_000);
 
   it('a forged digest-cache entry does not unlock: MACed with the key, and --verify full re-hashes', async () => {
     // the new file's stat key paired with the old digest (and the old MAC, when there is one)
