@@ -18,7 +18,7 @@ import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.
 import { GPT_OSS_ALPHA, type GptOssCheckpoint, type GptOssLayerWeights, gptOssRope } from '../harness/models/gpt_oss.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeepseekNative, DeviceNative, GptOssNative } from './binding.js';
-import { LinearCache } from './linear.js';
+import { addBiasRowsF16, LinearCache } from './linear.js';
 
 export class GptOssDevice implements StagePath<GptOssLayerWeights> {
   private readonly linears: LinearCache;
@@ -44,10 +44,7 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
 
   /** x f16 [rows, n] + bias [n] repeated per row (ld_add_f16). */
   private addBias(x: Uint16Array, rows: number, bias: StoredTensor): Uint16Array {
-    const b = this.vecF16(bias);
-    const tiled = new Uint16Array(rows * b.length);
-    for (let r = 0; r < rows; r++) tiled.set(b, r * b.length);
-    return this.N.addF16(x, tiled);
+    return addBiasRowsF16(this.N, x, rows, this.vecF16(bias));
   }
 
   /** cos/sin [S, d/2] at the positions: YaRN's inv_freq, both multiplied by the concentration, stored f32. */

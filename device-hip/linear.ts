@@ -65,3 +65,16 @@ export function storedToF16(N: DeviceNative, t: StoredTensor): Uint16Array {
   }
   return N.f32ToF16(decodeToF32(t.dtype, t.bytes, n));
 }
+
+/**
+ * x f16 [rows, n] + bias f16 [n] repeated per row: the unfused bias add of an FP16 path (ld_add_f16 after the
+ * GEMM's own FP16 rounding, so the sum is rounded twice, as on the device); x itself when bias is null.
+ */
+export function addBiasRowsF16(N: DeviceNative, x: Uint16Array, rows: number, bias: Uint16Array | null): Uint16Array {
+  if (bias === null) return x;
+  if (x.length !== rows * bias.length) throw new Error(`addBiasRowsF16: a bias of ${bias.length} for rows of ${x.length / rows}`);
+  const tiled = new Uint16Array(rows * bias.length);
+  for (let r = 0; r < rows; r++) tiled.set(bias, r * bias.length);
+  return N.addF16(x, tiled);
+}
+

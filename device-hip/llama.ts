@@ -7,12 +7,12 @@
 import { decodeToF32, roundToF16 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
-import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
+import type { LlamaCheckpoint, LlamaLayerWeights, LlamaLinear } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeviceNative } from './binding.js';
 import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.js';
 import { gemmF16AccumulateF16 } from './fault_numerics.js';
-import { LinearCache } from './linear.js';
+import { addBiasRowsF16, LinearCache } from './linear.js';
 
 export class LlamaDevice implements StagePath<LlamaLayerWeights> {
   private readonly linears: LinearCache;
@@ -57,20 +57,25 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
     const S = x.shape[0];
     const fault = faultAt(this.faults, L);
     const gemm = fault === 'fp16-accumulate' ? gemmF16AccumulateF16 : N.gemmF16.bind(N);
-    const lin = (inp: Uint16Array, lw: LlamaLayerWeights['q_proj'], alpha = 1) => gemm(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha);
+    // a projection: the GEMM (FP16 out), then its bias (attention_bias / mlp_bias) as an FP16 add
+    const lin = (inp: Uint16Array, key: LlamaLinear, alpha = 1) => {
+      const lw = w[key];
+      const b = w.bias[key];
+      return addBiasRowsF16(N, gemm(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha), S, b !== null ? this.vecF16(b) : null);
+    };
     const { cos, sin } = this.ropeTables(ctx.positions, fault === 'rope-angle-fp16');
 
     const xh = N.f32ToF16(x.data);
     const n1 = N.rmsnormF16(xh, this.vecF16(w.input_layernorm), S, D, eps);
-    const q = N.ropeF16(lin(n1, w.q_proj), cos, sin, S, H, hd, 0, hd, false);
-    const k = N.ropeF16(lin(n1, w.k_proj), cos, sin, S, KV, hd, 0, hd, false);
-    const v = lin(n1, w.v_proj);
-    const attn = lin(N.attentionF16(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd), 0, null), w.o_proj);
+    const q = N.ropeF16(lin(n1, 'q_proj'), cos, sin, S, H, hd, 0, hd, false);
+    const k = N.ropeF16(lin(n1, 'k_proj'), cos, sin, S, KV, hd, 0, hd, false);
+    const v = lin(n1, 'v_proj');
+    const attn = lin(N.attentionF16(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd), 0, null), 'o_proj');
     const h = N.addF16(xh, attn);
 
     const n2 = N.rmsnormF16(h, this.vecF16(w.post_attention_layernorm), S, D, eps);
-    const gated = N.swigluF16(lin(n2, w.gate_proj), lin(n2, w.up_proj), 0);
-    const mlp = lin(gated, w.down_proj, fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1);
+    const gated = N.swigluF16(lin(n2, 'gate_proj'), lin(n2, 'up_proj'), 0);
+    const mlp = lin(gated, 'down_proj', fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1);
     const out = N.addF16(h, mlp);
     return {
       out: act([S, D], N.f16ToF32(out)),

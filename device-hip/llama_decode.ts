@@ -20,14 +20,17 @@ import type { StoredTensor } from '../harness/formats/linear.js';
 import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
-import { LinearCache } from './linear.js';
+import { addBiasRowsF16, LinearCache } from './linear.js';
 
 export type LlamaLinearKey = (typeof LLAMA_LINEARS)[number];
 export const LLAMA_NORM_KEYS = ['input_layernorm', 'post_attention_layernorm'] as const;
 export type LlamaNormKey = (typeof LLAMA_NORM_KEYS)[number];
 
-/** One layer's FP16 weights (f16 bits): norms [hidden], linears [out, in] as stored in the checkpoint. */
-export type LlamaF16Layer = Record<LlamaNormKey | LlamaLinearKey, Uint16Array>;
+/**
+ * One layer's FP16 weights (f16 bits): norms [hidden], linears [out, in] as stored in the checkpoint, and the
+ * projections' biases [out] where the config has them (attention_bias, mlp_bias).
+ */
+export type LlamaF16Layer = Record<LlamaNormKey | LlamaLinearKey, Uint16Array> & { bias: Partial<Record<LlamaLinearKey, Uint16Array>> };
 
 export interface LlamaF16Weights {
   /** [vocab, hidden] */
@@ -66,9 +69,13 @@ export function buildLlamaF16Embed(m: LlamaCheckpoint, N: DeviceNative): Uint16A
 export function buildLlamaF16Layer(m: LlamaCheckpoint, N: DeviceNative, L: number): LlamaF16Layer {
   const w = m.loadLayer(L);
   const linears = new LinearCache(N);
-  const out = {} as LlamaF16Layer;
+  const out = { bias: {} } as LlamaF16Layer;
   for (const k of LLAMA_NORM_KEYS) out[k] = plainF16(N, w[k]);
-  for (const k of LLAMA_LINEARS) out[k] = linears.get(w[k], null);
+  for (const k of LLAMA_LINEARS) {
+    out[k] = linears.get(w[k], null);
+    const b = w.bias[k];
+    if (b !== null) out.bias[k] = plainF16(N, b);
+  }
   return out;
 }
 
@@ -170,7 +177,7 @@ export class LlamaDeviceDecoder implements Decoder {
 
     for (let L = 0; L < w.layers.length; L++) {
       const lw = w.layers[L];
-      const lin = (inp: Uint16Array, wt: Uint16Array, key: LlamaLinearKey) => N.gemmF16(inp, wt, R, shapes[key][1], shapes[key][0], 1);
+      const lin = (inp: Uint16Array, wt: Uint16Array, key: LlamaLinearKey) => addBiasRowsF16(N, N.gemmF16(inp, wt, R, shapes[key][1], shapes[key][0], 1), R, lw.bias[key] ?? null);
       const n1 = N.rmsnormF16(x, lw.input_layernorm, R, D, eps);
       const q = N.ropeF16(lin(n1, lw.q_proj, 'q_proj'), cos, sin, R, H, hd, 0, hd, false);
       const k = N.ropeF16(lin(n1, lw.k_proj, 'k_proj'), cos, sin, R, KV, hd, 0, hd, false);

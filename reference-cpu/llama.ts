@@ -4,16 +4,17 @@
  *   per layer: h += o_proj(attn(rope(q_proj(n)), rope(k_proj(n)), v_proj(n))), n = RMSNorm_in(h)
  *              h += down_proj(silu(gate_proj(n)) · up_proj(n)),                n = RMSNorm_post(h)
  *   final_norm = RMSNorm(h); logits = lm_head(final_norm)
- * RoPE is rotate_half with base rope_theta; attention is causal GQA scaled by head_dim^−½.
+ * RoPE is rotate_half with base rope_theta; attention is causal GQA scaled by head_dim^−½. With attention_bias
+ * (q/k/v/o) or mlp_bias (gate/up/down) each projection adds its bias after the product (nn.Linear).
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
-import type { LlamaCheckpoint, LlamaLayerWeights } from '../harness/models/llama.js';
+import type { LlamaCheckpoint, LlamaLayerWeights, LlamaLinear } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import { assertFinite, dequantLinear } from './dequant.js';
 import { dequantExact, type ExactKind } from './native.js';
-import { add, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, stored, swiglu } from './ops.js';
+import { add, addRowBias, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, stored, swiglu } from './ops.js';
 
 /** The exact widenings (BF16/F16/F32) run natively: embedding rows and head chunks are large. */
 const NATIVE_PLAIN: Partial<Record<StoredTensor['dtype'], ExactKind>> = { BF16: 'bf16', F16: 'f16', F32: 'f32' };
@@ -27,6 +28,9 @@ export function decodeStored(t: StoredTensor): Float32Array {
   return w;
 }
 
+/** y [rows, out] + the projection's bias per row (in place), or y as it is without one. */
+export const withBias = (y: Float32Array, rows: number, bias: StoredTensor | null): Float32Array => addRowBias(y, rows, bias !== null ? decodeStored(bias) : null);
+
 export class LlamaReference implements StagePath<LlamaLayerWeights> {
   constructor(private readonly m: LlamaCheckpoint) {}
 
@@ -35,23 +39,23 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
   }
 
   layer(_L: number, x: Act, w: LlamaLayerWeights, ctx: LayerContext): LayerResult {
-    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, intermediate: I, eps, ropeTheta } = this.m.cfg;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, ropeTheta } = this.m.cfg;
     const S = x.shape[0];
-    const linear = (inp: Float32Array, lw: (typeof w)['q_proj']) => matmul(inp, S, lw.in, dequantLinear(lw), lw.out);
+    const linear = (inp: Float32Array, key: LlamaLinear) => withBias(matmul(inp, S, w[key].in, dequantLinear(w[key]), w[key].out), S, w.bias[key]);
 
     // fp16 (the floor pass, LayerContext.fp16Storage): the sublayer outputs and the residual between them are
     // stored in FP16 as the device path stores them; the attention internals stay FP32 (README "The FP16 floor")
     const fp16 = ctx.fp16Storage;
     const n1 = rmsnorm(x.data, S, D, decodeStored(w.input_layernorm), eps);
     const invFreq = ropeInvFreq(ropeTheta, hd);
-    const q = rope(linear(n1, w.q_proj), S, H, hd, ctx.positions, invFreq, 'half');
-    const k = rope(linear(n1, w.k_proj), S, KV, hd, ctx.positions, invFreq, 'half');
-    const v = linear(n1, w.v_proj);
-    const attn = stored(linear(causalAttention(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd)), w.o_proj), fp16);
+    const q = rope(linear(n1, 'q_proj'), S, H, hd, ctx.positions, invFreq, 'half');
+    const k = rope(linear(n1, 'k_proj'), S, KV, hd, ctx.positions, invFreq, 'half');
+    const v = linear(n1, 'v_proj');
+    const attn = stored(linear(causalAttention(q, k, v, S, H, KV, hd, hd, 1 / Math.sqrt(hd)), 'o_proj'), fp16);
     const h = stored(add(x.data, attn), fp16);
 
     const n2 = rmsnorm(h, S, D, decodeStored(w.post_attention_layernorm), eps);
-    const mlp = stored(matmul(swiglu(linear(n2, w.gate_proj), linear(n2, w.up_proj)), S, I, dequantLinear(w.down_proj), D), fp16);
+    const mlp = stored(linear(swiglu(linear(n2, 'gate_proj'), linear(n2, 'up_proj')), 'down_proj'), fp16);
     return {
       out: act([S, D], add(h, mlp)),
       selections: null,

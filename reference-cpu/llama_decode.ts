@@ -12,7 +12,7 @@ import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
 import { dequantLinear } from './dequant.js';
 import { decodeStored } from './llama.js';
-import { add, matmul, rmsnorm, rope, ropeInvFreq, softmaxInPlace, swiglu } from './ops.js';
+import { add, addRowBias, matmul, rmsnorm, rope, ropeInvFreq, softmaxInPlace, swiglu } from './ops.js';
 
 type LinearKey = (typeof LLAMA_LINEARS)[number];
 
@@ -20,6 +20,8 @@ interface F32Layer {
   input_layernorm: Float32Array;
   post_attention_layernorm: Float32Array;
   linears: Record<LinearKey, Float32Array>;
+  /** attention_bias / mlp_bias: each projection's bias, decoded once; null: none */
+  bias: Record<LinearKey, Float32Array | null>;
 }
 
 /**
@@ -69,8 +71,12 @@ export class LlamaReferenceDecoder implements Decoder {
     for (let L = 0; L < m.cfg.layers; L++) {
       const w = m.loadLayer(L);
       const linears = {} as Record<LinearKey, Float32Array>;
-      for (const key of LLAMA_LINEARS) linears[key] = dequantLinear(w[key]);
-      this.layers.push({ input_layernorm: decodeStored(w.input_layernorm), post_attention_layernorm: decodeStored(w.post_attention_layernorm), linears });
+      const bias = {} as Record<LinearKey, Float32Array | null>;
+      for (const key of LLAMA_LINEARS) {
+        linears[key] = dequantLinear(w[key]);
+        bias[key] = w.bias[key] !== null ? decodeStored(w.bias[key]) : null;
+      }
+      this.layers.push({ input_layernorm: decodeStored(w.input_layernorm), post_attention_layernorm: decodeStored(w.post_attention_layernorm), linears, bias });
     }
     this.embed = (tokens) => decodeStored(m.embedRows(tokens));
     this.norm = decodeStored(m.finalNorm());
@@ -94,7 +100,7 @@ export class LlamaReferenceDecoder implements Decoder {
   }
 
   private advance(entries: Array<{ seq: number; tokens: readonly number[] }>): Float32Array[] {
-    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, intermediate: I, eps, ropeTheta, vocab: V } = this.m.cfg;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, ropeTheta, vocab: V } = this.m.cfg;
     const rowSeq: number[] = [];
     const rowPos: number[] = [];
     const tokens: number[] = [];
@@ -114,7 +120,7 @@ export class LlamaReferenceDecoder implements Decoder {
     for (let L = 0; L < this.layers.length; L++) {
       const lw = this.layers[L];
       const shapes = this.m.linearShapes();
-      const lin = (inp: Float32Array, key: LinearKey) => matmul(inp, R, shapes[key][1], lw.linears[key], shapes[key][0]);
+      const lin = (inp: Float32Array, key: LinearKey) => addRowBias(matmul(inp, R, shapes[key][1], lw.linears[key], shapes[key][0]), R, lw.bias[key]);
       const n1 = rmsnorm(x, R, D, lw.input_layernorm, eps);
       const q = rope(lin(n1, 'q_proj'), R, H, hd, rowPos, invFreq, 'half');
       const k = rope(lin(n1, 'k_proj'), R, KV, hd, rowPos, invFreq, 'half');
@@ -127,7 +133,7 @@ export class LlamaReferenceDecoder implements Decoder {
       const att = cachedAttention(q, this.k[L], this.v[L], R, rowSeq, rowPos, this.cap, H, KV, hd, 1 / Math.sqrt(hd));
       const h = add(x, lin(att, 'o_proj'));
       const n2 = rmsnorm(h, R, D, lw.post_attention_layernorm, eps);
-      const mlp = matmul(swiglu(lin(n2, 'gate_proj'), lin(n2, 'up_proj')), R, I, lw.linears.down_proj, D);
+      const mlp = lin(swiglu(lin(n2, 'gate_proj'), lin(n2, 'up_proj')), 'down_proj');
       x = add(h, mlp);
     }
     for (const e of entries) this.lens[e.seq] += e.tokens.length;

@@ -136,3 +136,12 @@ export function stored(x: Float32Array, fp16: boolean | undefined): Float32Array
   for (let i = 0; i < x.length; i++) out[i] = roundToF16(x[i]);
   return out;
 }
+
+/** y [rows, n] + b per row, in place (a linear layer's bias after its product); y itself when b is null. */
+export function addRowBias(y: Float32Array, rows: number, b: Float32Array | null): Float32Array {
+  if (b === null) return y;
+  if (y.length !== rows * b.length) throw new Error(`bias of ${b.length} values for rows of ${y.length / rows}`);
+  for (let r = 0; r < rows; r++) for (let i = 0; i < b.length; i++) y[r * b.length + i] += b[i];
+  return y;
+}
+

@@ -13,7 +13,7 @@ export const LLAMA: Architecture = {
   name: 'llama',
   matches: ['LlamaForCausalLM', 'llama'],
   substages: ['attn', 'mlp'],
-  fixtures: ['llama-tiny', 'llama-tiny-overflow'],
+  fixtures: ['llama-tiny', 'llama-tiny-overflow', 'llama-tiny-bias'],
 
   open(ck, backend, faults) {
     const m = new LlamaCheckpoint(ck);

@@ -28,6 +28,7 @@ const FAULT_TEXT: Record<string, string> = {
 const FIXTURE_TEXT: Record<string, string> = {
   'llama-tiny': 'Llama, 4 layers, MXFP4 + FP8-block + BF16 weights, 2 shards, byte-level BPE tokenizer (1.6 MB; the default model of diff)',
   'llama-tiny-overflow': 'llama-tiny with activations that leave FP16\'s range in layer 2 (fails without any injected fault)',
+  'llama-tiny-bias': 'llama-tiny with attention_bias and mlp_bias: every projection carries a BF16 .bias',
   'deepseek-v4-tiny': 'DeepSeek-V4-Flash, 4 layers: hyper-connections, compressed sparse attention with indexer, MXFP4 MoE (4.6 MB)',
   'deepseek-v4-wide': 'DeepSeek-V4-Flash at real widths (hidden 4096, 256 experts, vocab 129,280), 2 layers, ~8.7 GB: for benchmarks',
   'gpt-oss-tiny': 'gpt-oss, 4 layers alternating sliding/full attention with sinks, 8 MXFP4 experts top-2, YaRN (1.2 MB)',

@@ -7,7 +7,7 @@
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { FingerprintOptions } from '../gate/fingerprint.js';
-import { LLAMA_LINEARS, type LlamaCheckpoint } from '../models/llama.js';
+import { LLAMA_LINEARS, type LlamaCheckpoint, llamaHasBias, llamaLinearStem } from '../models/llama.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import {
   buildLlamaF16Layer, buildLlamaF16Norm, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights, llamaLayerTensorName, llamaLayerTensorShape,
@@ -22,6 +22,8 @@ export interface LlamaFp16Manifest extends Fp16ManifestBase {
 }
 
 const LAYER_KEYS = [...LLAMA_NORM_KEYS, ...LLAMA_LINEARS] as const;
+/** the projections whose bias the config asks for (attention_bias, mlp_bias), stored after the layer's weights */
+const biasKeys = (m: LlamaCheckpoint) => LLAMA_LINEARS.filter((k) => llamaHasBias(m.cfg, k));
 const EMBED = 'embed.safetensors';
 const HEAD = 'head.safetensors';
 const cacheFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
@@ -39,7 +41,11 @@ export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, d
     for (let L = 0; L < m.cfg.layers; L++) {
       const layer = buildLlamaF16Layer(m, N, L);
       const names = LAYER_KEYS.map((k) => llamaLayerTensorName(L, k));
-      files.stream(layerFile(L), LAYER_KEYS.map((k, i) => f16(names[i], llamaLayerTensorShape(m, k))), (w) => LAYER_KEYS.forEach((k, i) => w.write(names[i], f16Bytes(layer[k]))));
+      const biases = biasKeys(m).map((k) => ({ name: `${llamaLinearStem(L, k)}.bias`, shape: [m.linearShapes()[k][0]], data: layer.bias[k]! }));
+      files.stream(layerFile(L), [...LAYER_KEYS.map((k, i) => f16(names[i], llamaLayerTensorShape(m, k))), ...biases.map((b) => f16(b.name, b.shape))], (w) => {
+        LAYER_KEYS.forEach((k, i) => w.write(names[i], f16Bytes(layer[k])));
+        for (const b of biases) w.write(b.name, f16Bytes(b.data));
+      });
     }
     const tied = m.headName === m.embedName;
     files.stream(HEAD, [f16('model.norm.weight', [D]), ...(tied ? [] : [f16(m.headName, [V, D])])], (w) => {
@@ -63,8 +69,9 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
     const embed = store.f16(EMBED, m.embedName, [V, D]);
     const layers: LlamaF16Layer[] = [];
     for (let L = 0; L < m.cfg.layers; L++) {
-      const w = {} as LlamaF16Layer;
+      const w = { bias: {} } as LlamaF16Layer;
       for (const k of LAYER_KEYS) w[k] = store.f16(layerFile(L), llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k));
+      for (const k of biasKeys(m)) w.bias[k] = store.f16(layerFile(L), `${llamaLinearStem(L, k)}.bias`, [m.linearShapes()[k][0]]);
       layers.push(w);
     }
     const norm = store.f16(HEAD, 'model.norm.weight', [D]);

@@ -21,6 +21,10 @@ export interface LlamaConfig {
   eps: number;
   ropeTheta: number;
   tieEmbeddings: boolean;
+  /** attention_bias: q/k/v/o_proj carry a `.bias` [out] (transformers' LlamaAttention, bias=config.attention_bias) */
+  attentionBias: boolean;
+  /** mlp_bias: gate/up/down_proj carry a `.bias` [out] (LlamaMLP, bias=config.mlp_bias) */
+  mlpBias: boolean;
   bos: number | null;
   eos: number | null;
 }
@@ -49,6 +53,8 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
     eps: positive(c, 'rms_norm_eps', 1e-6),
     ropeTheta: c.num('rope_theta', 10000),
     tieEmbeddings: c.bool('tie_word_embeddings', false),
+    attentionBias: flag(c, 'attention_bias'),
+    mlpBias: flag(c, 'mlp_bias'),
     bos: typeof ck.config.bos_token_id === 'number' ? ck.config.bos_token_id : null,
     eos: typeof ck.config.eos_token_id === 'number' ? ck.config.eos_token_id : null,
   };
@@ -60,7 +66,8 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
  *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default only): implemented in both paths;
  *   tie_word_embeddings: implemented (the head is the embedding, as transformers ties it);
- *   hidden_act: only "silu" (SwiGLU) is implemented; attention_bias, mlp_bias: only false;
+ *   attention_bias, mlp_bias: implemented (each projection adds its `.bias` after the product, in both paths);
+ *   hidden_act: only "silu" (SwiGLU) is implemented;
  *   max_position_embeddings: positions beyond it are refused (cli/input.ts, cli/generate.ts).
  * Anything not implemented is refused with the field and its value, never silently computed as something else.
  */
@@ -70,11 +77,15 @@ function refuseUnimplementedLlamaFields(c: ConfigReader): void {
   };
   const act = c.raw.hidden_act;
   if (act !== undefined && act !== 'silu') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
-  for (const key of ['attention_bias', 'mlp_bias']) {
-    const v = c.raw[key];
-    if (v !== undefined && v !== null && v !== false) refuse(key, 'only bias-free projections are implemented (false)');
-  }
   positive(c, 'rope_theta', 10000);
+}
+
+/** A boolean config field, false when absent or null; anything else (a string, a number) is refused. */
+function flag(c: ConfigReader, key: string): boolean {
+  const v = c.raw[key];
+  if (v === undefined || v === null) return false;
+  if (typeof v !== 'boolean') throw new InputError(`${key} ${JSON.stringify(v)} is not supported for llama: expected true or false`, { file: c.file });
+  return v;
 }
 
 function positive(c: ConfigReader, key: string, fallback: number): number {
@@ -95,9 +106,19 @@ export interface LlamaLayerWeights {
   gate_proj: LinearWeight;
   up_proj: LinearWeight;
   down_proj: LinearWeight;
+  /** each projection's `.bias` [out] (attention_bias: q/k/v/o; mlp_bias: gate/up/down); null: none */
+  bias: Record<LlamaLinear, StoredTensor | null>;
 }
 
 export const LLAMA_LINEARS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
+export type LlamaLinear = (typeof LLAMA_LINEARS)[number];
+const ATTENTION_LINEARS: readonly LlamaLinear[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
+
+/** The checkpoint name of layer L's projection `key` (`model.layers.L.self_attn.q_proj`, `….mlp.down_proj`), without `.weight`/`.bias`. */
+export const llamaLinearStem = (L: number, key: LlamaLinear) => `model.layers.${L}.${ATTENTION_LINEARS.includes(key) ? 'self_attn' : 'mlp'}.${key}`;
+
+/** Whether the config gives projection `key` a bias. */
+export const llamaHasBias = (cfg: LlamaConfig, key: LlamaLinear) => (ATTENTION_LINEARS.includes(key) ? cfg.attentionBias : cfg.mlpBias);
 
 export class LlamaCheckpoint {
   readonly cfg: LlamaConfig;
@@ -146,7 +167,15 @@ export class LlamaCheckpoint {
     const shapes = this.linearShapes();
     const lin = (sub: string, key: (typeof LLAMA_LINEARS)[number]) => loadLinear(this.ck, `${p}.${sub}.${key}.weight`, shapes[key], this.qc, read);
     const norm = (n: string) => (read ? expectShape(this.ck, `${p}.${n}.weight`, [this.cfg.hidden], ['BF16', 'F16', 'F32']) : this.normInfo(`${p}.${n}.weight`));
+    const bias = {} as LlamaLayerWeights['bias'];
+    for (const key of LLAMA_LINEARS) {
+      const name = `${llamaLinearStem(L, key)}.bias`;
+      if (!llamaHasBias(this.cfg, key)) bias[key] = null;
+      else if (!this.ck.weightMap.has(name)) throw new InputError(`missing: the config's ${ATTENTION_LINEARS.includes(key) ? 'attention_bias' : 'mlp_bias'} is true, so ${key} needs a bias`, { file: this.ck.dir, tensor: name });
+      else bias[key] = read ? expectShape(this.ck, name, [shapes[key][0]], ['BF16', 'F16', 'F32']) : this.normInfo(name);
+    }
     return {
+      bias,
       index: L,
       input_layernorm: norm('input_layernorm'),
       post_attention_layernorm: norm('post_attention_layernorm'),

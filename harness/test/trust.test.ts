@@ -209,11 +209,13 @@ describe('input faults are exit 2, one line', () => {
 });
 
 describe('every forward-pass field implemented or refused', () => {
-  it('refuses hidden_act gelu, attention_bias, mlp_bias, rms_norm_eps ≤ 0, naming field and value; and an empty tokenizer', async () => {
+  it('refuses hidden_act gelu, a bias the checkpoint lacks, a non-boolean bias flag, rms_norm_eps ≤ 0, naming field and value; and an empty tokenizer', async () => {
+    // attention_bias / mlp_bias are implemented (harness/test/llama-bias.test.ts): true needs the .bias tensors
     const cases: Array<[string, (c: Record<string, unknown>) => void, RegExp]> = [
       ['gelu', (c) => (c.hidden_act = 'gelu'), /hidden_act "gelu" is not supported for llama/],
-      ['attn-bias', (c) => (c.attention_bias = true), /attention_bias true is not supported/],
-      ['mlp-bias', (c) => (c.mlp_bias = true), /mlp_bias true is not supported/],
+      ['attn-bias', (c) => (c.attention_bias = true), /model\.layers\.0\.self_attn\.q_proj\.bias'?: missing: the config's attention_bias is true/],
+      ['mlp-bias', (c) => (c.mlp_bias = true), /model\.layers\.0\.mlp\.gate_proj\.bias'?: missing: the config's mlp_bias is true/],
+      ['bias-str', (c) => (c.attention_bias = 'yes'), /attention_bias "yes" is not supported for llama: expected true or false/],
       ['neg-eps', (c) => (c.rms_norm_eps = -1e-5), /rms_norm_eps must be a positive number, got -0\.00001/],
     ];
     const dirs = cases.map(([n, e]) => variant(`cfg-${n}`, (d) => editConfig(d, e)));
