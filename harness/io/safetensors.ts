@@ -186,9 +186,11 @@ export interface TensorToWrite {
 
 /** Serialize tensors into safetensors bytes (header padded with spaces to a multiple of 8, like the reference writer). */
 export function encodeSafetensors(tensors: TensorToWrite[], metadata: Record<string, string> = { format: 'pt' }): Buffer {
-  const header: Record<string, unknown> = { __metadata__: metadata };
+  // a null-prototype object: a tensor named "__proto__" is a key like any other (found by the codec property test)
+  const header = Object.assign(Object.create(null) as Record<string, unknown>, { __metadata__: metadata });
   let offset = 0;
   for (const t of tensors) {
+    if (Object.hasOwn(header, t.name)) throw new Error(`encodeSafetensors: duplicate or reserved tensor name ${JSON.stringify(t.name)}`);
     const want = numel(t.shape) * DTYPE_BYTES[t.dtype];
     if (want !== t.data.byteLength) throw new Error(`${t.name}: ${t.dtype}${JSON.stringify(t.shape)} needs ${want} bytes, got ${t.data.byteLength}`);
     header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + want] };
