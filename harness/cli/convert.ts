@@ -5,7 +5,7 @@
  * fingerprint; it never goes inside the model directory, and a convert that fails leaves no files behind.
  */
 import { ExitCode } from '../errors.js';
-import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
@@ -26,7 +26,7 @@ export async function runConvert(a: { model: string; fp16Cache: string; device: 
     const model = openModel(ck, backend, null);
     model.conformance(); // shapes first, so a wrong shape is named as such, not as a scale it then contradicts
     assertNoNanCodes(ck, checkWeights(ck, backend.native, { layers: null, faults: null, numLayers: model.numLayers }));
-    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    const fp = await openCheckpointFingerprint(ck);
     const tty = process.stderr.isTTY === true;
     let n = 0;
     const onFile = (total: number) => (f: string) => {

@@ -16,7 +16,7 @@ import Table from 'cli-table3';
 import { diagnose } from '../compare/diagnose.js';
 import { DEFAULT_POLICY, type Policy, resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
-import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { checkpointFingerprint, openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { BUILTIN_PROMPTS, builtinTokenPrompts, readPromptsFile, type AcceptancePrompt } from '../gate/prompts.js';
 import { buildRecord, failedPrompts, summarize } from '../gate/accept.js';
 import { PARTIAL_MANIFEST, PARTIAL_SCHEMA, promptLabel, reportFileName, type ShardPartial, signPartial } from '../gate/partial.js';
@@ -160,7 +160,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     if (a.golden !== undefined) for (const i of mine) goldens.set(i, openPromptGolden(a.golden, i, prompts[i].name, inputs[i].tokens, quick, model.architecture));
     if (a.saveGolden !== undefined) for (const i of mine) assertNewOrEmptyDir(path.join(a.saveGolden, promptLabel(i)), '--save-golden');
 
-    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    const fp = await openCheckpointFingerprint(ck);
     const progress = new ProgressLine(null, 0);
     const nStages = stageNames(model.numLayers, null).length;
     // Weights first, as `diff` does (once: it does not depend on the prompt): shapes against the config,
@@ -241,7 +241,8 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
 
-    // The weights the record (or partial) vouches for must be the weights that ran: re-check (stat-only with the cache).
+    // The weights the record (or partial) vouches for must be the weights that ran, and still be what the folder holds:
+    // re-check by path (stat-only with the cache), which also sees a shard swapped since it was opened.
     const after = await checkpointFingerprint(ck.dir, ck.shardFiles);
     if (after.value !== fp.value) throw new InputError('the checkpoint changed while the gate ran; no record written', { file: ck.dir });
 

@@ -16,7 +16,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
-import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
 import { cacheListDigest, type Fp16ManifestBase, MANIFEST } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
@@ -115,7 +115,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     let fp16CacheDigest: string | undefined;
     const backend = a.path === 'device' ? selectBackend(a.device) : null;
     if (backend !== null) {
-      const fp = await checkpointFingerprint(ck.dir, ck.shardFiles, { useCache: a.verify === 'full' ? 'write' : true });
+      const fp = await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
         recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),

@@ -143,6 +143,11 @@ export interface FingerprintOptions {
   progressAfterMs?: number;
   /** files changed less than this long ago are not cached (default 3000 ms; tests use 0) */
   racyMs?: number;
+  /**
+   * per file name, what to hash instead of opening the path: an open descriptor (stat and read through it)
+   * or the bytes already read (Checkpoint.hashSources: what the checkpoint computes with)
+   */
+  sources?: ReadonlyMap<string, number | Buffer>;
 }
 
 /** SHA-256 of `names` (relative to `dir`), streamed, with the stat-keyed cache. */
@@ -160,16 +165,20 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   const cache = useCache ? readCache(cacheFile) : null;
   const stats = names.map((n) => {
     const p = path.join(dir, n);
+    const src = o.sources?.get(n);
     let st: fs.BigIntStats;
     try {
-      st = fs.statSync(p, { bigint: true });
+      st = typeof src === 'number' ? fs.fstatSync(src, { bigint: true }) : fs.statSync(p, { bigint: true });
     } catch (e) {
       throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file: p });
     }
     if (!st.isFile()) throw new InputError('is not a regular file', { file: p });
-    return { name: n, abs: realish(p), key: keyOf(st) };
+    const key = keyOf(st);
+    // bytes already read are hashed as they are (small: config, index), never from the cache
+    return { name: n, abs: realish(p), key: Buffer.isBuffer(src) ? { ...key, size: src.length } : key, src };
   });
   const todo = stats.filter((s) => {
+    if (Buffer.isBuffer(s.src)) return true;
     const e = readFromCache ? cache?.entries[s.abs] : undefined;
     return e === undefined || typeof e.sha256 !== 'string' || !sameKey(e, s.key) || !macOk(key, s.abs, e);
   });
@@ -177,7 +186,11 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   const bar = new HashProgress(o.progress ?? stderr.isTTY === true, total, stderr, o.progressAfterMs ?? 1000);
   const fresh = new Map<string, string>();
   try {
-    for (const s of todo) fresh.set(s.abs, await hashFile(path.join(dir, s.name), s.key, (n) => bar.add(n, s.name)));
+    for (const s of todo) {
+      const file = path.join(dir, s.name);
+      const digest = Buffer.isBuffer(s.src) ? createHash('sha256').update(s.src).digest('hex') : await hashFile(file, s.key, (n) => bar.add(n, s.name), s.src);
+      fresh.set(s.abs, digest);
+    }
   } finally {
     bar.done();
   }
@@ -188,7 +201,7 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
     // Forget files that are gone (deleted checkpoints, temporary copies), so the cache does not grow forever.
     for (const p of Object.keys(latest.entries)) if (!fs.existsSync(p)) delete latest.entries[p];
     for (const s of todo) {
-      if (racy(s.key, o.racyMs ?? RACY_MS)) continue;
+      if (Buffer.isBuffer(s.src) || racy(s.key, o.racyMs ?? RACY_MS)) continue;
       const e = { ...s.key, sha256: fresh.get(s.abs)! };
       latest.entries[s.abs] = key !== null ? { ...e, mac: entryMac(key, s.abs, e) } : e;
     }
@@ -201,16 +214,17 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   return { value: combineDigests(files), files };
 }
 
-async function hashFile(file: string, key: ReturnType<typeof keyOf>, onBytes: (n: number) => void): Promise<string> {
+/** SHA-256 of a file by path, or through `fd` from byte 0 (the descriptor stays open: its owner reads through it). */
+async function hashFile(file: string, key: ReturnType<typeof keyOf>, onBytes: (n: number) => void, fd?: number): Promise<string> {
   const h = createHash('sha256');
-  const stream = fs.createReadStream(file, { highWaterMark: 4 << 20 });
+  const stream = fd !== undefined ? fs.createReadStream('', { fd, autoClose: false, start: 0, highWaterMark: 4 << 20 }) : fs.createReadStream(file, { highWaterMark: 4 << 20 });
   let n = 0;
   for await (const chunk of stream as AsyncIterable<Buffer>) {
     h.update(chunk);
     n += chunk.length;
     onBytes(chunk.length);
   }
-  const after = keyOf(fs.statSync(file, { bigint: true }));
+  const after = keyOf(fd !== undefined ? fs.fstatSync(fd, { bigint: true }) : fs.statSync(file, { bigint: true }));
   if (n !== key.size || after.size !== key.size || after.mtime_ns !== key.mtime_ns || after.ino !== key.ino) {
     throw new InputError('changed while it was being hashed; run again once nothing writes to the checkpoint', { file });
   }
@@ -220,6 +234,15 @@ async function hashFile(file: string, key: ReturnType<typeof keyOf>, onBytes: (n
 /** The fingerprint of a checkpoint folder: its shards (from the index or model.safetensors) and metadata. */
 export async function checkpointFingerprint(dir: string, shardFiles: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
   return fingerprintFiles(dir, checkpointFiles(dir, shardFiles), { protect: dir, ...o });
+}
+
+/**
+ * The fingerprint of an open checkpoint, hashed through what it reads with (Checkpoint.hashSources): its
+ * shards' open descriptors and the config and index bytes it parsed, so no file can be swapped between
+ * hashing and reading. The other metadata files (tokenizer, generation config) are hashed by path.
+ */
+export async function openCheckpointFingerprint(ck: { dir: string; shardFiles: readonly string[]; hashSources(): Map<string, number | Buffer> }, o: FingerprintOptions = {}): Promise<Fingerprint> {
+  return checkpointFingerprint(ck.dir, ck.shardFiles, { sources: ck.hashSources(), ...o });
 }
 
 /** A one-line bar on stderr, shown only after a second of hashing (afterMs), redrawn at most 10 times a second. */

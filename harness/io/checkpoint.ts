@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
-import { readRegularText } from './regular.js';
+import { readRegularBytes } from './regular.js';
 import { SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
@@ -38,11 +38,15 @@ export class Checkpoint {
   static open(dir: string): Checkpoint {
     assertModelDir(dir);
     const configFile = path.join(dir, 'config.json');
-    const config = readJsonObject(configFile);
+    // the bytes parsed are the bytes fingerprinted (hashSources): no window between hashing and reading
+    const read = new Map<string, Buffer>();
+    read.set('config.json', readRegularBytes(configFile));
+    const config = readJsonObject(configFile, read.get('config.json'));
     const indexFile = path.join(dir, 'model.safetensors.index.json');
     const weightMap = new Map<string, string>();
     if (fs.existsSync(indexFile)) {
-      const index = readJsonObject(indexFile);
+      read.set('model.safetensors.index.json', readRegularBytes(indexFile));
+      const index = readJsonObject(indexFile, read.get('model.safetensors.index.json'));
       const wm = index.weight_map;
       if (wm === null || typeof wm !== 'object' || Array.isArray(wm)) throw new InputError('weight_map is missing or not an object', { file: indexFile });
       for (const [name, shard] of Object.entries(wm as Record<string, unknown>)) {
@@ -61,8 +65,23 @@ export class Checkpoint {
       throw new InputError('no model.safetensors.index.json and no model.safetensors', { file: dir });
     }
     const ck = new Checkpoint(dir, config, weightMap);
+    for (const [n, b] of read) ck.readFiles.set(n, b);
     ck.crossCheckIndex(indexFile);
     return ck;
+  }
+
+  /** config.json and the index as they were parsed */
+  private readonly readFiles = new Map<string, Buffer>();
+
+  /**
+   * What the fingerprint hashes, per file name: the open descriptor of each shard (the one every tensor is
+   * read through) and the bytes of config.json and the index as parsed. A file swapped after open is then
+   * neither read nor hashed: the fingerprint is of what this checkpoint computes with.
+   */
+  hashSources(): Map<string, number | Buffer> {
+    const out = new Map<string, number | Buffer>(this.readFiles);
+    for (const s of this.shardFiles) out.set(s, this.shard(s).descriptor);
+    return out;
   }
 
   /** Every shard's header must list exactly the tensors the index assigns to it. */
@@ -134,8 +153,8 @@ export class Checkpoint {
   }
 }
 
-export function readJsonObject(file: string): Record<string, unknown> {
-  const text = readRegularText(file);
+export function readJsonObject(file: string, bytes?: Buffer): Record<string, unknown> {
+  const text = (bytes ?? readRegularBytes(file)).toString('utf8');
   let v: unknown;
   try {
     v = JSON.parse(text);

@@ -36,9 +36,14 @@ export function openRegular(file: string): number {
 
 /** The whole text of a regular file (config.json, an index, tokenizer.json). */
 export function readRegularText(file: string): string {
+  return readRegularBytes(file).toString('utf8');
+}
+
+/** The bytes of a regular file (FIFOs, devices and directories refused, as openRegular does). */
+export function readRegularBytes(file: string): Buffer {
   const fd = openRegular(file);
   try {
-    return fs.readFileSync(fd, 'utf8');
+    return fs.readFileSync(fd);
   } catch (e) {
     throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
   } finally {

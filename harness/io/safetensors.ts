@@ -81,6 +81,12 @@ export class SafetensorsFile {
     return this.tensors.get(name);
   }
 
+  /** the open file descriptor every read goes through (the fingerprint hashes through it too) */
+  get descriptor(): number {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    return this.fd;
+  }
+
   /** Read one tensor's bytes (a fresh, 8-byte-aligned copy). */
   read(info: TensorInfo): Uint8Array {
     return this.readRange(info, 0, info.end - info.begin);

@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyCheckpoint, nanWeight } from '../../fixtures/inject.js';
 import { shardName } from '../../fixtures/llama-tiny.js';
+import { checkpointFingerprint, openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot } from '../version.js';
@@ -354,6 +355,31 @@ describe('the trust chain', () => {
     }
     expect(ok.code, ok.stderr).toBe(0);
   }, 120_000);
+
+  it('the open descriptors are what is hashed: a shard swapped after open is neither read nor vouched for', async () => {
+    const dir = variant('swap', () => {});
+    const ck = Checkpoint.open(dir);
+    try {
+      const fd = { racyMs: 0, useCache: false as const };
+      const before = await openCheckpointFingerprint(ck, fd);
+      expect(before.value).toBe((await checkpointFingerprint(dir, ck.shardFiles, fd)).value);
+      const name = 'model.layers.3.mlp.down_proj.weight';
+      const original = Buffer.from(ck.read(name));
+      // the swap: new bytes written beside the shard and renamed over it, as an attacker racing the gate would
+      const shard = path.join(dir, ck.weightMap.get(name)!);
+      const b = fs.readFileSync(shard);
+      b[ck.info(name).begin] ^= 0xff; // inside the very tensor read above
+      fs.writeFileSync(`${shard}.new`, b);
+      fs.renameSync(`${shard}.new`, shard);
+      // through the checkpoint: the same fingerprint and the same bytes (what was hashed is what is read) …
+      expect((await openCheckpointFingerprint(ck, fd)).value).toBe(before.value);
+      expect(Buffer.from(ck.read(name)).equals(original)).toBe(true);
+      // … while the folder now holds something else, which a by-path check (gate's after-run check) sees
+      expect((await checkpointFingerprint(dir, ck.shardFiles, fd)).value).not.toBe(before.value);
+    } finally {
+      ck.close();
+    }
+  });
 
   it('a hand-edited FP16 cache does not unlock: the record binds the cache the gate compared byte for byte', async () => {
     const cache = path.join(tmp, 'trust-fp16');
