@@ -7,7 +7,8 @@
 import { decodeToF32, roundToF16 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
-import type { LlamaCheckpoint, LlamaLayerWeights, LlamaLinear } from '../harness/models/llama.js';
+import { type LlamaCheckpoint, llamaInvFreq, type LlamaLayerWeights, type LlamaLinear } from '../harness/models/llama.js';
+import { llamaRopeTables } from './llama_decode.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeviceNative } from './binding.js';
 import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.js';
@@ -31,13 +32,14 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
 
   /** `fp16Angles`: the fault rope-angle-fp16 (t, θ_i and t·θ_i each rounded to FP16). */
   private ropeTables(positions: number[], fp16Angles = false): { cos: Float32Array; sin: Float32Array } {
-    const { headDim: hd, ropeTheta } = this.m.cfg;
-    const half = hd / 2;
+    if (!fp16Angles) return llamaRopeTables(llamaInvFreq(this.m.cfg), positions);
+    const invFreq = llamaInvFreq(this.m.cfg);
+    const half = invFreq.length;
     const cos = new Float32Array(positions.length * half);
     const sin = new Float32Array(positions.length * half);
     positions.forEach((p, t) => {
       for (let i = 0; i < half; i++) {
-        const f = ropeTheta ** (-(2 * i) / hd);
+        const f = invFreq[i];
         const phi = fp16Angles ? roundToF16(roundToF16(p) * roundToF16(f)) : p * f;
         cos[t * half + i] = Math.cos(phi);
         sin[t * half + i] = Math.sin(phi);

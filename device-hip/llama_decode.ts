@@ -18,7 +18,7 @@
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import type { Decoder } from '../harness/contracts/decoder.js';
-import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
+import { LLAMA_LINEARS, type LlamaCheckpoint, llamaInvFreq } from '../harness/models/llama.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
 import { addBiasRowsF16, LinearCache } from './linear.js';
 
@@ -98,14 +98,14 @@ export function buildLlamaF16(m: LlamaCheckpoint, N: DeviceNative): LlamaF16Weig
   return { embed, layers, ...buildLlamaF16Head(m, N, embed) };
 }
 
-/** RoPE cos/sin rows for the given positions, by LlamaDevice.ropeTables' formula (same doubles, same f32). */
-export function llamaRopeTables(headDim: number, theta: number, positions: readonly number[]): { cos: Float32Array; sin: Float32Array } {
-  const half = headDim / 2;
+/** RoPE cos/sin rows for the given positions from llamaInvFreq's table (LlamaDevice and the decoder: same doubles, same f32). */
+export function llamaRopeTables(invFreq: ArrayLike<number>, positions: readonly number[]): { cos: Float32Array; sin: Float32Array } {
+  const half = invFreq.length;
   const cos = new Float32Array(positions.length * half);
   const sin = new Float32Array(positions.length * half);
   positions.forEach((p, t) => {
     for (let i = 0; i < half; i++) {
-      const phi = p * theta ** (-(2 * i) / headDim);
+      const phi = p * invFreq[i];
       cos[t * half + i] = Math.cos(phi);
       sin[t * half + i] = Math.sin(phi);
     }
@@ -120,6 +120,8 @@ export class LlamaDeviceDecoder implements Decoder {
   private v: Uint16Array[] = [];
   private cap = 0;
   private lens = new Int32Array(0);
+  /** RoPE inverse frequencies (llamaInvFreq: rope_theta, llama3 scaling) */
+  private readonly invFreq: Float64Array;
 
   constructor(
     private readonly m: LlamaCheckpoint,
@@ -128,6 +130,7 @@ export class LlamaDeviceDecoder implements Decoder {
     private readonly w: LlamaF16Weights,
   ) {
     this.vocab = m.cfg.vocab;
+    this.invFreq = llamaInvFreq(m.cfg);
     if (w.layers.length !== m.cfg.layers) throw new Error(`FP16 weights hold ${w.layers.length} layers, the model has ${m.cfg.layers}`);
   }
 
@@ -152,7 +155,7 @@ export class LlamaDeviceDecoder implements Decoder {
   /** Run each entry's new tokens through the model, appending to its cache; logits of each entry's last token. */
   private advance(entries: Array<{ seq: number; tokens: readonly number[] }>): Float32Array[] {
     const { N, K, w } = this;
-    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V, ropeTheta } = this.m.cfg;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V } = this.m.cfg;
     const rowSeq: number[] = [];
     const rowPos: number[] = [];
     const tokens: number[] = [];
@@ -169,7 +172,7 @@ export class LlamaDeviceDecoder implements Decoder {
     const R = tokens.length;
     let x: Uint16Array = new Uint16Array(R * D);
     tokens.forEach((t, r) => x.set(w.embed.subarray(t * D, (t + 1) * D), r * D));
-    const { cos, sin } = llamaRopeTables(hd, ropeTheta, rowPos);
+    const { cos, sin } = llamaRopeTables(this.invFreq, rowPos);
     const sameLength = entries.every((e) => e.tokens.length === entries[0].tokens.length);
     const scale = 1 / Math.sqrt(hd);
     const kvRow = KV * hd;

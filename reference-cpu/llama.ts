@@ -10,11 +10,11 @@
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
-import type { LlamaCheckpoint, LlamaLayerWeights, LlamaLinear } from '../harness/models/llama.js';
+import { type LlamaCheckpoint, llamaInvFreq, type LlamaLayerWeights, type LlamaLinear } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import { assertFinite, dequantLinear } from './dequant.js';
 import { dequantExact, type ExactKind } from './native.js';
-import { add, addRowBias, causalAttention, matmul, rmsnorm, rope, ropeInvFreq, stored, swiglu } from './ops.js';
+import { add, addRowBias, causalAttention, matmul, rmsnorm, rope, stored, swiglu } from './ops.js';
 
 /** The exact widenings (BF16/F16/F32) run natively: embedding rows and head chunks are large. */
 const NATIVE_PLAIN: Partial<Record<StoredTensor['dtype'], ExactKind>> = { BF16: 'bf16', F16: 'f16', F32: 'f32' };
@@ -39,7 +39,7 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
   }
 
   layer(_L: number, x: Act, w: LlamaLayerWeights, ctx: LayerContext): LayerResult {
-    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, ropeTheta } = this.m.cfg;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps } = this.m.cfg;
     const S = x.shape[0];
     const linear = (inp: Float32Array, key: LlamaLinear) => withBias(matmul(inp, S, w[key].in, dequantLinear(w[key]), w[key].out), S, w.bias[key]);
 
@@ -47,7 +47,7 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
     // stored in FP16 as the device path stores them; the attention internals stay FP32 (README "The FP16 floor")
     const fp16 = ctx.fp16Storage;
     const n1 = rmsnorm(x.data, S, D, decodeStored(w.input_layernorm), eps);
-    const invFreq = ropeInvFreq(ropeTheta, hd);
+    const invFreq = llamaInvFreq(this.m.cfg);
     const q = rope(linear(n1, 'q_proj'), S, H, hd, ctx.positions, invFreq, 'half');
     const k = rope(linear(n1, 'k_proj'), S, KV, hd, ctx.positions, invFreq, 'half');
     const v = linear(n1, 'v_proj');

@@ -9,10 +9,10 @@
  * sequence, no padding.
  */
 import type { Decoder } from '../harness/contracts/decoder.js';
-import { LLAMA_LINEARS, type LlamaCheckpoint } from '../harness/models/llama.js';
+import { LLAMA_LINEARS, type LlamaCheckpoint, llamaInvFreq } from '../harness/models/llama.js';
 import { dequantLinear } from './dequant.js';
 import { decodeStored } from './llama.js';
-import { add, addRowBias, matmul, rmsnorm, rope, ropeInvFreq, softmaxInPlace, swiglu } from './ops.js';
+import { add, addRowBias, matmul, rmsnorm, rope, softmaxInPlace, swiglu } from './ops.js';
 
 type LinearKey = (typeof LLAMA_LINEARS)[number];
 
@@ -100,7 +100,7 @@ export class LlamaReferenceDecoder implements Decoder {
   }
 
   private advance(entries: Array<{ seq: number; tokens: readonly number[] }>): Float32Array[] {
-    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, ropeTheta, vocab: V } = this.m.cfg;
+    const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V } = this.m.cfg;
     const rowSeq: number[] = [];
     const rowPos: number[] = [];
     const tokens: number[] = [];
@@ -114,7 +114,7 @@ export class LlamaReferenceDecoder implements Decoder {
       });
     }
     const R = tokens.length;
-    const invFreq = ropeInvFreq(ropeTheta, hd);
+    const invFreq = llamaInvFreq(this.m.cfg);
     const kvRow = KV * hd;
     let x = this.embed(tokens);
     for (let L = 0; L < this.layers.length; L++) {

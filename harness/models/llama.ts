@@ -20,6 +20,8 @@ export interface LlamaConfig {
   vocab: number;
   eps: number;
   ropeTheta: number;
+  /** rope_scaling of type "llama3" (Llama 3.1+), or null: plain RoPE */
+  ropeLlama3: Llama3RopeScaling | null;
   tieEmbeddings: boolean;
   /** attention_bias: q/k/v/o_proj carry a `.bias` [out] (transformers' LlamaAttention, bias=config.attention_bias) */
   attentionBias: boolean;
@@ -37,10 +39,7 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
   const headDim = c.int('head_dim', hidden / heads);
   if (heads % kvHeads !== 0) throw new InputError(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kvHeads}`, { file: ck.configFile });
   if (headDim % 2 !== 0) throw new InputError(`head_dim ${headDim} must be even for RoPE`, { file: ck.configFile });
-  const rs = c.obj('rope_scaling');
-  if (rs !== undefined && rs.raw.rope_type !== undefined && rs.raw.rope_type !== 'default') {
-    throw new InputError(`rope_scaling ${JSON.stringify(rs.raw)} is not supported for llama (only unscaled RoPE)`, { file: ck.configFile });
-  }
+  const ropeLlama3 = parseRopeScaling(c, ck.configFile);
   refuseUnimplementedLlamaFields(c);
   return {
     hidden,
@@ -52,6 +51,7 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
     vocab: c.int('vocab_size'),
     eps: positive(c, 'rms_norm_eps', 1e-6),
     ropeTheta: c.num('rope_theta', 10000),
+    ropeLlama3,
     tieEmbeddings: c.bool('tie_word_embeddings', false),
     attentionBias: flag(c, 'attention_bias'),
     mlpBias: flag(c, 'mlp_bias'),
@@ -60,11 +60,61 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
   };
 }
 
+/** Llama 3.1's rope_scaling (transformers' _compute_llama3_parameters). */
+export interface Llama3RopeScaling {
+  factor: number;
+  lowFreqFactor: number;
+  highFreqFactor: number;
+  originalMaxPositions: number;
+}
+
+/**
+ * rope_scaling: absent, null or type "default" → plain RoPE; type "llama3" with its four fields → Llama 3.1's
+ * frequency rescaling (implemented in both paths via llamaInvFreq); any other type is refused by name.
+ */
+function parseRopeScaling(c: ConfigReader, file: string): Llama3RopeScaling | null {
+  const rs = c.obj('rope_scaling');
+  if (rs === undefined) return null;
+  const type = rs.raw.rope_type ?? rs.raw.type;
+  if (type === undefined || type === 'default') return null;
+  if (type !== 'llama3') throw new InputError(`rope_scaling ${JSON.stringify(rs.raw)} is not supported for llama (plain RoPE, or rope_type "llama3")`, { file });
+  const pos = (key: string) => {
+    const v = rs.num(key);
+    if (!(v > 0)) throw new InputError(`rope_scaling.${key} must be a positive number, got ${JSON.stringify(rs.raw[key])}`, { file });
+    return v;
+  };
+  const out = { factor: pos('factor'), lowFreqFactor: pos('low_freq_factor'), highFreqFactor: pos('high_freq_factor'), originalMaxPositions: pos('original_max_position_embeddings') };
+  if (!(out.highFreqFactor > out.lowFreqFactor)) throw new InputError(`rope_scaling: high_freq_factor ${out.highFreqFactor} must exceed low_freq_factor ${out.lowFreqFactor}`, { file });
+  return out;
+}
+
+/**
+ * RoPE inverse frequencies f_i = rope_theta^(−2i/head_dim), i < head_dim/2, and with rope_type "llama3"
+ * rescaled as transformers' _compute_llama3_parameters does (in float64 here): wavelength λ = 2π/f; λ below
+ * original_max_position_embeddings/high_freq_factor keeps f; above original/low_freq_factor takes f/factor;
+ * between, s = (original/λ − low) / (high − low) and f ← (1 − s)·f/factor + s·f. Both paths use this one table.
+ */
+export function llamaInvFreq(cfg: Pick<LlamaConfig, 'headDim' | 'ropeTheta' | 'ropeLlama3'>): Float64Array {
+  const { headDim: hd, ropeTheta } = cfg;
+  const f = Float64Array.from({ length: hd / 2 }, (_, i) => ropeTheta ** (-(2 * i) / hd));
+  const s = cfg.ropeLlama3;
+  if (s === null) return f;
+  const lowWavelen = s.originalMaxPositions / s.lowFreqFactor;
+  const highWavelen = s.originalMaxPositions / s.highFreqFactor;
+  return f.map((fi) => {
+    const wavelen = (2 * Math.PI) / fi;
+    if (wavelen < highWavelen) return fi;
+    if (wavelen > lowWavelen) return fi / s.factor;
+    const smooth = (s.originalMaxPositions / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+    return (1 - smooth) * (fi / s.factor) + smooth * fi;
+  });
+}
+
 /**
  * The Llama config fields that change the computation, and how each is handled (the rest — dropout,
  * initializer_range, use_cache, pretraining_tp (a summation order only) — do not change the forward pass):
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
- *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default only): implemented in both paths;
+ *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default or "llama3"): implemented in both paths;
  *   tie_word_embeddings: implemented (the head is the embedding, as transformers ties it);
  *   attention_bias, mlp_bias: implemented (each projection adds its `.bias` after the product, in both paths);
  *   hidden_act: only "silu" (SwiGLU) is implemented;

@@ -1,0 +1,125 @@
+/**
+ * Llama 3.1's rope_scaling (rope_type "llama3", issue 12): the inverse-frequency table against a second
+ * transcription of transformers' _compute_llama3_parameters (modeling_rope_utils.py) written here, its three
+ * bands, and both paths and both decoders on llama-tiny with the scaling set so every band is used.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { copyCheckpoint } from '../../fixtures/inject.js';
+import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js';
+import { LlamaDevice } from '../../device-hip/llama.js';
+import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
+import { LlamaReference } from '../../reference-cpu/llama.js';
+import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
+import { InputError } from '../errors.js';
+import { RecomputeDecoder } from '../generate/recompute.js';
+import { Checkpoint } from '../io/checkpoint.js';
+import { LlamaCheckpoint, llamaInvFreq } from '../models/llama.js';
+import { LLAMA_TINY, quietDiff } from './cli.js';
+
+process.env.OMP_NUM_THREADS ??= '1';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-llama3-'));
+const dir = path.join(tmp, 'llama3');
+// original_max_position_embeddings 64 with factors 1 / 4: wavelengths below 16 keep their frequency, above 64
+// are divided by the factor, between are interpolated — llama-tiny's head_dim spans all three
+const SCALING = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 64 };
+
+const setConfig = (d: string, edit: (c: Record<string, unknown>) => void) => {
+  const f = path.join(d, 'config.json');
+  const c = JSON.parse(fs.readFileSync(f, 'utf8')) as Record<string, unknown>;
+  edit(c);
+  fs.writeFileSync(f, JSON.stringify(c, null, 2));
+};
+
+beforeAll(() => {
+  copyCheckpoint(LLAMA_TINY(), dir);
+  setConfig(dir, (c) => (c.rope_scaling = SCALING));
+});
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+/** transformers' _compute_llama3_parameters, transcribed element by element (torch.where → branches on the masks). */
+function hfLlama3(base: number, dim: number, s: typeof SCALING): number[] {
+  const inv = Array.from({ length: dim / 2 }, (_, k) => 1 / base ** ((2 * k) / dim));
+  const lowWavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const highWavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  return inv.map((f) => {
+    const wavelen = (2 * Math.PI) / f;
+    const scaled = wavelen > lowWavelen ? f / s.factor : f; // inv_freq_llama
+    const smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    const smoothed = ((1 - smooth) * scaled) / s.factor + smooth * scaled;
+    const medium = !(wavelen < highWavelen) && !(wavelen > lowWavelen);
+    return medium ? smoothed : scaled;
+  });
+}
+
+describe('rope_scaling llama3', () => {
+  it('the inverse frequencies equal transformers\' formula, with every band present', () => {
+    const ck = Checkpoint.open(dir);
+    try {
+      const cfg = new LlamaCheckpoint(ck).cfg;
+      const got = llamaInvFreq(cfg);
+      const want = hfLlama3(cfg.ropeTheta, cfg.headDim, SCALING);
+      got.forEach((v, i) => expect(Math.abs(v - want[i]) / want[i], `i = ${i}`).toBeLessThan(1e-14));
+      const plain = llamaInvFreq({ ...cfg, ropeLlama3: null });
+      const bands = Array.from(got, (v, i) => (v === plain[i] ? 'kept' : Math.abs(v - plain[i] / 8) < 1e-18 ? 'divided' : 'smoothed'));
+      for (const b of ['kept', 'divided', 'smoothed']) expect(bands, b).toContain(b);
+    } finally {
+      ck.close();
+    }
+  });
+
+  it('refuses another rope type or a bad field by name', () => {
+    const bad = path.join(tmp, 'bad');
+    for (const [edit, re] of [
+      [{ ...SCALING, rope_type: 'dynamic' }, /rope_scaling .*"dynamic".* is not supported for llama/],
+      [{ ...SCALING, factor: -2 }, /rope_scaling\.factor must be a positive number, got -2/],
+      [{ ...SCALING, high_freq_factor: 0.5 }, /high_freq_factor 0\.5 must exceed low_freq_factor 1/],
+    ] as const) {
+      fs.rmSync(bad, { recursive: true, force: true });
+      copyCheckpoint(LLAMA_TINY(), bad);
+      setConfig(bad, (c) => (c.rope_scaling = edit));
+      const ck = Checkpoint.open(bad);
+      try {
+        expect(() => new LlamaCheckpoint(ck)).toThrow(InputError);
+        expect(() => new LlamaCheckpoint(ck)).toThrow(re);
+      } finally {
+        ck.close();
+      }
+    }
+  });
+
+  it('both paths compute it: the reference moves with the scaling, the device agrees (diff passes), decoders equal recompute', async () => {
+    const ck = Checkpoint.open(dir);
+    const plainCk = Checkpoint.open(LLAMA_TINY());
+    try {
+      const m = new LlamaCheckpoint(ck);
+      const tokens = Array.from({ length: 40 }, (_, i) => (i * 7 + 3) % 300);
+      const ctx = { tokens, positions: tokens.map((_, i) => i), forcedSelections: null };
+      const x = new LlamaReference(m).embed(tokens);
+      const scaled = new LlamaReference(m).layer(0, x, m.loadLayer(0), ctx).out.data;
+      const pm = new LlamaCheckpoint(plainCk);
+      const plain = new LlamaReference(pm).layer(0, x, pm.loadLayer(0), ctx).out.data;
+      expect(Math.max(...Array.from(scaled, (v, i) => Math.abs(v - plain[i]))), 'the scaling changes layer 0').toBeGreaterThan(1e-3);
+
+      const r = await quietDiff({ model: dir, layers: 'all', device: 'emulated', mode: 'both', freeSelection: false, tokens: tokens.join(',') });
+      expect(r.code).toBe(0);
+
+      const N = loadDeviceNative();
+      const K = loadDecodeNative();
+      const prompts = [tokens, tokens.slice(0, 9)];
+      const layers = { numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L: number) => m.loadLayer(L) };
+      const dev = new LlamaDeviceDecoder(m, N, K, buildLlamaF16(m, N)).prefill(prompts, 48);
+      const full = new RecomputeDecoder(layers, new LlamaDevice(m, N, null)).prefill(prompts, 48);
+      dev.forEach((l, i) => expect(Buffer.from(l.buffer, l.byteOffset, l.byteLength).equals(Buffer.from(full[i].buffer, full[i].byteOffset, full[i].byteLength)), `prompt ${i}`).toBe(true));
+      const ref = new LlamaReferenceDecoder(m).prefill(prompts, 48);
+      const refFull = new RecomputeDecoder(layers, new LlamaReference(m)).prefill(prompts, 48);
+      ref.forEach((l, i) => expect(Math.max(...Array.from(l, (v, j) => Math.abs(v - refFull[i][j]))), `prompt ${i}`).toBeLessThan(1e-4));
+    } finally {
+      ck.close();
+      plainCk.close();
+    }
+  });
+});
