@@ -192,6 +192,7 @@ export function gptOssReference(m: GptOssCheckpoint, traps: GptOssTraps = {}): O
     loadLayer: (L) => m.loadLayer(L),
     quantizedLayers: () => m.quantizedLayers(),
     conformance: () => m.conformance(),
+    fusedLinears: (L) => m.expertLinears(L),
     reference: new GptOssReference(m, traps),
   };
 }

@@ -25,7 +25,7 @@ export async function runConvert(a: { model: string; fp16Cache: string; device: 
     // is never converted into NaN FP16 weights either.
     const model = openModel(ck, backend, null);
     model.conformance(); // shapes first, so a wrong shape is named as such, not as a scale it then contradicts
-    assertNoNanCodes(ck, checkWeights(ck, backend.native, { layers: null, faults: null, numLayers: model.numLayers }));
+    assertNoNanCodes(ck, checkWeights(ck, backend.native, { layers: null, faults: null, numLayers: model.numLayers, fused: model.fusedLinears }));
     const fp = await openCheckpointFingerprint(ck);
     const tty = process.stderr.isTTY === true;
     let n = 0;

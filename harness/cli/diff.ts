@@ -144,6 +144,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
           layers,
           faults,
           numLayers: model.numLayers,
+          fused: model.fusedLinears,
           onTensor: (name, done, total) => {
             wp ??= new ProgressLine(ck, total);
             wp.update({ stage: `weights ${name}`, done, total, elapsedMs: Date.now() - started });

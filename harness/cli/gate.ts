@@ -167,7 +167,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     // every quantized tensor's FP16 copy against the exact one, NaN codes as bad input. Each report carries it.
     model.conformance();
     const weights = checkWeights(ck, backend.native, {
-      layers: null, faults: null,
+      layers: null, faults: null, numLayers: model.numLayers, fused: model.fusedLinears,
       onTensor: (name, done, total) => progress.show(`gate: weights ${done + 1}/${total} ${name}`),
     });
     progress.done();

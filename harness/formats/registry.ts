@@ -15,7 +15,7 @@ import type { DType } from './dtypes.js';
 /** What the decoders implement. */
 export type LinearFormat = 'plain' | 'fp8-block' | 'mxfp4' | 'nvfp4';
 
-export type FormatId = 'plain' | 'fp8-block' | 'deepseek-mxfp4' | 'quark-mxfp4' | 'ct-mxfp4' | 'modelopt-nvfp4' | 'ct-nvfp4';
+export type FormatId = 'plain' | 'fp8-block' | 'deepseek-mxfp4' | 'quark-mxfp4' | 'ct-mxfp4' | 'modelopt-nvfp4' | 'ct-nvfp4' | 'gpt-oss-mxfp4';
 
 /** Scale element codes. */
 export type ScaleCode = 'e8m0' | 'e4m3' | 'f32';
@@ -96,8 +96,23 @@ export const FORMATS: readonly FormatEntry[] = [
   },
 ];
 
+/**
+ * Stored forms that hold many linears in one tensor, bound by their architecture (not found by module suffix):
+ * gpt-oss's experts, `<base>_blocks` U8 [E, rows, in/32, 16] with `<base>_scales` [E, rows, in/32]
+ * (spec/fp4-formats.md §4), one LinearWeight per expert (harness/models/gpt_oss.ts). The weights-first check
+ * and every consumer then treat each expert as any MXFP4 linear.
+ */
+export const FUSED_FORMATS: readonly FormatEntry[] = [
+  {
+    id: 'gpt-oss-mxfp4', family: 'mxfp4', producer: 'OpenAI gpt-oss (quant_method mxfp4, experts only)',
+    weight: { suffix: '_blocks', dtypes: ['U8'] }, packed: true, nibble: 'low-even',
+    scale: { suffixes: ['_scales'], dtypes: ['U8', 'F8_E8M0'] }, block: [1, 32], global: null,
+    formula: MX_FORMULA, deviceKind: 'mxfp4', nanCodes: 'E8M0 0xFF', faults: MX_FAULTS,
+  },
+];
+
 export function formatEntry(id: FormatId): FormatEntry {
-  return FORMATS.find((f) => f.id === id)!;
+  return [...FORMATS, ...FUSED_FORMATS].find((f) => f.id === id)!;
 }
 
 /** Weight tensor suffixes any entry stores under (a module's weight is `<module>.<suffix>`). */

@@ -258,6 +258,7 @@ export class GptOssCheckpoint {
         const mx = (names: { blocks: string; scales: string }, out: number, inn: number): LinearWeight => ({
           name: `${names.blocks}[${e}]`,
           format: 'mxfp4',
+          encoding: 'gpt-oss-mxfp4',
           out,
           in: inn,
           weight: this.expertSlice(names.blocks, e, [out, inn / 2]),
@@ -292,6 +293,17 @@ export class GptOssCheckpoint {
       router_bias: this.check(`${p}.mlp.router.bias`, [E], VEC_DTYPES, read),
       expert,
     };
+  }
+
+  /** Layer L's routed experts as MXFP4 linears, gate_up then down per expert (registry FUSED_FORMATS), read on call. */
+  expertLinears(L: number): LinearWeight[] {
+    const w = this.loadLayer(L);
+    const out: LinearWeight[] = [];
+    for (let e = 0; e < this.cfg.experts; e++) {
+      const ex = w.expert(e);
+      out.push(ex.gate_up, ex.down);
+    }
+    return out;
   }
 
   /** Layers holding FP4/FP8 weights: every layer whose experts are MXFP4 (all of them), plus any quantized attention. */

@@ -2,6 +2,7 @@
  * The contract between the runner and the two paths. A path computes one stage at a time; the runner owns
  * the order, the weights (read once per layer, shared by both paths) and the comparison.
  */
+import type { LinearWeight } from '../formats/linear.js';
 import type { Act } from '../formats/tensor.js';
 
 export interface LayerContext {
@@ -60,6 +61,11 @@ export interface ModelDef<LW> {
   quantizedLayers(): number[];
   /** check every tensor's name, dtype and shape against the config without reading data (throws InputError) */
   conformance(): void;
+  /**
+   * the quantized linears layer L stores fused in shared tensors (gpt-oss's experts, registry FUSED_FORMATS),
+   * read on call, one per expert: the weights-first check covers them as it covers per-module linears
+   */
+  fusedLinears?(L: number): LinearWeight[];
   reference: StagePath<LW>;
   device: StagePath<LW>;
 }

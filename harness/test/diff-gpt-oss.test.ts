@@ -61,6 +61,18 @@ describe('layerdiff diff on gpt-oss-tiny', () => {
     expect(flips[4], 'layer.3: one token on a 5.5e-3 margin').toBeGreaterThan(0);
   });
 
+  it('the weights-first check covers every expert (registry FUSED_FORMATS) and names a decode bug from the weights', async () => {
+    const clean = await quietDiff({ model: MODEL(), layers: 'all', device: 'emulated', mode: 'isolated', freeSelection: false, tokens: TOKENS.join(',') });
+    const cfg = JSON.parse(fs.readFileSync(path.join(MODEL(), 'config.json'), 'utf8')) as { num_hidden_layers: number; num_local_experts: number };
+    const w = clean.report.weights!;
+    expect(w.checked).toBe(cfg.num_hidden_layers * cfg.num_local_experts * 2);
+    expect(w.exact).toBe(w.checked);
+    expect(w.tensors[0]).toMatchObject({ name: 'model.layers.0.mlp.experts.gate_up_proj_blocks[0]', encoding: 'gpt-oss-mxfp4', format: 'mxfp4' });
+    const bad = await quietDiff({ model: MODEL(), layers: 'all', device: 'emulated', mode: 'isolated', freeSelection: false, tokens: TOKENS.join(','), inject: 'nibble-swap@2' });
+    expect(bad.report.weights!.mismatched).toBe(2 * cfg.num_local_experts);
+    expect(bad.report.diagnosis[0]).toMatchObject({ stage: 'layer.2', cause: 'nibble-swap', source: 'weights' });
+  });
+
   it('the default policy passes all three questions in both modes: every flip judged benign', async () => {
     const { code, report } = await quietDiff({ model: MODEL(), layers: 'all', device: 'emulated', mode: 'both', freeSelection: false });
     expect(code).toBe(0);

@@ -118,6 +118,8 @@ export interface CheckOptions {
   /** the model's decoder layers: tensors indexed past them (a V3-style MTP layer) are not in the forward pass */
   numLayers?: number;
   onTensor?: (name: string, done: number, total: number) => void;
+  /** the model's fused linears per layer (ModelDef.fusedLinears: gpt-oss experts), checked after the layer's others */
+  fused?: (L: number) => LinearWeight[];
 }
 
 export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOptions): WeightsReport {
@@ -137,6 +139,16 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
   }
   const layers = todo.map((t) => t.layer!);
+  if (opt.fused !== undefined) {
+    const last = Math.min(opt.numLayers ?? 0, opt.layers === null ? Infinity : opt.layers.to + 1);
+    for (let L = opt.layers?.from ?? 0; L < last; L++) {
+      for (const lw of opt.fused(L)) {
+        opt.onTensor?.(lw.name, tensors.length, tensors.length + 1);
+        tensors.push(checkTensor(lw, L, cache, faultAt(opt.faults, L)));
+        layers.push(L);
+      }
+    }
+  }
   const sum = (f: (x: TensorCheck) => number) => tensors.reduce((n, x) => n + f(x), 0);
   return {
     layers: layers.length > 0 ? [Math.min(...layers), Math.max(...layers)] : [opt.layers?.from ?? 0, opt.layers?.to ?? 0],

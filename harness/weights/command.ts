@@ -46,7 +46,7 @@ export function runWeightsCheckCommand(a: CheckArgs): ExitCode {
     const layers = parseLayers(a.layers, model.numLayers);
     checkOutputs(ck.dir, [{ option: '--json', path: a.json, kind: 'file' }]);
     model.conformance();
-    const w = checkWeights(ck, backend.native, { layers, faults, numLayers: model.numLayers });
+    const w = checkWeights(ck, backend.native, { layers, faults, numLayers: model.numLayers, fused: model.fusedLinears });
     const lines = [`weights check (device ${backend.identity.name}${faults ? `, ${faultText(faults)}` : ''}): ${describeWeights(w)}`];
     if (w.tensors.length > 0) lines.push(renderWeights(w, true));
     for (const d of diagnoseWeights(w, null)) lines.push(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
