@@ -68,20 +68,48 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
   }
 
   layer(L: number, x: Act, w: GptOssLayerWeights, ctx: LayerContext): LayerResult {
-    const { N } = this;
-    const { hidden: H, heads: NH, kvHeads: NKV, headDim: d, eps, slidingWindow, experts: E, topk: K, intermediate: I, swigluLimit } = this.m.cfg;
+    const { heads: NH, kvHeads: NKV, headDim: d, slidingWindow } = this.m.cfg;
     const S = x.shape[0];
-    const fault = faultAt(this.faults, L);
-    const lin = (inp: Uint16Array, rows: number, lw: GptOssLayerWeights['q_proj'], alpha = 1) => N.gemmF16(inp, this.linears.get(lw, fault), rows, lw.in, lw.out, alpha);
+    const xh = this.N.f32ToF16(x.data);
+    const { q, k, v } = this.qkv(L, xh, S, w, ctx.positions);
+    const o = this.N.attentionF16(q, k, v, S, NH, NKV, d, d, 1 / Math.sqrt(d), w.sliding ? slidingWindow : 0, this.f32(w.sinks));
+    const f = this.afterAttention(L, xh, o, S, w, ctx.forcedSelections?.experts ?? null);
+    return {
+      out: act([S, this.m.cfg.hidden], this.N.f16ToF32(f.out)),
+      selections: { experts: f.experts },
+      substages: { attn: act([S, this.m.cfg.hidden], this.N.f16ToF32(f.attn)), 'moe.router': act([S, this.m.cfg.topk], f.weights), moe: act([S, this.m.cfg.hidden], this.N.f16ToF32(f.moe)) },
+      // the scores the router kernel ranks: the FP32 logits plus the bias, in f32 (the flip judgement's input)
+      scores: { experts: { scores: act([S, this.m.cfg.experts], f.scores), bias: null } },
+    };
+  }
 
-    // attention
-    const xh = N.f32ToF16(x.data);
+  /**
+   * The attention's inputs for S rows of the residual stream xh (f16) at `positions`: rmsnorm → q/k/v GEMM +
+   * bias → RoPE on q and k. Shared by the diff's prefill (layer) and the KV-cache decoder.
+   */
+  qkv(L: number, xh: Uint16Array, S: number, w: GptOssLayerWeights, positions: readonly number[]): { q: Uint16Array; k: Uint16Array; v: Uint16Array } {
+    const { N } = this;
+    const { hidden: H, heads: NH, kvHeads: NKV, headDim: d, eps } = this.m.cfg;
+    const lin = this.lin(L);
     const a = N.rmsnormF16(xh, this.vecF16(w.input_layernorm), S, H, eps);
-    const { cos, sin } = this.ropeTables(ctx.positions);
-    const q = N.ropeF16(this.addBias(lin(a, S, w.q_proj), S, w.q_bias), cos, sin, S, NH, d, 0, d, false);
-    const k = N.ropeF16(this.addBias(lin(a, S, w.k_proj), S, w.k_bias), cos, sin, S, NKV, d, 0, d, false);
-    const v = this.addBias(lin(a, S, w.v_proj), S, w.v_bias);
-    const o = N.attentionF16(q, k, v, S, NH, NKV, d, d, 1 / Math.sqrt(d), w.sliding ? slidingWindow : 0, this.f32(w.sinks));
+    const { cos, sin } = this.ropeTables([...positions]);
+    return {
+      q: N.ropeF16(this.addBias(lin(a, S, w.q_proj), S, w.q_bias), cos, sin, S, NH, d, 0, d, false),
+      k: N.ropeF16(this.addBias(lin(a, S, w.k_proj), S, w.k_bias), cos, sin, S, NKV, d, 0, d, false),
+      v: this.addBias(lin(a, S, w.v_proj), S, w.v_bias),
+    };
+  }
+
+  /**
+   * Everything after attention for S rows: o GEMM + bias, the residual, then the MoE (rmsnorm → router →
+   * experts → combine) and the second residual. `forced`: the reference's expert choices (isolated mode).
+   * Shared by the diff's prefill (layer) and the KV-cache decoder.
+   */
+  afterAttention(L: number, xh: Uint16Array, o: Uint16Array, S: number, w: GptOssLayerWeights, forced: number[][] | null) {
+    const { N } = this;
+    const { hidden: H, eps, experts: E, topk: K, intermediate: I, swigluLimit } = this.m.cfg;
+    const fault = faultAt(this.faults, L);
+    const lin = this.lin(L);
     const attn = this.addBias(lin(o, S, w.o_proj), S, w.o_bias);
     const h = N.addF16(xh, attn);
 
@@ -89,7 +117,6 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
     const mIn = N.rmsnormF16(h, this.vecF16(w.post_attention_layernorm), S, H, eps);
     const logits = N.gemmF16F32(mIn, this.linears.get(w.router, fault), S, H, E);
     let given: Int32Array | null = null;
-    const forced = ctx.forcedSelections?.experts ?? null;
     if (forced !== null) {
       if (forced.length !== S || forced.some((ids) => ids.length !== K)) throw new Error(`forced expert selections must be ${S} tokens × ${K} ids`);
       given = Int32Array.from(forced.flat());
@@ -122,16 +149,19 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
     const Y = new Uint16Array(ys.length * H);
     ys.forEach((row, i) => Y.set(row, i * H));
     const moe = this.K.moeCombineF16(Y, Int32Array.from(rowToken), new Uint16Array(S * H), S, H);
-    const out = N.addF16(h, moe);
-
     const experts = Array.from({ length: S }, (_, t) => Array.from(r.ids.subarray(t * K, (t + 1) * K)));
-    return {
-      out: act([S, H], N.f16ToF32(out)),
-      selections: { experts },
-      substages: { attn: act([S, H], N.f16ToF32(attn)), 'moe.router': act([S, K], r.weights), moe: act([S, H], N.f16ToF32(moe)) },
-      // the scores the router kernel ranks: the FP32 logits plus the bias, in f32 (the flip judgement's input)
-      scores: { experts: { scores: act([S, E], logits.map((z, i) => Math.fround(z + routerBias[i % E]))), bias: null } },
-    };
+    return { attn, moe, out: N.addF16(h, moe), experts, weights: r.weights, scores: logits.map((z, i) => Math.fround(z + routerBias[i % E])) };
+  }
+
+  /** a projection's GEMM on layer L's weights (FP16 out), with the run's fault */
+  private lin(L: number) {
+    const fault = faultAt(this.faults, L);
+    return (inp: Uint16Array, rows: number, lw: GptOssLayerWeights['q_proj'], alpha = 1) => this.N.gemmF16(inp, this.linears.get(lw, fault), rows, lw.in, lw.out, alpha);
+  }
+
+  /** the attention sinks as the kernel takes them (f32) */
+  sinksF32(w: GptOssLayerWeights): Float32Array {
+    return this.f32(w.sinks);
   }
 
   finalNorm(x: Act): Act {

@@ -20,6 +20,7 @@ import type { StoredTensor } from '../harness/formats/linear.js';
 import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint, llamaInvFreq } from '../harness/models/llama.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
+import { type DecodeEntry, KvCacheF16, lastRows } from './kv_cache.js';
 import { addBiasRowsF16, LinearCache } from './linear.js';
 
 export type LlamaLinearKey = (typeof LLAMA_LINEARS)[number];
@@ -116,10 +117,7 @@ export function llamaRopeTables(invFreq: ArrayLike<number>, positions: readonly 
 export class LlamaDeviceDecoder implements Decoder {
   readonly vocab: number;
   /** per layer: K [Bc, cap, kvHeads, headDim] and V, f16 */
-  private k: Uint16Array[] = [];
-  private v: Uint16Array[] = [];
-  private cap = 0;
-  private lens = new Int32Array(0);
+  private readonly cache: KvCacheF16;
   /** RoPE inverse frequencies (llamaInvFreq: rope_theta, llama3 scaling) */
   private readonly invFreq: Float64Array;
 
@@ -131,19 +129,15 @@ export class LlamaDeviceDecoder implements Decoder {
   ) {
     this.vocab = m.cfg.vocab;
     this.invFreq = llamaInvFreq(m.cfg);
+    this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
     if (w.layers.length !== m.cfg.layers) throw new Error(`FP16 weights hold ${w.layers.length} layers, the model has ${m.cfg.layers}`);
   }
 
   prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
-    const { layers, kvHeads, headDim } = this.m.cfg;
     const longest = Math.max(...prompts.map((p) => p.length));
     if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
     if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
-    this.cap = capacity;
-    this.lens = new Int32Array(prompts.length);
-    const size = prompts.length * capacity * kvHeads * headDim;
-    this.k = Array.from({ length: layers }, () => new Uint16Array(size));
-    this.v = Array.from({ length: layers }, () => new Uint16Array(size));
+    this.cache.reset(prompts.length, capacity);
     return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
   }
 
@@ -153,29 +147,15 @@ export class LlamaDeviceDecoder implements Decoder {
   }
 
   /** Run each entry's new tokens through the model, appending to its cache; logits of each entry's last token. */
-  private advance(entries: Array<{ seq: number; tokens: readonly number[] }>): Float32Array[] {
+  private advance(entries: DecodeEntry[]): Float32Array[] {
     const { N, K, w } = this;
     const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V } = this.m.cfg;
-    const rowSeq: number[] = [];
-    const rowPos: number[] = [];
-    const tokens: number[] = [];
-    for (const e of entries) {
-      if (e.seq < 0 || e.seq >= this.lens.length) throw new Error(`sequence ${e.seq} is not in the batch`);
-      if (this.lens[e.seq] + e.tokens.length > this.cap) throw new Error(`sequence ${e.seq} would exceed the cache capacity ${this.cap}`);
-      e.tokens.forEach((t, i) => {
-        if (!Number.isInteger(t) || t < 0 || t >= V) throw new Error(`token id ${t} is outside the vocabulary [0, ${V})`);
-        tokens.push(t);
-        rowSeq.push(e.seq);
-        rowPos.push(this.lens[e.seq] + i);
-      });
-    }
-    const R = tokens.length;
+    const rows = this.cache.rows(entries, V);
+    const R = rows.tokens.length;
     let x: Uint16Array = new Uint16Array(R * D);
-    tokens.forEach((t, r) => x.set(w.embed.subarray(t * D, (t + 1) * D), r * D));
-    const { cos, sin } = llamaRopeTables(this.invFreq, rowPos);
-    const sameLength = entries.every((e) => e.tokens.length === entries[0].tokens.length);
+    rows.tokens.forEach((t, r) => x.set(w.embed.subarray(t * D, (t + 1) * D), r * D));
+    const { cos, sin } = llamaRopeTables(this.invFreq, rows.rowPos);
     const scale = 1 / Math.sqrt(hd);
-    const kvRow = KV * hd;
     const shapes = this.m.linearShapes();
 
     for (let L = 0; L < w.layers.length; L++) {
@@ -185,52 +165,23 @@ export class LlamaDeviceDecoder implements Decoder {
       const q = N.ropeF16(lin(n1, lw.q_proj, 'q_proj'), cos, sin, R, H, hd, 0, hd, false);
       const k = N.ropeF16(lin(n1, lw.k_proj, 'k_proj'), cos, sin, R, KV, hd, 0, hd, false);
       const v = lin(n1, lw.v_proj, 'v_proj');
-      // Append the new K/V rows at their positions, then attend over the cache (new rows included).
-      for (let r = 0; r < R; r++) {
-        const at = (rowSeq[r] * this.cap + rowPos[r]) * kvRow;
-        this.k[L].set(k.subarray(r * kvRow, (r + 1) * kvRow), at);
-        this.v[L].set(v.subarray(r * kvRow, (r + 1) * kvRow), at);
-      }
-      let att: Uint16Array;
-      const Bc = this.lens.length;
-      if (sameLength) {
-        // One call for the whole batch: rows are entry-major, so q is already [B, Tq, H, hd].
-        const slot = Int32Array.from(entries, (e) => e.seq);
-        const start = Int32Array.from(entries, (e) => this.lens[e.seq]);
-        att = K.attentionDecodeF16(q, this.k[L], this.v[L], entries.length, entries[0].tokens.length, Bc, this.cap, slot, start, H, KV, hd, hd, scale, 0, null);
-      } else {
-        att = new Uint16Array(R * H * hd);
-        let r0 = 0;
-        for (const e of entries) {
-          const T = e.tokens.length;
-          const qe = q.subarray(r0 * H * hd, (r0 + T) * H * hd);
-          const part = K.attentionDecodeF16(qe, this.k[L], this.v[L], 1, T, Bc, this.cap, Int32Array.of(e.seq), Int32Array.of(this.lens[e.seq]), H, KV, hd, hd, scale, 0, null);
-          att.set(part, r0 * H * hd);
-          r0 += T;
-        }
-      }
+      const att = this.cache.attend(K, L, rows, entries, q, k, v, H, KV, hd, scale, 0, null);
       const h = N.addF16(x, lin(att, lw.o_proj, 'o_proj'));
       const n2 = N.rmsnormF16(h, lw.post_attention_layernorm, R, D, eps);
       const gated = N.swigluF16(lin(n2, lw.gate_proj, 'gate_proj'), lin(n2, lw.up_proj, 'up_proj'), 0);
       x = N.addF16(h, lin(gated, lw.down_proj, 'down_proj'));
     }
-    for (const e of entries) this.lens[e.seq] += e.tokens.length;
+    this.cache.commit(entries);
 
     // Only each entry's last row feeds the head (the sampler reads nothing else).
     const E = entries.length;
-    const last = new Uint16Array(E * D);
-    let r = 0;
-    entries.forEach((e, i) => {
-      r += e.tokens.length;
-      last.set(x.subarray((r - 1) * D, r * D), i * D);
-    });
-    const normed = N.rmsnormF16(last, w.norm, E, D, eps);
+    const normed = N.rmsnormF16(lastRows(x, D, entries), w.norm, E, D, eps);
     const logits = N.gemmF16F32(normed, w.head, E, D, V);
     return entries.map((_, i) => logits.slice(i * V, (i + 1) * V));
   }
 
   /** Tokens held per sequence (tests and benchmarks). */
   lengths(): number[] {
-    return [...this.lens];
+    return this.cache.lengths();
   }
 }

@@ -1,15 +1,19 @@
 /**
  * gpt-oss (GptOssForCausalLM): harness/models/gpt_oss.ts binds it, reference-cpu/gpt_oss.ts runs the FP32
  * reference, device-hip/gpt_oss.ts the device path (on the emulated and hip backends; a hip addon built before
- * the gpt-oss kernels existed refuses). The KV-cache decoder and the FP16 cache are not written yet
- * (issue #13 step 6): `generate` and `convert` refuse with exit 2 saying so.
+ * the gpt-oss kernels existed refuses). `generate`: the KV-cache decoder on the device path
+ * (device-hip/gpt_oss_decode.ts, weights dequantized at load), full recompute on the FP32 reference. The FP16
+ * cache is not written yet: `convert` refuses with exit 2 saying so, and `generate --fp16-cache` notes it.
  */
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
 import { GptOssCheckpoint, type GptOssLayerWeights } from '../models/gpt_oss.js';
 import type { LayerResult, ModelDef, StagePath } from '../models/path.js';
-import { gptOssReference } from '../../reference-cpu/gpt_oss.js';
+import { GptOssReference, gptOssReference } from '../../reference-cpu/gpt_oss.js';
 import { GptOssDevice } from '../../device-hip/gpt_oss.js';
+import { GptOssDeviceDecoder } from '../../device-hip/gpt_oss_decode.js';
+import { staleCacheNote } from '../generate/fp16cache.js';
+import { RecomputeDecoder } from '../generate/recompute.js';
 import type { Architecture } from './types.js';
 
 const notYet = (what: string) => new InputError(`gpt_oss: ${what} is not implemented yet (binding, FP32 reference and emulated device path are); see issue #13`);
@@ -46,8 +50,17 @@ export const GPT_OSS: Architecture = {
     return { ...gptOssReference(m), device } as ModelDef<unknown>;
   },
 
-  async decoder() {
-    throw notYet('generation (the KV-cache decoder)');
+  async decoder(r) {
+    const m = new GptOssCheckpoint(r.ck);
+    const done = { close: () => {} };
+    if (r.backend === null) {
+      const decoder = new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, new GptOssReference(m));
+      return { decoder, weights: 'fp32-reference', how: 'full recompute', ...done };
+    }
+    if (r.backend.gptOss === null) new NoGptOssKernels(r.backend.identity.name).layer();
+    if (r.fp16Cache !== undefined) r.note(staleCacheNote(r.fp16Cache, r.model, 'gpt_oss has no FP16 cache layout yet'));
+    const device = new GptOssDevice(m, r.backend.native, r.backend.gptOss!, r.backend.deepseek, null);
+    return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device), weights: 'dequant-at-load', how: 'KV cache', ...done };
   },
 
   async writeFp16Cache() {

@@ -1,0 +1,70 @@
+/**
+ * gpt-oss generation on the device path with a K/V cache (issue 13): the layer is GptOssDevice's own pieces —
+ * qkv (rmsnorm, q/k/v GEMM + bias, YaRN RoPE with the concentration) and afterAttention (o + bias, residual,
+ * router, experts, combine) — with the attention over cached FP16 keys and values (kv_cache.ts), the window
+ * on sliding layers and the per-head sinks passed to the same decode kernel. So its logits equal the device
+ * path's full recompute bit for bit (harness/test/gpt-oss-decode.test.ts). Sliding layers keep every row
+ * (the window masks them): a ring of sliding_window rows is not written yet.
+ */
+import { act } from '../harness/formats/tensor.js';
+import type { Decoder } from '../harness/contracts/decoder.js';
+import type { GptOssCheckpoint, GptOssLayerWeights } from '../harness/models/gpt_oss.js';
+import type { DecodeNative, DeviceNative } from './binding.js';
+import type { GptOssDevice } from './gpt_oss.js';
+import { type DecodeEntry, KvCacheF16, lastRows } from './kv_cache.js';
+
+export class GptOssDeviceDecoder implements Decoder {
+  readonly vocab: number;
+  private readonly cache: KvCacheF16;
+  /** layer weights, read once (the experts dequantize through the device path's own cache) */
+  private readonly layers: GptOssLayerWeights[] = [];
+
+  constructor(
+    private readonly m: GptOssCheckpoint,
+    private readonly N: DeviceNative,
+    private readonly K: DecodeNative,
+    private readonly device: GptOssDevice,
+  ) {
+    this.vocab = m.cfg.vocab;
+    this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
+    for (let L = 0; L < m.cfg.layers; L++) this.layers.push(m.loadLayer(L));
+  }
+
+  prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
+    const longest = Math.max(...prompts.map((p) => p.length));
+    if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
+    if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
+    this.cache.reset(prompts.length, capacity);
+    return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
+  }
+
+  step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
+    if (seqs.length !== tokens.length) throw new Error(`step: ${seqs.length} sequences but ${tokens.length} tokens`);
+    return this.advance(seqs.map((seq, i) => ({ seq, tokens: [tokens[i]] })));
+  }
+
+  private advance(entries: DecodeEntry[]): Float32Array[] {
+    const { N, K, device } = this;
+    const { hidden: H, heads: NH, kvHeads: NKV, headDim: d, slidingWindow, vocab: V } = this.m.cfg;
+    const rows = this.cache.rows(entries, V);
+    const R = rows.tokens.length;
+    // the embedding as the device path stores it (f16), rows in entry order
+    let x: Uint16Array = N.f32ToF16(device.embed(rows.tokens).data);
+    for (let L = 0; L < this.layers.length; L++) {
+      const w = this.layers[L];
+      const { q, k, v } = device.qkv(L, x, R, w, rows.rowPos);
+      const o = this.cache.attend(K, L, rows, entries, q, k, v, NH, NKV, d, 1 / Math.sqrt(d), w.sliding ? slidingWindow : 0, device.sinksF32(w));
+      x = device.afterAttention(L, x, o, R, w, null).out;
+    }
+    this.cache.commit(entries);
+    // the head as the diff's device path runs it: final norm and logits on each entry's last row
+    const last = act([entries.length, H], N.f16ToF32(lastRows(x, H, entries)));
+    const logits = device.logits(device.finalNorm(last));
+    return entries.map((_, i) => logits.data.slice(i * V, (i + 1) * V));
+  }
+
+  /** Tokens held per sequence (tests). */
+  lengths(): number[] {
+    return this.cache.lengths();
+  }
+}
