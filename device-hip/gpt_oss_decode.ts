@@ -4,7 +4,8 @@
  * router, experts, combine) — with the attention over cached FP16 keys and values (kv_cache.ts), the window
  * on sliding layers and the per-head sinks passed to the same decode kernel. So its logits equal the device
  * path's full recompute bit for bit (harness/test/gpt-oss-decode.test.ts). Sliding layers keep every row
- * (the window masks them): a ring of sliding_window rows is not written yet.
+ * (the window masks them): a ring of sliding_window rows is not written yet. From an FP16 cache
+ * (harness/generate/fp16cache_gpt_oss.ts) the linears arrive as FP16 and are not dequantized again.
  */
 import { act } from '../harness/formats/tensor.js';
 import type { Decoder } from '../harness/contracts/decoder.js';
@@ -24,10 +25,12 @@ export class GptOssDeviceDecoder implements Decoder {
     private readonly N: DeviceNative,
     private readonly K: DecodeNative,
     private readonly device: GptOssDevice,
+    /** where the layers' weights come from: the checkpoint (dequantized on use), or an FP16 cache's layers */
+    layer: (L: number) => GptOssLayerWeights = (L) => m.loadLayer(L),
   ) {
     this.vocab = m.cfg.vocab;
     this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
-    for (let L = 0; L < m.cfg.layers; L++) this.layers.push(m.loadLayer(L));
+    for (let L = 0; L < m.cfg.layers; L++) this.layers.push(layer(L));
   }
 
   prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {

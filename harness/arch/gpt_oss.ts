@@ -2,8 +2,8 @@
  * gpt-oss (GptOssForCausalLM): harness/models/gpt_oss.ts binds it, reference-cpu/gpt_oss.ts runs the FP32
  * reference, device-hip/gpt_oss.ts the device path (on the emulated and hip backends; a hip addon built before
  * the gpt-oss kernels existed refuses). `generate`: the KV-cache decoder on the device path
- * (device-hip/gpt_oss_decode.ts, weights dequantized at load), full recompute on the FP32 reference. The FP16
- * cache is not written yet: `convert` refuses with exit 2 saying so, and `generate --fp16-cache` notes it.
+ * (device-hip/gpt_oss_decode.ts; weights dequantized on use, or read from the FP16 cache that `convert` writes,
+ * harness/generate/fp16cache_gpt_oss.ts), full recompute on the FP32 reference.
  */
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
@@ -13,6 +13,7 @@ import { GptOssReference, gptOssReference } from '../../reference-cpu/gpt_oss.js
 import { GptOssDevice } from '../../device-hip/gpt_oss.js';
 import { GptOssDeviceDecoder } from '../../device-hip/gpt_oss_decode.js';
 import { staleCacheNote } from '../generate/fp16cache.js';
+import { loadGptOssFp16Cache, writeGptOssFp16Cache } from '../generate/fp16cache_gpt_oss.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import type { Architecture } from './types.js';
 
@@ -58,12 +59,18 @@ export const GPT_OSS: Architecture = {
       return { decoder, weights: 'fp32-reference', how: 'full recompute', ...done };
     }
     if (r.backend.gptOss === null) new NoGptOssKernels(r.backend.identity.name).layer();
-    if (r.fp16Cache !== undefined) r.note(staleCacheNote(r.fp16Cache, r.model, 'gpt_oss has no FP16 cache layout yet'));
     const device = new GptOssDevice(m, r.backend.native, r.backend.gptOss!, r.backend.deepseek, null);
+    if (r.fp16Cache !== undefined) {
+      const c = await loadGptOssFp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
+      if (c.ok) return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device, c.layer), weights: 'fp16-cache', how: 'KV cache', close: c.close };
+      r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
+    }
     return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device), weights: 'dequant-at-load', how: 'KV cache', ...done };
   },
 
-  async writeFp16Cache() {
-    throw notYet('convert --fp16-cache');
+  async writeFp16Cache(ck, N, dir, fingerprint, progress, verify) {
+    const m = new GptOssCheckpoint(ck);
+    // one file per layer (linears and experts in FP16, small tensors as stored)
+    return writeGptOssFp16Cache(m, N, dir, fingerprint, progress(m.cfg.layers), verify);
   },
 };

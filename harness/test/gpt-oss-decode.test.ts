@@ -17,6 +17,8 @@ import type { Decoder } from '../contracts/decoder.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { GptOssCheckpoint } from '../models/gpt_oss.js';
+import { openCheckpointFingerprint } from '../gate/fingerprint.js';
+import { loadGptOssFp16Cache, writeGptOssFp16Cache } from '../generate/fp16cache_gpt_oss.js';
 import { packageRoot } from '../version.js';
 import { cli } from './cli.js';
 
@@ -77,6 +79,29 @@ describe('gpt-oss KV-cache decoding', () => {
     expect(sameBits(together.prefill(prompts, 24)[1], alone.prefill([prompts[1]], 24)[0])).toBe(true);
     expect(sameBits(together.step([0, 1], [3, 4])[1], alone.step([0], [4])[0])).toBe(true);
     expect(together.lengths()).toEqual([prompts[0].length + 1, prompts[1].length + 1]);
+  });
+
+  it('from the FP16 cache: the same logits bit for bit, and a cache edit is refused by the gate', async () => {
+    const dir = path.join(tmp, 'fp16');
+    const fp = (await openCheckpointFingerprint(ck, { useCache: false })).value;
+    await writeGptOssFp16Cache(m, loadDeviceNative(), dir, fp);
+    const c = await loadGptOssFp16Cache(dir, m, fp, { useCache: false });
+    if (!c.ok) throw new Error(c.why);
+    try {
+      const fromCache = schedule(new GptOssDeviceDecoder(m, loadDeviceNative(), loadDecodeNative(), device, c.layer));
+      const plain = schedule(decoder());
+      fromCache.forEach((step, i) => step.forEach((l, j) => expect(sameBits(l, plain[i][j]), `step ${i} entry ${j}`).toBe(true)));
+      expect(c.layer(0).q_proj.format).toBe('plain'); // FP16 in the cache: not dequantized again
+    } finally {
+      c.close();
+    }
+    // verify mode (gate --fp16-cache) accepts it as written, and names an edited byte
+    await expect(writeGptOssFp16Cache(m, loadDeviceNative(), dir, fp, undefined, true)).resolves.toBeDefined();
+    const f = path.join(dir, 'layer.00001.safetensors');
+    const b = fs.readFileSync(f);
+    b[b.length - 7] ^= 0x40;
+    fs.writeFileSync(f, b);
+    await expect(writeGptOssFp16Cache(m, loadDeviceNative(), dir, fp, undefined, true)).rejects.toThrow(/layer\.00001\.safetensors: differs from what the checkpoint converts to/);
   });
 
   it('generate: the optimized path after a gate, greedy, token for token with the reference path', () => {
