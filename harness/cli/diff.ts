@@ -19,7 +19,8 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { parseInject } from '../faults/plan.js';
+import { faultApplies, FORMATS, FUSED_FORMATS, type ScaleCode } from '../formats/registry.js';
+import { type FaultPlan, parseInject } from '../faults/plan.js';
 import { renderTable, renderVerdict } from '../../reports/table.js';
 import { stdoutTaken, writeReports } from '../../reports/writers.js';
 import { checkReportTargets } from './outputs.js';
@@ -93,13 +94,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
     const backend = selectBackend(a.device);
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
     const model = openModel(ck, backend, faults);
-    if (faults?.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${a.inject}: the model has layers 0-${model.numLayers - 1}`);
-    // the verdict's faults (issue 10) are simulated in these device paths only: elsewhere the injection would be a silent no-op
-    const simulatedIn: Record<string, string[]> = { 'fp16-accumulate': ['llama', 'deepseek_v4'], 'rope-angle-fp16': ['llama', 'deepseek_v4'], 'router-bias-dropped': ['deepseek_v4'] };
-    const where = faults !== null ? simulatedIn[faults.fault] : undefined;
-    if (where !== undefined && !where.includes(model.architecture)) {
-      throw new InputError(`--inject ${a.inject}: not simulated on ${model.architecture} (only ${where.join(', ')})${faults!.fault === 'router-bias-dropped' ? ': the fault needs an expert router with a selection-only bias, as DeepSeek-V4\'s' : ''}`);
-    }
+    checkInjectFor(a.inject, faults, model);
     let layers = parseLayers(a.layers, model.numLayers);
     const fingerprint = quickFingerprint(ck);
 
@@ -154,6 +149,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         (wp as ProgressLine | null)?.done(); // set inside the callback, which TS cannot see: it would narrow wp to null
       }
       assertNoNanCodes(ck, weights);
+      assertInjectApplies(a.inject, faults, weights);
     }
 
     const staging = a.dump !== undefined ? path.join(a.dump, `.layerdiff-partial-${process.pid}`) : null;
@@ -263,3 +259,34 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
 export { assertOutsideModel as assertOutside } from '../io/writer.js';
 
 export { architectureOf };
+
+/**
+ * An injected fault must be one this model's device path simulates at a layer it has (diff and gate): the
+ * verdict's faults (issue 10) exist in some device paths only, and elsewhere the injection would be a
+ * silent no-op.
+ */
+export function checkInjectFor(text: string | undefined, faults: FaultPlan | null, model: { numLayers: number; architecture: string }): void {
+  if (faults === null) return;
+  if (faults.layer != null && faults.layer >= model.numLayers) throw new InputError(`--inject ${text}: the model has layers 0-${model.numLayers - 1}`);
+  const simulatedIn: Record<string, string[]> = { 'fp16-accumulate': ['llama', 'deepseek_v4'], 'rope-angle-fp16': ['llama', 'deepseek_v4'], 'router-bias-dropped': ['deepseek_v4'] };
+  const where = simulatedIn[faults.fault];
+  if (where !== undefined && !where.includes(model.architecture)) {
+    throw new InputError(`--inject ${text}: not simulated on ${model.architecture} (only ${where.join(', ')})${faults.fault === 'router-bias-dropped' ? ': the fault needs an expert router with a selection-only bias, as DeepSeek-V4\'s' : ''}`);
+  }
+}
+
+/**
+ * A weight fault that touches no quantized tensor of the run (an NVFP4-only fault on an MXFP4 checkpoint, a
+ * fault at a layer without that format) would be a silent no-op, and the run would pass as if the tool had
+ * missed a bug: bad input instead, naming the formats the checkpoint has.
+ */
+export function assertInjectApplies(text: string | undefined, faults: FaultPlan | null, weights: WeightsReport | null): void {
+  if (faults === null || weights === null) return;
+  if (![...FORMATS, ...FUSED_FORMATS].some((f) => f.faults.includes(faults.fault))) return; // an activation fault
+  const scaleCode = (dtype: string): ScaleCode => (dtype === 'F32' ? 'f32' : dtype === 'F8_E4M3' ? 'e4m3' : 'e8m0');
+  const inScope = weights.tensors.filter((t) => faults.layer === null || t.layer === faults.layer);
+  if (inScope.some((t) => faultApplies(faults.fault, t.format, scaleCode(t.scale.dtype)))) return;
+  const formats = [...new Set(inScope.map((t) => t.encoding))];
+  throw new InputError(`--inject ${text}: touches no quantized tensor${faults.layer !== null ? ` of layer ${faults.layer}` : ''} of this checkpoint (${formats.length > 0 ? `its formats there: ${formats.join(', ')}` : 'none is quantized there'}), so it would simulate nothing`);
+}
+

@@ -39,6 +39,8 @@ import { policyText, sci, verdictLine } from '../../reports/format.js';
 import { gateCauseLines, gateVerdictLine } from '../../reports/gate.js';
 import { stdoutTaken, writeGateReports } from '../../reports/writers.js';
 import { buildGateReport } from '../gate/report.js';
+import { parseInject } from '../faults/plan.js';
+import { assertInjectApplies, checkInjectFor } from './diff.js';
 import { architectureFor } from '../arch/registry.js';
 import { cacheListDigest, MANIFEST } from '../generate/fp16cache.js';
 import { checkReportTargets } from './outputs.js';
@@ -75,6 +77,8 @@ export interface GateArgs {
   html?: string;
   /** an FP16 cache (layerdiff convert) to compare with the checkpoint and bind into the record */
   fp16Cache?: string;
+  /** simulate a device-path bug (diff's --inject): the gate must refuse it; no record or partial is ever written */
+  inject?: string;
 }
 
 export interface GateResult {
@@ -136,7 +140,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   const ck = Checkpoint.open(a.model);
   try {
     const backend = selectBackend(a.device);
-    const model = openModel(ck, backend, null);
+    const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
+    const model = openModel(ck, backend, faults);
+    checkInjectFor(a.inject, faults, model);
     let prompts: AcceptancePrompt[];
     if (a.prompts !== undefined) prompts = readPromptsFile(a.prompts);
     else prompts = hasTokenizer(ck.dir) ? [...BUILTIN_PROMPTS] : builtinTokenPrompts(model.vocab);
@@ -167,11 +173,12 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     // every quantized tensor's FP16 copy against the exact one, NaN codes as bad input. Each report carries it.
     model.conformance();
     const weights = checkWeights(ck, backend.native, {
-      layers: null, faults: null, numLayers: model.numLayers, fused: model.fusedLinears,
+      layers: null, faults, numLayers: model.numLayers, fused: model.fusedLinears,
       onTensor: (name, done, total) => progress.show(`gate: weights ${done + 1}/${total} ${name}`),
     });
     progress.done();
     assertNoNanCodes(ck, weights);
+    assertInjectApplies(a.inject, faults, weights);
     const summaries: PromptSummary[] = [];
     const reports: Report[] = [];
     const jsons: string[] = [];
@@ -201,7 +208,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         const report = buildReport({
           modelPath: path.resolve(ck.dir), architecture: model.architecture, fingerprint: { value: fp.value, kind: 'sha256 of every file' },
           numLayers: model.numLayers, tokens: inputs[i].tokens, prompt: inputs[i].prompt, device: backend.identity, policy,
-          mode: 'both', layers: 'all', injected: null, run, diagnosis: diagnose(run, policy, weights), weights, elapsedMs: Date.now() - t0,
+          mode: 'both', layers: 'all', injected: faults, run, diagnosis: diagnose(run, policy, weights), weights, elapsedMs: Date.now() - t0,
           golden: goldenDir !== null ? { dir: path.resolve(goldenDir), action: a.golden !== undefined ? 'compared' : 'saved' } : null,
         });
         const json = reportJson(report);
@@ -234,6 +241,12 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
       // each cause once, naming the prompts it showed in
       for (const l of gateCauseLines(g)) human.write(`  ${l}\n`);
+    }
+    if (faults !== null) {
+      // a simulated bug never unlocks anything: report whether the gate caught it, write no record or partial
+      writeGateReports(g, targets, out);
+      human.write(failed.length > 0 ? `injected fault ${a.inject}: refused (${failed.length} of ${summaries.length} prompts failed); no record written\n` : `injected fault ${a.inject}: NOT caught — every prompt passed with a simulated device bug; no record written\n`);
+      return { code: failed.length > 0 ? ExitCode.stageFailed : ExitCode.pass, summaries, reports, record: null };
     }
     if (a.out === undefined && (a.record === undefined || failed.length > 0)) {
       writeGateReports(g, targets, out);

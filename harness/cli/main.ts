@@ -226,11 +226,12 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('summary', { type: 'string', describe: 'write a Markdown summary to FILE (- for stdout)' })
           .option('html', { type: 'string', describe: 'write one HTML report to FILE, a section per prompt' })
           .option('fp16-cache', { type: 'string', describe: 'also vouch for this FP16 cache (layerdiff convert): every byte re-derived from the checkpoint and compared, then bound into the record' })
+          .option('inject', { type: 'string', describe: 'simulate a device-path bug, as diff --inject (see layerdiff faults): exit 1 when the gate refuses it; never writes a record' })
           .options(deviceOption)
           .options(policyOptions),
       async (a) => {
         if (a.merge !== undefined) {
-          const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden', 'fp16-cache'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
+          const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden', 'fp16-cache', 'inject'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
           if (given.length > 0) throw new InputError(`gate --merge reads only the shards' folders and --record; drop ${given.map((k) => (k === 'model' ? 'the model' : `--${k}`)).join(', ')}`);
           if (a.record === undefined) throw new InputError('gate --merge needs --record FILE: the record to write');
           code = runGateMerge({ dirs: a.merge.map(String), record: a.record }).code;
@@ -241,7 +242,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           await runGate({
             model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'],
             policy: a.policy, shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
-            json: a.json, junit: a.junit, summary: a.summary, html: a.html, fp16Cache: a['fp16-cache'],
+            json: a.json, junit: a.junit, summary: a.summary, html: a.html, fp16Cache: a['fp16-cache'], inject: a.inject,
           })
         ).code;
       },

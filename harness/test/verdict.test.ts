@@ -287,6 +287,25 @@ describe('a router that rescales its scores', () => {
   });
 });
 
+describe('the gate refuses every catalog fault on deepseek-v4-tiny (gate --inject)', () => {
+  // one 200-token prompt (flips happen, RoPE angles grow): every fault that touches this checkpoint's formats
+  const faults = ['e3m0-table', 'nibble-swap@2', 'scale-missing@1', 'scale-axis@2', 'scale-stride@3', 'e8m0-as-int@1', 'fp16-overflow@2', 'fp16-accumulate@1', 'rope-angle-fp16', 'router-bias-dropped@3'];
+  it(`writes no record and exits 1 on each of ${faults.length} faults; a fault this checkpoint has no format for is refused as bad input`, async () => {
+    const prompts = path.join(tmp, 'inject-prompts.jsonl');
+    fs.writeFileSync(prompts, JSON.stringify({ tokens: LONG }) + '\n');
+    const sink = { write: () => true } as unknown as NodeJS.WritableStream;
+    for (const inject of faults) {
+      const record = path.join(tmp, `inject-${inject}.json`);
+      const r = await runGate({ model: DSV4(), record, prompts, device: 'emulated', inject }, sink);
+      expect(r.code, inject).toBe(1);
+      expect(r.record, inject).toBeNull();
+      expect(fs.existsSync(record), inject).toBe(false);
+      expect(r.reports[0].injected?.fault, inject).toBe(inject.split('@')[0]);
+    }
+    await expect(runGate({ model: DSV4(), record: path.join(tmp, 'x.json'), prompts, device: 'emulated', inject: 'global-scale-inverted' }, sink)).rejects.toThrow(/touches no quantized tensor of this checkpoint \(its formats there: fp8-block, deepseek-mxfp4\)/);
+  }, 600_000);
+});
+
 describe('the gate uses the same verdict', () => {
   it('passes on the fixture with the three answers in its record', async () => {
     const record = path.join(tmp, 'acceptance.json');
