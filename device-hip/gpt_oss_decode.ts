@@ -8,15 +8,14 @@
  * (harness/generate/fp16cache_gpt_oss.ts) the linears arrive as FP16 and are not dequantized again.
  */
 import { act } from '../harness/formats/tensor.js';
-import type { Decoder } from '../harness/contracts/decoder.js';
 import type { GptOssCheckpoint, GptOssLayerWeights } from '../harness/models/gpt_oss.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
 import type { GptOssDevice } from './gpt_oss.js';
-import { type DecodeEntry, KvCacheF16, lastRows } from './kv_cache.js';
+import { type DecodeEntry, KvCacheDecoder, KvCacheF16, lastRows } from './kv_cache.js';
 
-export class GptOssDeviceDecoder implements Decoder {
+export class GptOssDeviceDecoder extends KvCacheDecoder {
   readonly vocab: number;
-  private readonly cache: KvCacheF16;
+  protected readonly cache: KvCacheF16;
   /** layer weights, read once (the experts dequantize through the device path's own cache) */
   private readonly layers: GptOssLayerWeights[] = [];
 
@@ -28,25 +27,13 @@ export class GptOssDeviceDecoder implements Decoder {
     /** where the layers' weights come from: the checkpoint (dequantized on use), or an FP16 cache's layers */
     layer: (L: number) => GptOssLayerWeights = (L) => m.loadLayer(L),
   ) {
+    super();
     this.vocab = m.cfg.vocab;
     this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
     for (let L = 0; L < m.cfg.layers; L++) this.layers.push(layer(L));
   }
 
-  prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
-    const longest = Math.max(...prompts.map((p) => p.length));
-    if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
-    if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
-    this.cache.reset(prompts.length, capacity);
-    return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
-  }
-
-  step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
-    if (seqs.length !== tokens.length) throw new Error(`step: ${seqs.length} sequences but ${tokens.length} tokens`);
-    return this.advance(seqs.map((seq, i) => ({ seq, tokens: [tokens[i]] })));
-  }
-
-  private advance(entries: DecodeEntry[]): Float32Array[] {
+  protected advance(entries: DecodeEntry[]): Float32Array[] {
     const { N, K, device } = this;
     const { hidden: H, heads: NH, kvHeads: NKV, headDim: d, slidingWindow, vocab: V } = this.m.cfg;
     const rows = this.cache.rows(entries, V);
@@ -66,8 +53,4 @@ export class GptOssDeviceDecoder implements Decoder {
     return entries.map((_, i) => logits.data.slice(i * V, (i + 1) * V));
   }
 
-  /** Tokens held per sequence (tests). */
-  lengths(): number[] {
-    return this.cache.lengths();
-  }
 }

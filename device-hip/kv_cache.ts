@@ -5,6 +5,7 @@
  * per entry). That kernel equals attentionF16's rows at a position offset bit for bit (window and sinks
  * included: generate.test.ts), so a decoder built on this reproduces the diff's full recompute.
  */
+import type { Decoder } from '../harness/contracts/decoder.js';
 import type { DecodeNative } from './binding.js';
 
 export interface DecodeEntry {
@@ -108,3 +109,34 @@ export function lastRows(x: Uint16Array, D: number, entries: readonly DecodeEntr
   });
   return last;
 }
+
+/**
+ * A device decoder over a KvCacheF16: prefill and step turn into entries (a sequence and its new tokens),
+ * which the architecture's `advance` runs through its layers; the checks of both are here once.
+ */
+export abstract class KvCacheDecoder implements Decoder {
+  abstract readonly vocab: number;
+  protected abstract readonly cache: KvCacheF16;
+
+  prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
+    if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
+    const longest = Math.max(...prompts.map((p) => p.length));
+    if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
+    this.cache.reset(prompts.length, capacity);
+    return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
+  }
+
+  step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
+    if (seqs.length !== tokens.length) throw new Error(`step: ${seqs.length} sequences but ${tokens.length} tokens`);
+    return this.advance(seqs.map((seq, i) => ({ seq, tokens: [tokens[i]] })));
+  }
+
+  /** Tokens held per sequence (tests and benchmarks). */
+  lengths(): number[] {
+    return this.cache.lengths();
+  }
+
+  /** Run each entry's new tokens through the model, appending to its cache; logits of each entry's last token. */
+  protected abstract advance(entries: DecodeEntry[]): Float32Array[];
+}
+

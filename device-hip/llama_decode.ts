@@ -17,10 +17,9 @@
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
-import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint, llamaInvFreq } from '../harness/models/llama.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
-import { type DecodeEntry, KvCacheF16, lastRows } from './kv_cache.js';
+import { type DecodeEntry, KvCacheDecoder, KvCacheF16, lastRows } from './kv_cache.js';
 import { addBiasRowsF16, LinearCache } from './linear.js';
 
 export type LlamaLinearKey = (typeof LLAMA_LINEARS)[number];
@@ -114,10 +113,10 @@ export function llamaRopeTables(invFreq: ArrayLike<number>, positions: readonly 
   return { cos, sin };
 }
 
-export class LlamaDeviceDecoder implements Decoder {
+export class LlamaDeviceDecoder extends KvCacheDecoder {
   readonly vocab: number;
   /** per layer: K [Bc, cap, kvHeads, headDim] and V, f16 */
-  private readonly cache: KvCacheF16;
+  protected readonly cache: KvCacheF16;
   /** RoPE inverse frequencies (llamaInvFreq: rope_theta, llama3 scaling) */
   private readonly invFreq: Float64Array;
 
@@ -127,27 +126,14 @@ export class LlamaDeviceDecoder implements Decoder {
     private readonly K: DecodeNative,
     private readonly w: LlamaF16Weights,
   ) {
+    super();
     this.vocab = m.cfg.vocab;
     this.invFreq = llamaInvFreq(m.cfg);
     this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
     if (w.layers.length !== m.cfg.layers) throw new Error(`FP16 weights hold ${w.layers.length} layers, the model has ${m.cfg.layers}`);
   }
 
-  prefill(prompts: readonly (readonly number[])[], capacity: number): Float32Array[] {
-    const longest = Math.max(...prompts.map((p) => p.length));
-    if (prompts.length === 0 || prompts.some((p) => p.length === 0)) throw new Error('prefill needs at least one non-empty prompt');
-    if (capacity < longest) throw new Error(`capacity ${capacity} is below the longest prompt (${longest} tokens)`);
-    this.cache.reset(prompts.length, capacity);
-    return this.advance(prompts.map((tokens, seq) => ({ seq, tokens })));
-  }
-
-  step(seqs: readonly number[], tokens: readonly number[]): Float32Array[] {
-    if (seqs.length !== tokens.length) throw new Error(`step: ${seqs.length} sequences but ${tokens.length} tokens`);
-    return this.advance(seqs.map((seq, i) => ({ seq, tokens: [tokens[i]] })));
-  }
-
-  /** Run each entry's new tokens through the model, appending to its cache; logits of each entry's last token. */
-  private advance(entries: DecodeEntry[]): Float32Array[] {
+  protected advance(entries: DecodeEntry[]): Float32Array[] {
     const { N, K, w } = this;
     const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps, vocab: V } = this.m.cfg;
     const rows = this.cache.rows(entries, V);
@@ -180,8 +166,4 @@ export class LlamaDeviceDecoder implements Decoder {
     return entries.map((_, i) => logits.slice(i * V, (i + 1) * V));
   }
 
-  /** Tokens held per sequence (tests and benchmarks). */
-  lengths(): number[] {
-    return this.cache.lengths();
-  }
 }

@@ -13,17 +13,13 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js';
-import { LlamaDevice } from '../../device-hip/llama.js';
-import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { dequantLinear } from '../../reference-cpu/dequant.js';
 import { decodeStored, LlamaReference } from '../../reference-cpu/llama.js';
-import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 import type { StoredTensor } from '../formats/linear.js';
-import { RecomputeDecoder } from '../generate/recompute.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { LlamaCheckpoint, type LlamaLayerWeights } from '../models/llama.js';
 import { quietDiff } from './cli.js';
+import { expectLlamaDecodersMatchRecompute } from './llama-decoders.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -100,16 +96,7 @@ describe('llama attention_bias and mlp_bias', () => {
   });
 
   it('both decoders equal their full recompute with the biases (device bit for bit)', () => {
-    const N = loadDeviceNative();
-    const K = loadDecodeNative();
-    const prompts = [tokens, tokens.slice(0, 5)];
-    const layers = { numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L: number) => m.loadLayer(L) };
-    const dev = new LlamaDeviceDecoder(m, N, K, buildLlamaF16(m, N)).prefill(prompts, 16);
-    const devFull = new RecomputeDecoder(layers, new LlamaDevice(m, N, null)).prefill(prompts, 16);
-    dev.forEach((l, i) => expect(Buffer.from(l.buffer, l.byteOffset, l.byteLength).equals(Buffer.from(devFull[i].buffer, devFull[i].byteOffset, devFull[i].byteLength)), `prompt ${i}`).toBe(true));
-    const ref = new LlamaReferenceDecoder(m).prefill(prompts, 16);
-    const refFull = new RecomputeDecoder(layers, new LlamaReference(m)).prefill(prompts, 16);
-    ref.forEach((l, i) => expect(maxAbs(l, refFull[i]), `prompt ${i}`).toBeLessThan(1e-4));
+    const { dev, ref } = expectLlamaDecodersMatchRecompute(m, [tokens, tokens.slice(0, 5)], 16);
     // and the device is near the reference, as FP16 is
     dev.forEach((l, i) => expect(maxAbs(l, ref[i]), `prompt ${i}`).toBeLessThan(0.05));
   });

@@ -8,16 +8,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyCheckpoint } from '../../fixtures/inject.js';
-import { loadDecodeNative, loadDeviceNative } from '../../device-hip/binding.js';
-import { LlamaDevice } from '../../device-hip/llama.js';
-import { buildLlamaF16, LlamaDeviceDecoder } from '../../device-hip/llama_decode.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
-import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 import { InputError } from '../errors.js';
-import { RecomputeDecoder } from '../generate/recompute.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { LlamaCheckpoint, llamaInvFreq } from '../models/llama.js';
 import { LLAMA_TINY, quietDiff } from './cli.js';
+import { expectLlamaDecodersMatchRecompute } from './llama-decoders.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -107,16 +103,7 @@ describe('rope_scaling llama3', () => {
       const r = await quietDiff({ model: dir, layers: 'all', device: 'emulated', mode: 'both', freeSelection: false, tokens: tokens.join(',') });
       expect(r.code).toBe(0);
 
-      const N = loadDeviceNative();
-      const K = loadDecodeNative();
-      const prompts = [tokens, tokens.slice(0, 9)];
-      const layers = { numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L: number) => m.loadLayer(L) };
-      const dev = new LlamaDeviceDecoder(m, N, K, buildLlamaF16(m, N)).prefill(prompts, 48);
-      const full = new RecomputeDecoder(layers, new LlamaDevice(m, N, null)).prefill(prompts, 48);
-      dev.forEach((l, i) => expect(Buffer.from(l.buffer, l.byteOffset, l.byteLength).equals(Buffer.from(full[i].buffer, full[i].byteOffset, full[i].byteLength)), `prompt ${i}`).toBe(true));
-      const ref = new LlamaReferenceDecoder(m).prefill(prompts, 48);
-      const refFull = new RecomputeDecoder(layers, new LlamaReference(m)).prefill(prompts, 48);
-      ref.forEach((l, i) => expect(Math.max(...Array.from(l, (v, j) => Math.abs(v - refFull[i][j]))), `prompt ${i}`).toBeLessThan(1e-4));
+      expectLlamaDecodersMatchRecompute(m, [tokens, tokens.slice(0, 9)], 48);
     } finally {
       ck.close();
       plainCk.close();
