@@ -287,6 +287,31 @@ describe('a router that rescales its scores', () => {
   });
 });
 
+describe('the head, run once per path for every mode (runner headRows)', () => {
+  it('rows stacked into one logits call give each input the bits of its own call, on every architecture and path', () => {
+    for (const fx of [LLAMA_TINY(), DSV4(), path.join(packageRoot(), 'fixtures', 'gpt-oss-tiny')]) {
+      const ck = Checkpoint.open(fx);
+      try {
+        const model = openModel(ck, selectBackend('emulated'), null);
+        const D = model.reference.embed([1]).shape[1];
+        const mk = (S: number, seed: number) => act([S, D], Float32Array.from({ length: S * D }, (_, i) => Math.sin(i * 0.37 + seed) * 2));
+        const xs = [mk(37, 1), mk(5, 2), mk(59, 3)];
+        for (const p of [model.device, model.reference]) {
+          const stacked = p.logits(act([101, D], Float32Array.from(xs.flatMap((x) => Array.from(x.data))))).data;
+          let off = 0;
+          for (const x of xs) {
+            const own = p.logits(x).data;
+            expect(Buffer.from(stacked.buffer, stacked.byteOffset + off * 4, own.byteLength).equals(Buffer.from(own.buffer, own.byteOffset, own.byteLength)), fx).toBe(true);
+            off += own.length;
+          }
+        }
+      } finally {
+        ck.close();
+      }
+    }
+  });
+});
+
 describe('the gate refuses every catalog fault on deepseek-v4-tiny (gate --inject)', () => {
   // one 200-token prompt (flips happen, RoPE angles grow): every fault that touches this checkpoint's formats
   const faults = ['e3m0-table', 'nibble-swap@2', 'scale-missing@1', 'scale-axis@2', 'scale-stride@3', 'e8m0-as-int@1', 'fp16-overflow@2', 'fp16-accumulate@1', 'rope-angle-fp16', 'router-bias-dropped@3'];
