@@ -107,12 +107,12 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       if (a.layers !== 'all' && !sameRange(layers, g.layers)) throw new InputError(`--layers ${a.layers}: the golden run holds ${golden.rangeText()}`);
       layers = g.layers;
       if (a.tokens !== undefined || a.prompt !== undefined || a.maxTokens !== undefined) {
-        const given = await resolveInput(ck.dir, model.vocab, a);
+        const given = await resolveInput(ck.dir, model.vocab, a, (n) => ck.readMeta(n));
         if (given.tokens.join(',') !== g.tokens.join(',')) throw new InputError(`--golden: the input differs from the golden run's ${g.tokens.length} tokens (omit --tokens/--prompt to use them)`);
       }
       input = g.prompt !== undefined ? { tokens: g.tokens, prompt: g.prompt } : { tokens: g.tokens };
     } else {
-      input = await resolveInput(ck.dir, model.vocab, a);
+      input = await resolveInput(ck.dir, model.vocab, a, (n) => ck.readMeta(n));
     }
 
     const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };

@@ -153,7 +153,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     const inputs: ResolvedInput[] = [];
     for (const p of prompts) {
       const spec = p.tokens !== undefined ? { tokens: p.tokens.join(',') } : { prompt: p.prompt };
-      inputs.push(await resolveInput(ck.dir, model.vocab, a.prompts === undefined && maxPos !== undefined ? { ...spec, maxTokens: maxPos } : spec));
+      inputs.push(await resolveInput(ck.dir, model.vocab, a.prompts === undefined && maxPos !== undefined ? { ...spec, maxTokens: maxPos } : spec, (n) => ck.readMeta(n)));
     }
     // The whole set is resolved on every shard: the assignment and the set's digest depend on all of it.
     const set = promptSetEntries(prompts.map((p, i) => ({ name: p.name, tokens: inputs[i].tokens })));

@@ -115,6 +115,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     let fp16CacheDigest: string | undefined;
     const backend = a.path === 'device' ? selectBackend(a.device) : null;
     if (backend !== null) {
+      // the tokenizer's bytes are read now, so the fingerprint covers the very bytes it is built from
+      if (hasTokenizer(ck.dir)) for (const f of ['tokenizer.json', 'tokenizer_config.json']) ck.readMeta(f);
       const fp = await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
@@ -126,7 +128,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${fp16CacheDigest !== undefined ? ', FP16 cache vouched for' : ''})\n`);
     }
 
-    const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir) : null;
+    const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir, (n) => ck.readMeta(n)) : null;
     if (a.prompt.length > 0 && tk === null) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: ck.dir });
     const vocab = typeof ck.config.vocab_size === 'number' ? ck.config.vocab_size : Infinity;
     const prompts = [...a.prompt.map((p) => tk!.encode(p)), ...a.tokens.map((t) => parseTokens(t, vocab))];

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { readJsonObject } from '../io/checkpoint.js';
-import { loadTokenizer } from '../io/tokenizer.js';
+import { loadTokenizer, type MetaReader } from '../io/tokenizer.js';
 
 import { DEFAULT_PROMPT } from '../gate/prompts.js';
 
@@ -25,7 +25,7 @@ export interface ResolvedInput {
   prompt?: string;
 }
 
-export async function resolveInput(modelDir: string, vocab: number, a: { prompt?: string; tokens?: string; maxTokens?: number }): Promise<ResolvedInput> {
+export async function resolveInput(modelDir: string, vocab: number, a: { prompt?: string; tokens?: string; maxTokens?: number }, read?: MetaReader): Promise<ResolvedInput> {
   if (a.prompt !== undefined && a.tokens !== undefined) throw new InputError('give --prompt or --tokens, not both');
   let tokens: number[];
   let prompt: string | undefined;
@@ -41,7 +41,7 @@ export async function resolveInput(modelDir: string, vocab: number, a: { prompt?
     if (hasTokenizer) {
       prompt = a.prompt ?? DEFAULT_PROMPT;
       if (prompt.length > MAX_PROMPT_CHARS) throw new InputError(`--prompt has ${prompt.length} characters; the limit is ${MAX_PROMPT_CHARS} (and the tokens must fit max_position_embeddings)`);
-      tokens = (await loadTokenizer(modelDir)).encode(prompt);
+      tokens = (await loadTokenizer(modelDir, read)).encode(prompt);
     } else {
       tokens = DEFAULT_IDS.map((t) => t % vocab);
     }

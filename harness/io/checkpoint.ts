@@ -70,12 +70,26 @@ export class Checkpoint {
     return ck;
   }
 
-  /** config.json and the index as they were parsed */
+  /** config.json, the index and the metadata files read through readMeta, as they were parsed */
   private readonly readFiles = new Map<string, Buffer>();
 
   /**
+   * A metadata file of the checkpoint (`tokenizer.json`, `inference/config.json`, …), read once and kept:
+   * whoever parses it and the fingerprint (hashSources) see the same bytes. null when the folder has none.
+   */
+  readMeta(name: string): Buffer | null {
+    const kept = this.readFiles.get(name);
+    if (kept !== undefined) return kept;
+    const file = path.join(this.dir, name);
+    if (!fs.existsSync(file)) return null;
+    const b = readRegularBytes(file);
+    this.readFiles.set(name, b);
+    return b;
+  }
+
+  /**
    * What the fingerprint hashes, per file name: the open descriptor of each shard (the one every tensor is
-   * read through) and the bytes of config.json and the index as parsed. A file swapped after open is then
+   * read through) and the bytes of config.json, the index and every readMeta file as parsed. A file swapped after open is then
    * neither read nor hashed: the fingerprint is of what this checkpoint computes with.
    */
   hashSources(): Map<string, number | Buffer> {

@@ -52,11 +52,13 @@ export class TextTokenizer {
   }
 
   /** Load `<modelDir>/tokenizer.json` and, if present, `<modelDir>/tokenizer_config.json`. */
-  static load(modelDir: string): TextTokenizer {
+  /** `read`: the checkpoint's metadata reader (Checkpoint.readMeta), so the bytes parsed are the bytes fingerprinted */
+  static load(modelDir: string, read?: MetaReader): TextTokenizer {
     const file = path.join(modelDir, TOKENIZER_FILE);
-    const json = readJsonObject(file);
+    const json = readJsonObject(file, read?.(TOKENIZER_FILE) ?? undefined);
     const configFile = path.join(modelDir, TOKENIZER_CONFIG_FILE);
-    const config = fs.existsSync(configFile) ? readJsonObject(configFile) : {};
+    const cfgBytes = read !== undefined ? read(TOKENIZER_CONFIG_FILE) : fs.existsSync(configFile) ? undefined : null;
+    const config = cfgBytes === null ? {} : readJsonObject(configFile, cfgBytes);
     return TextTokenizer.fromJson(json, config, file);
   }
 
@@ -152,8 +154,11 @@ const PROBE_TEXT = 'hello world';
  * a tokenizer that maps "hello world" to nothing, to its unknown token or only to special tokens would make
  * every run compute on a meaningless input and pass.
  */
-export function loadTokenizer(modelDir: string): TextTokenizer {
-  const tk = TextTokenizer.load(modelDir);
+/** A checkpoint's metadata file by name (Checkpoint.readMeta): its bytes, or null when absent. */
+export type MetaReader = (name: string) => Buffer | null;
+
+export function loadTokenizer(modelDir: string, read?: MetaReader): TextTokenizer {
+  const tk = TextTokenizer.load(modelDir, read);
   const configFile = path.join(modelDir, 'config.json');
   const vocab = fs.existsSync(configFile) ? readJsonObject(configFile).vocab_size : undefined;
   if (typeof vocab === 'number' && tk.vocabSize > vocab) {

@@ -167,7 +167,7 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
   readonly ignoredTensors: number;
 
   constructor(readonly ck: Checkpoint) {
-    this.cfg = loadDeepseekV4Config(ck.dir, ck.config, ck.configFile);
+    this.cfg = loadDeepseekV4Config(ck.dir, ck.config, ck.configFile, (n) => ck.readMeta(n));
     this.qc = parseQuantConfig(ck.config, ck.configFile);
     this.ignoredTensors = ck.names().filter((n) => n.startsWith('mtp.')).length;
     assertStoredLayers(ck, this.cfg.layers, 'layers.');

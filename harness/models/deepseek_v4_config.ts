@@ -112,9 +112,11 @@ const FIELDS = {
 type Field = keyof typeof FIELDS;
 
 /** Read config.json and, when present, `<dir>/inference/config.json`. */
-export function loadDeepseekV4Config(dir: string, config: Record<string, unknown>, configFile: string): DeepseekV4Config {
+export function loadDeepseekV4Config(dir: string, config: Record<string, unknown>, configFile: string, read?: (name: string) => Buffer | null): DeepseekV4Config {
   const infFile = path.join(dir, 'inference', 'config.json');
-  const inference = fs.existsSync(infFile) ? { raw: readJsonObject(infFile), file: infFile } : null;
+  // through the checkpoint's reader when given, so the bytes parsed are the bytes fingerprinted
+  const bytes = read !== undefined ? read('inference/config.json') : fs.existsSync(infFile) ? undefined : null;
+  const inference = bytes !== null ? { raw: readJsonObject(infFile, bytes), file: infFile } : null;
   return parseDeepseekV4Config({ raw: config, file: configFile }, inference);
 }
 
