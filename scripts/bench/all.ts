@@ -8,6 +8,7 @@ import { benchDiff } from './diff.js';
 import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
 import { benchGenerateDeepseek } from './generate_deepseek.js';
+import { benchGenerateGptOss } from './generate_gpt_oss.js';
 
 const wide = process.argv.includes('--wide');
 console.log('== GEMM and dequant ==');
@@ -19,3 +20,4 @@ await benchVerdict();
 console.log('\n== generation ==');
 await benchGenerate();
 await benchGenerateDeepseek(wide);
+await benchGenerateGptOss();
