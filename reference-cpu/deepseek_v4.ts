@@ -25,8 +25,8 @@ import { type DeepseekV4Ablations, NO_ABLATIONS } from './deepseek_v4/ablations.
 import { attention } from './deepseek_v4/attention.js';
 import { expandStreams, hcHead, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { moe } from './deepseek_v4/moe.js';
-import { decodeStored } from './llama.js';
-import { matmul, rmsnorm, stored } from './ops.js';
+import { decodeStored, headLogits } from './llama.js';
+import { rmsnorm, stored } from './ops.js';
 
 export type { DeepseekV4Ablations } from './deepseek_v4/ablations.js';
 
@@ -115,15 +115,9 @@ export class DeepseekV4Reference implements StagePath<DeepseekV4LayerWeights> {
   /** head.weight · x for every position (DeepSeek computes the last only), head read in 4096-row chunks. */
   logits(x: Act): Act {
     const { hidden: D, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = matmul(x.data, S, D, decodeStored(chunk), n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], headLogits(this.m, x.data, x.shape[0], D, V));
   }
+
 }
 
 /** Everything of the ModelDef but the device path, for harness/arch/deepseek_v4.ts to complete. */

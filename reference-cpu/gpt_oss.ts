@@ -19,7 +19,7 @@ import { GPT_OSS_ALPHA, type GptOssCheckpoint, type GptOssLayerWeights, gptOssRo
 import type { LayerContext, LayerResult, ModelDef, StagePath } from '../harness/models/path.js';
 import { dequantLinear } from './dequant.js';
 import type { GptOssTraps } from './gpt_oss/traps.js';
-import { decodeStored } from './llama.js';
+import { decodeStored, headLogits } from './llama.js';
 import { add, causalAttention, matmul, rmsnorm, rope, softmaxInPlace, stored } from './ops.js';
 
 export type { GptOssTraps } from './gpt_oss/traps.js';
@@ -172,15 +172,9 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
 
   logits(x: Act): Act {
     const { hidden: H, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = matmul(x.data, S, H, decodeStored(chunk), n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], headLogits(this.m, x.data, x.shape[0], H, V));
   }
+
 }
 
 /** Everything of the ModelDef but the device path, for harness/arch/gpt_oss.ts to complete. */

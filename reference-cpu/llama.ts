@@ -13,7 +13,7 @@ import { type Act, act } from '../harness/formats/tensor.js';
 import { type LlamaCheckpoint, llamaInvFreq, type LlamaLayerWeights, type LlamaLinear } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import { assertFinite, dequantLinear } from './dequant.js';
-import { dequantExact, type ExactKind } from './native.js';
+import { dequantExact, type ExactKind, linearExact } from './native.js';
 import { add, addRowBias, causalAttention, matmul, rmsnorm, rope, stored, swiglu } from './ops.js';
 
 /** The exact widenings (BF16/F16/F32) run natively: embedding rows and head chunks are large. */
@@ -27,6 +27,30 @@ export function decodeStored(t: StoredTensor): Float32Array {
   assertFinite(w, t);
   return w;
 }
+
+/**
+ * x [S, D] · headᵀ → [S, V] for a [V, D] head read in 4096-row chunks: each chunk decoded exactly inside the
+ * native GEMM (linearExact, the bits of matmul over decodeStored(chunk)), so no FP32 copy of a chunk is made.
+ * Every architecture's reference logits and the FP32 decoder use it.
+ */
+export function headLogits(m: { forEachHeadChunk(rows: number, fn: (r0: number, chunk: StoredTensor) => void): void }, x: Float32Array, S: number, D: number, V: number): Float32Array {
+  const out = new Float32Array(S * V);
+  m.forEachHeadChunk(4096, (r0, chunk) => {
+    const n = chunk.shape[0];
+    const kind = NATIVE_PLAIN[chunk.dtype];
+    let part: Float32Array;
+    if (kind === undefined) part = matmul(x, S, D, decodeStored(chunk), n);
+    else {
+      const r = linearExact(x, S, kind, chunk.bytes, NO_SCALE, n, D, 1, 1, 0, n);
+      if (r.firstNonFinite >= 0) decodeStored(chunk); // a NaN/Inf weight: the named InputError
+      part = r.y;
+    }
+    for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
+  });
+  return out;
+}
+
+const NO_SCALE = new Uint8Array(0);
 
 /** y [rows, out] + the projection's bias per row (in place), or y as it is without one. */
 export const withBias = (y: Float32Array, rows: number, bias: StoredTensor | null): Float32Array => addRowBias(y, rows, bias !== null ? decodeStored(bias) : null);
@@ -70,13 +94,6 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
 
   logits(x: Act): Act {
     const { hidden: D, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = matmul(x.data, S, D, decodeStored(chunk), n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], headLogits(this.m, x.data, x.shape[0], D, V));
   }
 }

@@ -11,7 +11,7 @@
 import type { Decoder } from '../harness/contracts/decoder.js';
 import { LLAMA_LINEARS, type LlamaCheckpoint, llamaInvFreq } from '../harness/models/llama.js';
 import { dequantLinear } from './dequant.js';
-import { decodeStored } from './llama.js';
+import { decodeStored, headLogits } from './llama.js';
 import { add, addRowBias, matmul, rmsnorm, rope, softmaxInPlace, swiglu } from './ops.js';
 
 type LinearKey = (typeof LLAMA_LINEARS)[number];
@@ -146,12 +146,7 @@ export class LlamaReferenceDecoder implements Decoder {
       last.set(x.subarray((r - 1) * D, r * D), i * D);
     });
     const normed = rmsnorm(last, E, D, this.norm, eps);
-    const out = entries.map(() => new Float32Array(V));
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = matmul(normed, E, D, decodeStored(chunk), n);
-      for (let i = 0; i < E; i++) out[i].set(part.subarray(i * n, (i + 1) * n), r0);
-    });
-    return out;
+    const all = headLogits(this.m, normed, E, D, V);
+    return entries.map((_, i) => all.slice(i * V, (i + 1) * V));
   }
 }
