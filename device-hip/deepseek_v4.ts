@@ -22,7 +22,7 @@ import { expandStreams16, hcPost, hcPre } from './deepseek_v4/hc.js';
 import { Kit } from './deepseek_v4/kit.js';
 import { moe } from './deepseek_v4/moe.js';
 import { faultAt, type FaultPlan } from '../harness/faults/plan.js';
-import { LinearCache } from './linear.js';
+import { deviceHeadLogits, LinearCache } from './linear.js';
 
 export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {
   private readonly linears: LinearCache;
@@ -115,15 +115,7 @@ export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {
   /** The head reads FP16 weights and FP16 activations and keeps FP32 logits (what a sampler consumes). */
   logits(x: Act): Act {
     const { hidden: D, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const xh = this.N.f32ToF16(x.data);
-    const kit = this.kit(null);
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = this.N.gemmF16F32(xh, kit.vec16(chunk), S, D, n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], deviceHeadLogits(this.N, this.m, x.data, x.shape[0], D, V));
   }
+
 }

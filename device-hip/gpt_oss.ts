@@ -18,7 +18,7 @@ import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.
 import { GPT_OSS_ALPHA, type GptOssCheckpoint, type GptOssLayerWeights, gptOssRope } from '../harness/models/gpt_oss.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
 import type { DeepseekNative, DeviceNative, GptOssNative } from './binding.js';
-import { addBiasRowsF16, LinearCache } from './linear.js';
+import { addBiasRowsF16, deviceHeadLogits, LinearCache } from './linear.js';
 
 export class GptOssDevice implements StagePath<GptOssLayerWeights> {
   private readonly linears: LinearCache;
@@ -173,14 +173,7 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
   /** The head reads FP16 weights and FP16 activations and keeps FP32 logits. */
   logits(x: Act): Act {
     const { hidden: H, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const xh = this.N.f32ToF16(x.data);
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = this.N.gemmF16F32(xh, this.vecF16(chunk), S, H, n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], deviceHeadLogits(this.N, this.m, x.data, x.shape[0], H, V));
   }
+
 }

@@ -78,3 +78,19 @@ export function addBiasRowsF16(N: DeviceNative, x: Uint16Array, rows: number, bi
   return N.addF16(x, tiled);
 }
 
+/**
+ * The device head: x [S, D] (FP32, stored to FP16 as the device holds it) · headᵀ → FP32 logits [S, V], the
+ * [V, D] head read in 4096-row chunks, each converted to FP16 (storedToF16) and multiplied with FP32
+ * accumulation and FP32 output (what a sampler consumes). Every architecture's device path uses it.
+ */
+export function deviceHeadLogits(N: DeviceNative, m: { forEachHeadChunk(rows: number, fn: (r0: number, chunk: StoredTensor) => void): void }, x: Float32Array, S: number, D: number, V: number): Float32Array {
+  const xh = N.f32ToF16(x);
+  const out = new Float32Array(S * V);
+  m.forEachHeadChunk(4096, (r0, chunk) => {
+    const n = chunk.shape[0];
+    const part = N.gemmF16F32(xh, storedToF16(N, chunk), S, D, n);
+    for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
+  });
+  return out;
+}
+

@@ -13,7 +13,7 @@ import type { LayerContext, LayerResult, StagePath } from '../harness/models/pat
 import type { DeviceNative } from './binding.js';
 import { faultAt, type FaultPlan, OVERFLOW_ALPHA } from '../harness/faults/plan.js';
 import { gemmF16AccumulateF16 } from './fault_numerics.js';
-import { addBiasRowsF16, LinearCache } from './linear.js';
+import { addBiasRowsF16, deviceHeadLogits, LinearCache } from './linear.js';
 
 export class LlamaDevice implements StagePath<LlamaLayerWeights> {
   private readonly linears: LinearCache;
@@ -95,14 +95,7 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
   /** The head reads FP16 weights and FP16 activations and keeps FP32 logits (what a sampler consumes). */
   logits(x: Act): Act {
     const { hidden: D, vocab: V } = this.m.cfg;
-    const S = x.shape[0];
-    const xh = this.N.f32ToF16(x.data);
-    const out = new Float32Array(S * V);
-    this.m.forEachHeadChunk(4096, (r0, chunk) => {
-      const n = chunk.shape[0];
-      const part = this.N.gemmF16F32(xh, this.vecF16(chunk), S, D, n);
-      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-    });
-    return act([S, V], out);
+    return act([x.shape[0], V], deviceHeadLogits(this.N, this.m, x.data, x.shape[0], D, V));
   }
+
 }
