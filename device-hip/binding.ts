@@ -19,6 +19,8 @@ export const FAULT_CODES = {
   'global-scale-inverted': 7,
   'e4m3-scale-as-e8m0': 8,
   'scale-block-size': 9,
+  'code-table': 10,
+  'nested-absmax-raw': 11,
 } as const;
 export type NativeFault = keyof typeof FAULT_CODES;
 
@@ -47,6 +49,13 @@ export interface DeviceNative {
    * tensor's f32 global scale, a multiplier or (globalIsDivisor) a divisor. fault as for dequantToF16.
    */
   dequantNvfp4ToF16(weight: Uint8Array, scale: Uint8Array, out: number, inDim: number, globalScale: number, globalIsDivisor: boolean, fault: number): Uint16Array;
+  /**
+   * A bitsandbytes 4-bit weight [out, in] → f16 bits [out·in]: codes over the flattened tensor, two a byte
+   * high-even, blocks of `blocksize`; absmax as F32 bytes or (absmaxIsCodes, double quant) U8 codes decoded
+   * by nestedQuantMap [256] · nestedAbsmax[⌊b/nestedBlocksize⌋] + nestedOffset (both empty without).
+   */
+  dequantBnb4ToF16(weight: Uint8Array, absmax: Uint8Array, absmaxIsCodes: boolean, quantMap: Float32Array, nestedAbsmax: Float32Array, nestedQuantMap: Float32Array,
+    nestedOffset: number, nestedBlocksize: number, out: number, inDim: number, blocksize: number, fault: number): Uint16Array;
   /** y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ), FP32 accumulation in the ld lane order. */
   gemmF16(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number, alpha: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
@@ -135,6 +144,20 @@ function validated(raw: DeviceNative): DeviceNative {
       arr(fn, 'weight', weight, Uint8Array, (out * inDim) / 2, `packed [${out}×${inDim / 2}]`);
       arr(fn, 'scale', scale, Uint8Array, (out * inDim) / 16, `E4M3 [${out}×${inDim / 16}]`);
       return raw.dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault);
+    },
+    dequantBnb4ToF16(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, out, inDim, blocksize, fault) {
+      const fn = 'dequantBnb4ToF16';
+      for (const [name, v, lo] of [['out', out, 1], ['in', inDim, 1], ['blocksize', blocksize, 1], ['nestedBlocksize', nestedBlocksize, 1], ['fault', fault, 0]] as const) int(fn, name, v, lo);
+      if (fault > FAULT_MAX) throw new RangeError(`${fn}: fault must be 0..${FAULT_MAX}, got ${fault}`);
+      if (typeof absmaxIsCodes !== 'boolean') throw new TypeError(`${fn}: absmaxIsCodes must be a boolean`);
+      num(fn, 'nestedOffset', nestedOffset);
+      const n = out * inDim, nb = Math.ceil(n / blocksize);
+      arr(fn, 'weight', weight, Uint8Array, Math.ceil(n / 2), `packed [(out·in+1)/2]`);
+      arr(fn, 'absmax', absmax, Uint8Array, absmaxIsCodes ? nb : 4 * nb, absmaxIsCodes ? 'U8 codes [⌈out·in/blocksize⌉]' : 'F32 bytes 4·[⌈out·in/blocksize⌉]');
+      arr(fn, 'quantMap', quantMap, Float32Array, 16, '[16]');
+      arr(fn, 'nestedAbsmax', nestedAbsmax, Float32Array, absmaxIsCodes ? Math.ceil(nb / nestedBlocksize) : 0, '[⌈nblocks/nestedBlocksize⌉]');
+      arr(fn, 'nestedQuantMap', nestedQuantMap, Float32Array, absmaxIsCodes ? 256 : 0, absmaxIsCodes ? '[256]' : '[] (no double quant)');
+      return raw.dequantBnb4ToF16(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, out, inDim, blocksize, fault);
     },
     gemmF16(x, w, m, k, n, alpha) {
       gemmArgs('gemmF16', x, w, m, k, n);

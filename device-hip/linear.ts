@@ -9,6 +9,7 @@ import type { FaultId } from '../harness/faults/plan.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
+const EMPTY_F32 = new Float32Array(0);
 
 export class LinearCache {
   private readonly cache = new WeakMap<LinearWeight, Map<string, Uint16Array>>();
@@ -44,7 +45,12 @@ export class LinearCache {
       const g = lw.global!;
       return this.N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
     }
-    const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format];
+    if (lw.format === 'bnb4') {
+      const q = lw.bnb!;
+      const nest = q.nested;
+      return this.N.dequantBnb4ToF16(lw.weight.bytes, lw.scale!.bytes, nest !== null, q.quantMap, nest?.absmax ?? EMPTY_F32, nest?.quantMap ?? EMPTY_F32, nest?.offset ?? 0, nest?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code);
+    }
+    const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }
 }

@@ -7,7 +7,7 @@
  */
 import { InputError } from '../harness/errors.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
-import { dequantNvfp4RowsTs } from './dequant_ts.js';
+import { dequantBnb4RowsTs, dequantNvfp4RowsTs } from './dequant_ts.js';
 import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
 /** The native decoder's name for a linear weight's stored encoding. */
@@ -32,7 +32,9 @@ const NO_SCALE = new Uint8Array(0);
 export function dequantRowsExact(lw: LinearWeight, r0: number, n: number): Float32Array {
   if (r0 < 0 || n < 0 || r0 + n > lw.out) throw new Error(`${lw.name}: rows [${r0}, ${r0 + n}) outside [0, ${lw.out})`);
   const [bo, bi] = lw.block;
-  const w = lw.format === 'nvfp4' ? dequantNvfp4RowsTs(lw, r0, n) : dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  // NVFP4 and bitsandbytes are decoded by the TypeScript statement of their rule (one float32 rounding per
+  // operation, not products exact in float32 as the native decoder's formats are)
+  const w = lw.format === 'nvfp4' ? dequantNvfp4RowsTs(lw, r0, n) : lw.format === 'bnb4' ? dequantBnb4RowsTs(lw, r0, n) : dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
   assertFinite(w, lw, lw.weight.file, r0 * lw.in);
   return w;
 }

@@ -34,6 +34,8 @@ export function dequantLinearTs(lw: LinearWeight): Float32Array {
     }
   } else if (lw.format === 'nvfp4') {
     w.set(dequantNvfp4RowsTs(lw, 0, out));
+  } else if (lw.format === 'bnb4') {
+    w.set(dequantBnb4RowsTs(lw, 0, out));
   } else {
     // W[o,i] = E4M3(w[o,i]) · scale[⌊o/bo⌋, ⌊i/bi⌋], one scale per bo×bi tile (edge tiles partial).
     const [bo, bi] = lw.block;
@@ -83,6 +85,42 @@ export function dequantNvfp4RowsTs(lw: LinearWeight, r0: number, n: number): Flo
         w[dst + 2 * j + 1] = E2M1_VALUES[byte >> 4] * s;
       }
     }
+  }
+  return w;
+}
+
+/**
+ * bitsandbytes 4-bit rows [r0, r0+n) as FP32 [n, in] (spec/fp4-formats.md §5). Element j of the row-major
+ * flattened [out, in] is code j, two codes a byte HIGH-even (j even: byte >> 4); its block b = ⌊j/blocksize⌋
+ * has absmax[b], stored as F32 or, with double quantization, as a U8 code a:
+ *   absmax[b] = fround(fround(nested_quant_map[a] · nested_absmax[⌊b/nested_blocksize⌋]) + nested_offset)
+ *   W[j]      = fround(quant_map[code j] · absmax[b])
+ * with the stored quant_map (not the named table), every operation rounded to float32 as bitsandbytes'
+ * float32 kernels round it: a float64 product or sum of two float32 values rounded to float32 is the
+ * correctly rounded float32 result.
+ */
+export function dequantBnb4RowsTs(lw: LinearWeight, r0: number, n: number): Float32Array {
+  const q = lw.bnb!;
+  const inn = lw.in;
+  const w = new Float32Array(n * inn);
+  const packed = lw.weight.bytes;
+  const a = lw.scale!;
+  const absmaxF32 = a.dtype === 'F32' ? decodeToF32('F32', a.bytes, a.shape[0]) : null;
+  const absmax = (b: number): number => {
+    if (absmaxF32 !== null) return absmaxF32[b];
+    const nest = q.nested!;
+    return Math.fround(Math.fround(nest.quantMap[a.bytes[b]] * nest.absmax[Math.floor(b / nest.blocksize)]) + nest.offset);
+  };
+  let blk = -1, s = 0;
+  for (let j = r0 * inn; j < (r0 + n) * inn; j++) {
+    const b = Math.floor(j / q.blocksize);
+    if (b !== blk) {
+      blk = b;
+      s = absmax(b);
+    }
+    const byte = packed[j >> 1];
+    const code = j % 2 === 0 ? byte >> 4 : byte & 0x0f;
+    w[j - r0 * inn] = Math.fround(q.quantMap[code] * s);
   }
   return w;
 }

@@ -183,6 +183,7 @@ export function openHipNative(p: HipProbe): HipNatives {
     // NVFP4 weights are dequantized once at load on the host by the same ld_numerics.h element function
     // (bit-identical to a kernel by construction); a GPU kernel for it is not written yet.
     dequantNvfp4ToF16: (...args) => host.dequantNvfp4ToF16(...args),
+    dequantBnb4ToF16: (...args) => host.dequantBnb4ToF16(...args),
     f32ToF16: (x) => host.f32ToF16(x),
     f16ToF32: (x) => host.f16ToF32(x),
     bf16ToF16: (x) => host.bf16ToF16(x),

@@ -93,9 +93,30 @@ LD_INLINE float ld_e4m3_to_f32(uint8_t b) {
 #define LD_ELEMENT_FORMATS(X)              \
   X(E2M1, 0, 4, ld_e2m1_to_f32)            \
   X(E4M3, 1, 8, ld_e4m3_elem_f32)          \
-  X(E8M0, 2, 8, ld_e8m0_elem_f32)
+  X(E8M0, 2, 8, ld_e8m0_elem_f32)          \
+  X(NF4, 3, 4, ld_nf4_to_f32)              \
+  X(BNB_FP4, 4, 4, ld_bnb_fp4_to_f32)
 
 LD_INLINE float ld_e4m3_elem_f32(int code) { return ld_e4m3_to_f32((uint8_t)code); }
+
+/* bitsandbytes' NF4 (get_4bit_type("nf4")): the float32 values bitsandbytes stores as quant_map. A
+ * bitsandbytes checkpoint is decoded with its stored quant_map; this named table is what the loader checks
+ * the stored one against, and what the code-table fault reads E2M1 codes with. */
+LD_INLINE float ld_nf4_to_f32(int code) {
+  const float t[16] = {-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+                       -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+                       0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+                       0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+  return t[code & 15];
+}
+
+/* bitsandbytes' "fp4" (get_4bit_type("fp4")): not OCP E2M1. Raw magnitudes {0, 1/16, 8, 12, 4, 6, 2, 3} in
+ * code order, sign bit 3, divided by their max 12 in f32 (one correctly rounded division). */
+LD_INLINE float ld_bnb_fp4_to_f32(int code) {
+  const float raw[8] = {0.0f, 0.0625f, 8.0f, 12.0f, 4.0f, 6.0f, 2.0f, 3.0f};
+  const float v = raw[code & 7] / 12.0f;
+  return (code & 8) ? -v : v;
+}
 LD_INLINE float ld_e8m0_elem_f32(int code) { return ld_e8m0_to_f32((uint8_t)code); }
 
 typedef enum ld_element_format {
@@ -213,9 +234,11 @@ typedef enum ld_fault {
   LD_FAULT_E8M0_AS_INT = 6,  /* the scale byte used as an integer, not 2^(b−127) */
   LD_FAULT_GLOBAL_SCALE_INVERTED = 7, /* NVFP4: a multiplier global scale divided by, a divisor multiplied by */
   LD_FAULT_E4M3_SCALE_AS_E8M0 = 8,    /* NVFP4: the E4M3 block-scale byte decoded as E8M0, 2^(b−127) */
-  LD_FAULT_SCALE_BLOCK_SIZE = 9       /* NVFP4: 16-wide blocks read as 32: scale (o, c) taken at o·⌊C/2⌋ + ⌊c/2⌋ */
+  LD_FAULT_SCALE_BLOCK_SIZE = 9,      /* NVFP4: 16-wide blocks read as 32: scale (o, c) taken at o·⌊C/2⌋ + ⌊c/2⌋ */
+  LD_FAULT_CODE_TABLE = 10,           /* FP4 codes read with the other family's table: bitsandbytes codes as E2M1, E2M1 codes as NF4 */
+  LD_FAULT_NESTED_ABSMAX_RAW = 11     /* bitsandbytes double quant: the U8 absmax codes used as the absmax values */
 } ld_fault;
-#define LD_FAULT_COUNT 10
+#define LD_FAULT_COUNT 12
 
 /* Flat index of scale (r, c) in a row-major [R, C] grid, as the (possibly faulty) kernel reads it. */
 LD_INLINE size_t ld_scale_index(size_t R, size_t C, size_t r, size_t c, int fault) {
@@ -239,7 +262,7 @@ LD_INLINE uint16_t ld_mxfp4_value_f16(int nibble, uint8_t scale_byte, int fault)
     v = c == 0 ? 0.0f : ld_pow2f(c - 1);
     if (nibble & 8) v = -v;
   } else {
-    v = ld_e2m1_to_f32(nibble);
+    v = ld_element_to_f32(fault == LD_FAULT_CODE_TABLE ? LD_ELEM_NF4 : LD_ELEM_E2M1, nibble);
   }
   return ld_f32_to_f16(v * ld_e8m0_scale(scale_byte, fault));
 }
@@ -304,7 +327,7 @@ LD_INLINE float ld_fp4_elem_f32(int nibble, int fault) {
     float v = c == 0 ? 0.0f : ld_pow2f(c - 1);
     return (nibble & 8) ? -v : v;
   }
-  return ld_element_to_f32(LD_ELEM_E2M1, nibble);
+  return ld_element_to_f32(fault == LD_FAULT_CODE_TABLE ? LD_ELEM_NF4 : LD_ELEM_E2M1, nibble);
 }
 
 LD_INLINE uint16_t ld_nvfp4_value_f16(int nibble, float scale, int fault) { return ld_f32_to_f16(ld_fp4_elem_f32(nibble, fault) * scale); }
@@ -318,6 +341,38 @@ LD_INLINE uint16_t ld_nvfp4_elem_f16(const uint8_t* packed, const uint8_t* scale
   size_t C = (size_t)(in / 16);
   uint8_t sb = scales[ld_nvfp4_scale_index((size_t)out, C, (size_t)o, (size_t)(i / 16), fault)];
   return ld_nvfp4_value_f16(nibble, ld_nvfp4_scale(sb, global, divisor, fault), fault);
+}
+
+/*
+ * bitsandbytes 4-bit (spec/fp4-formats.md §5): codes over the row-major flattened [out, in], two a byte,
+ * HIGH-even (element 2k = byte >> 4, 2k+1 = byte & 15); blocks of `blocksize` consecutive flat elements.
+ * W[j] = quant_map[code_j] · absmax[⌊j/blocksize⌋], the stored quant_map (16 f32) and absmax in f32, the
+ * product rounded once to f32 and then once to f16. With double quantization the absmax is itself stored as
+ * U8 codes: absmax[b] = nested_map[code_b] · nested_absmax[⌊b/nested_blocksize⌋] + nested_offset, a product
+ * and a sum each rounded to f32 (bitsandbytes' dequantize_blockwise, then `absmax += offset`; never one fma:
+ * every build of this header runs with -ffp-contract=off).
+ */
+LD_INLINE float ld_bnb4_absmax(const uint8_t* absmax, int absmax_is_codes, const float* nested_absmax, const float* nested_map,
+                               float nested_offset, int nested_blocksize, size_t b, int fault) {
+  if (fault == LD_FAULT_SCALE_MISSING) return 1.0f;
+  if (!absmax_is_codes) return ld_load_f32le(absmax + 4 * b);
+  const int c = absmax[b];
+  if (fault == LD_FAULT_NESTED_ABSMAX_RAW) return (float)c;
+  const float scaled = nested_map[c] * nested_absmax[b / (size_t)nested_blocksize];
+  return scaled + nested_offset;
+}
+
+/* The code of flat element j, high-even (the nibble-swap fault reads it low-first). */
+LD_INLINE int ld_bnb4_code(const uint8_t* packed, size_t j, int fault) {
+  const uint8_t byte = packed[j / 2];
+  const int high = ((j & 1) == 0) != (fault == LD_FAULT_NIBBLE_SWAP);
+  return high ? (byte >> 4) : (byte & 0xF);
+}
+
+/* One element from its code and its block's absmax: quant_map[code] (or, code-table fault, E2M1[code]) · absmax. */
+LD_INLINE uint16_t ld_bnb4_value_f16(int code, float absmax, const float* quant_map, int fault) {
+  const float q = fault == LD_FAULT_CODE_TABLE ? ld_element_to_f32(LD_ELEM_E2M1, code) : quant_map[code & 15];
+  return ld_f32_to_f16(q * absmax);
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@
 // per pair into a 256×16 table and then only looks values up: the element function, made fast.
 #include <omp.h>
 
+#include <algorithm>
+
 #include "addon.h"
 #include "ld_numerics.h"
 
@@ -55,8 +57,51 @@ Napi::Value dequant_nvfp4_js(const Napi::CallbackInfo& info) {
   return y;
 }
 
+// bitsandbytes 4-bit (spec/fp4-formats.md §5): one block of `blocksize` flat elements at a time; its absmax
+// (double-dequantized when stored as codes) is formed once and the block's 16 values looked up.
+void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
+                  const float* nested_map, float nested_offset, int nested_blocksize, size_t n, int blocksize, int fault, uint16_t* y) {
+  const long long nblocks = (long long)((n + blocksize - 1) / blocksize);
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+  for (long long b = 0; b < nblocks; b++) {
+    const float a = ld_bnb4_absmax(absmax, absmax_is_codes, nested_absmax, nested_map, nested_offset, nested_blocksize, (size_t)b, fault);
+    uint16_t tab[16];
+    for (int c = 0; c < 16; c++) tab[c] = ld_bnb4_value_f16(c, a, quant_map, fault);
+    const size_t j1 = std::min(n, (size_t)(b + 1) * blocksize);
+    for (size_t j = (size_t)b * blocksize; j < j1; j++) y[j] = tab[ld_bnb4_code(packed, j, fault)];
+  }
+}
+
+// dequantBnb4ToF16(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize,
+//                  out, in, blocksize, fault)
+Napi::Value dequant_bnb4_js(const Napi::CallbackInfo& info) {
+  const char* fn = "dequantBnb4ToF16";
+  const Napi::Env env = info.Env();
+  need_args(info, 12, fn);
+  const bool codes = arg_bool(info, 2, fn, "absmaxIsCodes");
+  const double offset = arg_num(info, 6, fn, "nestedOffset");
+  const int nbs = arg_int(info, 7, fn, "nestedBlocksize", 1);
+  const int out = arg_int(info, 8, fn, "out", 1), in = arg_int(info, 9, fn, "in", 1);
+  const int bs = arg_int(info, 10, fn, "blocksize", 1);
+  const int fault = arg_int(info, 11, fn, "fault", 0);
+  if (fault >= LD_FAULT_COUNT) throw_range(env, std::string(fn) + ": fault must be 0.." + std::to_string(LD_FAULT_COUNT - 1) + ", got " + std::to_string(fault));
+  const size_t n = (size_t)out * in, nblocks = (n + bs - 1) / bs;
+  auto w = arg_array_len<uint8_t>(info, 0, fn, "weight", (n + 1) / 2, "packed [(out·in+1)/2]");
+  auto a = arg_array_len<uint8_t>(info, 1, fn, "absmax", codes ? nblocks : 4 * nblocks, codes ? "U8 codes [⌈out·in/blocksize⌉]" : "F32 bytes 4·[⌈out·in/blocksize⌉]");
+  auto q = arg_array_len<float>(info, 3, fn, "quantMap", 16, "[16]");
+  const size_t nested = codes ? (nblocks + nbs - 1) / nbs : 0;
+  auto na = arg_array_len<float>(info, 4, fn, "nestedAbsmax", nested, "[⌈nblocks/nestedBlocksize⌉]");
+  auto nm = arg_array_len<float>(info, 5, fn, "nestedQuantMap", codes ? 256 : 0, codes ? "[256]" : "[] (no double quant)");
+  auto y = new_array<uint16_t>(env, n);
+  dequant_bnb4(w.data, a.data, codes ? 1 : 0, q.data, na.data, nm.data, (float)offset, nbs, n, bs, fault, y.Data());
+  return y;
+}
+
 }  // namespace
 
-void init_dequant_fp4(Napi::Env env, Napi::Object exports) { exports.Set("dequantNvfp4ToF16", Napi::Function::New(env, dequant_nvfp4_js)); }
+void init_dequant_fp4(Napi::Env env, Napi::Object exports) {
+  exports.Set("dequantNvfp4ToF16", Napi::Function::New(env, dequant_nvfp4_js));
+  exports.Set("dequantBnb4ToF16", Napi::Function::New(env, dequant_bnb4_js));
+}
 
 }  // namespace ld

@@ -6,7 +6,7 @@
  */
 import { getFloat16, setFloat16 } from '@petamoriken/float16';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { E2M1_VALUES, E4M3_TABLE, bf16ToF32, e8m0ToF32 } from '../../harness/formats/dtypes.js';
+import { E2M1_VALUES, E4M3_TABLE, NF4_VALUES, bf16ToF32, e8m0ToF32 } from '../../harness/formats/dtypes.js';
 import { type DeviceNative, FAULT_CODES, loadDeviceNative } from '../binding.js';
 import { firstF16Mismatch, fmaf, fr, ldExpf, randomBytes, rng } from './model.js';
 
@@ -209,10 +209,11 @@ function mxfp4Model(packed: Uint8Array, scales: Uint8Array, out: number, inn: nu
     const code = high ? byte >> 4 : byte & 15;
     let v: number;
     if (fault === FAULT_CODES['e3m0-table']) v = ((code & 7) === 0 ? 0 : 2 ** ((code & 7) - 1)) * (code & 8 ? -1 : 1);
+    else if (fault === FAULT_CODES['code-table']) v = NF4_VALUES[code]; // E2M1 codes read with bitsandbytes' NF4 table
     else v = e2m1Exact(code);
     const b = scales[scaleIndex(out, C, o, Math.floor(i / 32), fault)];
     const s = fault === FAULT_CODES['scale-missing'] ? 1 : fault === FAULT_CODES['e8m0-as-int'] ? b : e8m0Exact(b);
-    y[o * inn + i] = f16Of(v * s);
+    y[o * inn + i] = f16Of(fr(v * s));
   }
   return y;
 }
@@ -232,8 +233,9 @@ function fp8Model(w: Uint8Array, scales: Uint8Array, f32: boolean, out: number, 
   return y;
 }
 
-// The NVFP4 faults (codes 7–9) act on NVFP4's two-level scales only: on MXFP4 and FP8 blocks they are no-ops.
-const NVFP4_ONLY = new Set<string>(['global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size']);
+// The NVFP4 faults (codes 7–9) act on NVFP4's two-level scales only, nested-absmax-raw on bitsandbytes' double
+// quant only: on MXFP4 and FP8 blocks they are no-ops (code-table too on FP8, which has no 4-bit codes).
+const NVFP4_ONLY = new Set<string>(['global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size', 'nested-absmax-raw']);
 
 describe('injected faults', () => {
   const rand = rng(0xfa17);
@@ -261,7 +263,7 @@ describe('injected faults', () => {
         const got = N.dequantToF16(1, w8, s, f32, fo, fi, bo, bi, code);
         expect(firstF16Mismatch(got, fp8Model(w8, s, f32, fo, fi, bo, bi, code)), `f32 scales: ${f32}`).toBe(-1);
         // Nibble faults have no meaning for E4M3, nor e8m0-as-int for F32 scales: documented no-ops.
-        const noop = code === 0 || NVFP4_ONLY.has(name) || code === FAULT_CODES['e3m0-table'] || code === FAULT_CODES['nibble-swap'] || (f32 && code === FAULT_CODES['e8m0-as-int']);
+        const noop = code === 0 || NVFP4_ONLY.has(name) || code === FAULT_CODES['e3m0-table'] || code === FAULT_CODES['code-table'] || code === FAULT_CODES['nibble-swap'] || (f32 && code === FAULT_CODES['e8m0-as-int']);
         const base = N.dequantToF16(1, w8, s, f32, fo, fi, bo, bi, 0);
         expect(firstF16Mismatch(got, base) === -1, `no-op expected: ${noop}`).toBe(noop);
       }

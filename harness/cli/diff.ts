@@ -19,7 +19,9 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { faultApplies, FORMATS, FUSED_FORMATS, type ScaleCode } from '../formats/registry.js';
+import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
+import { scaleCodeOf } from '../formats/linear.js';
+import type { DType } from '../formats/dtypes.js';
 import { type FaultPlan, parseInject } from '../faults/plan.js';
 import { renderTable, renderVerdict } from '../../reports/table.js';
 import { stdoutTaken, writeReports } from '../../reports/writers.js';
@@ -283,9 +285,8 @@ export function checkInjectFor(text: string | undefined, faults: FaultPlan | nul
 export function assertInjectApplies(text: string | undefined, faults: FaultPlan | null, weights: WeightsReport | null): void {
   if (faults === null || weights === null) return;
   if (![...FORMATS, ...FUSED_FORMATS].some((f) => f.faults.includes(faults.fault))) return; // an activation fault
-  const scaleCode = (dtype: string): ScaleCode => (dtype === 'F32' ? 'f32' : dtype === 'F8_E4M3' ? 'e4m3' : 'e8m0');
   const inScope = weights.tensors.filter((t) => faults.layer === null || t.layer === faults.layer);
-  if (inScope.some((t) => faultApplies(faults.fault, t.format, scaleCode(t.scale.dtype)))) return;
+  if (inScope.some((t) => faultApplies(faults.fault, t.format, scaleCodeOf({ format: t.format, scale: { dtype: t.scale.dtype as DType } })))) return;
   const formats = [...new Set(inScope.map((t) => t.encoding))];
   throw new InputError(`--inject ${text}: touches no quantized tensor${faults.layer !== null ? ` of layer ${faults.layer}` : ''} of this checkpoint (${formats.length > 0 ? `its formats there: ${formats.join(', ')}` : 'none is quantized there'}), so it would simulate nothing`);
 }

@@ -36,7 +36,11 @@ function formatOf(ck: Checkpoint, name: string): string {
     }
   }
   const side = SIDE_SUFFIXES.find((x) => name.endsWith('.' + x));
-  if (side !== undefined) return FORMATS.some((f) => f.global?.suffix === side) ? 'global scale' : 'scale';
+  if (side !== undefined) {
+    const role = FORMATS.flatMap((f) => f.extra ?? []).find((x) => x.suffix === side)?.role;
+    if (role !== undefined) return role;
+    return FORMATS.some((f) => f.global?.suffix === side) ? 'global scale' : side === 'weight.absmax' ? 'absmax (block scale)' : 'scale';
+  }
   // NVFP4 producers record the activations' static scale beside the weight; it does not change W
   if (/\.(input_scale|input_global_scale)$/.test(name)) return 'activation scale (recorded, unused)';
   return 'plain';

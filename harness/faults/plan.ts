@@ -18,6 +18,8 @@ export const FAULT_IDS = [
   'global-scale-inverted',
   'e4m3-scale-as-e8m0',
   'scale-block-size',
+  'code-table',
+  'nested-absmax-raw',
 ] as const;
 export type FaultId = (typeof FAULT_IDS)[number];
 

@@ -87,6 +87,15 @@ export function e8m0ToF32(byte: number): number {
 
 /** FP4 E2M1 (OCP MX element): sign bit 3; magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6. Code 8 is −0. */
 export const E2M1_VALUES: readonly number[] = [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6];
+/**
+ * bitsandbytes' named 4-bit tables as the float32 values it stores in quant_map (functional.get_4bit_type):
+ * NF4, and its "fp4", which is not OCP E2M1 (raw {0, 1/16, 8, 12, 4, 6, 2, 3}, sign bit 3, over 12).
+ */
+export const NF4_VALUES: readonly number[] = [
+  -1, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0,
+  0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224, 0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1,
+].map(Math.fround);
+export const BNB_FP4_VALUES: readonly number[] = [0, 0.0625, 8, 12, 4, 6, 2, 3, -0, -0.0625, -8, -12, -4, -6, -2, -3].map((v) => Math.fround(v / 12));
 
 export function e2m1ToF32(nibble: number): number {
   return E2M1_VALUES[nibble & 0xf];

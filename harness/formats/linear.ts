@@ -6,7 +6,7 @@
  */
 import { InputError } from '../errors.js';
 import type { Checkpoint } from '../io/checkpoint.js';
-import { decodeToF32, type DType } from './dtypes.js';
+import { BNB_FP4_VALUES, decodeToF32, type DType, NF4_VALUES } from './dtypes.js';
 import { type QuantConfig } from './quant_config.js';
 import { type FormatEntry, type FormatId, FORMATS, type LinearFormat, type ScaleCode } from './registry.js';
 
@@ -37,11 +37,28 @@ export interface LinearWeight {
   block: [number, number];
   /** NVFP4's per-tensor second scale, as float32: W = E2M1 · (E4M3(s) op value) */
   global?: { tensor: StoredTensor; value: number; op: 'mul' | 'div' } | null;
+  /** bitsandbytes' quant state (absmax itself is `scale`): its code table, block size and double quant */
+  bnb?: BnbState;
+}
+
+/** A bitsandbytes 4-bit weight's quant state, validated against its tensors (spec/fp4-formats.md §5). */
+export interface BnbState {
+  quantType: 'nf4' | 'fp4';
+  /** flat elements per absmax */
+  blocksize: number;
+  /** the stored quant_map [16] (what decodes the codes), and whether it equals the named table */
+  quantMap: Float32Array;
+  namedTable: boolean;
+  /** double quantization: absmax = nested quant_map[code] · nested absmax[⌊b/blocksize⌋] + offset */
+  nested: { absmax: Float32Array; quantMap: Float32Array; offset: number; blocksize: number } | null;
+  /** the dtype bitsandbytes dequantizes to (informational: this tool's paths are FP32 and FP16) */
+  dtype: string;
 }
 
 /** How a linear's scale bytes decode: by the scale's dtype (an F8_E4M3 scale is NVFP4's, U8/E8M0 an MX or FP8 one). */
-export function scaleCodeOf(lw: Pick<LinearWeight, 'scale'>): ScaleCode | null {
+export function scaleCodeOf(lw: { format: LinearFormat; scale: Pick<StoredTensor, 'dtype'> | null }): ScaleCode | null {
   if (lw.scale === null) return null;
+  if (lw.format === 'bnb4') return lw.scale.dtype === 'U8' ? 'u8-codes' : 'f32';
   return lw.scale.dtype === 'F32' ? 'f32' : lw.scale.dtype === 'F8_E4M3' ? 'e4m3' : 'e8m0';
 }
 
@@ -82,6 +99,10 @@ export function recognise(ck: Checkpoint, module: string): { entry: FormatEntry;
   let wrong: { name: string; dtype: DType; entry: FormatEntry } | null = null;
   for (const f of candidates) {
     if (f.scale === null) return { entry: f, weight: wName, scale: null, global: null };
+    if (f.marker !== undefined && !ck.has(`${module}.${f.marker}`)) {
+      missing.push(`${f.id}: .${f.marker}`);
+      continue;
+    }
     const sName = f.scale.suffixes.map((x) => `${module}.${x}`).find((n) => ck.has(n));
     if (sName === undefined || !f.scale.dtypes.includes(ck.info(sName).dtype)) {
       if (sName !== undefined) wrong ??= { name: sName, dtype: ck.info(sName).dtype, entry: f };
@@ -121,6 +142,7 @@ export function loadLinear(ck: Checkpoint, weightName: string, expect: [number, 
     if (!shapeIs(info.shape, out, inn)) throw new InputError(`shape ${JSON.stringify(info.shape)} disagrees with the config's [${out}, ${inn}]`, where);
     return { ...base, weight: tensor(r.weight), scale: null, block: [1, 1], global: null };
   }
+  if (f.layout === 'flat') return loadBnb(ck, r, base, expect, qc, read);
   const block: [number, number] = f.block === 'config' ? qc.weightBlockSize : f.block;
   if (f.packed) {
     if (!shapeIs(info.shape, out, inn / 2) || inn % block[1] !== 0) {
@@ -155,6 +177,113 @@ function readGlobal(ck: Checkpoint, name: string, op: 'mul' | 'div'): NonNullabl
   const value = decodeToF32('F32', tensor.bytes, 1)[0];
   if (!Number.isFinite(value) || value <= 0) throw new InputError(`global scale is ${value}: it must be finite and positive`, where);
   return { tensor, value, op };
+}
+
+const BNB_NAMED = { nf4: NF4_VALUES, fp4: BNB_FP4_VALUES } as const;
+
+/** A JSON-holding U8 tensor (bitsandbytes' quant_state), parsed; malformed bytes are bad input naming it. */
+function jsonTensor(ck: Checkpoint, name: string): Record<string, unknown> {
+  const where = { file: `${ck.dir}/${ck.weightMap.get(name)}`, tensor: name };
+  if (ck.info(name).dtype !== 'U8') throw new InputError(`quant_state dtype ${ck.info(name).dtype} is not U8 (UTF-8 JSON bytes)`, where);
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(ck.read(name)));
+  } catch (e) {
+    throw new InputError(`quant_state is not UTF-8 JSON (${(e as Error).message})`, where);
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InputError('quant_state JSON is not an object', where);
+  return v as Record<string, unknown>;
+}
+
+function f32Tensor(ck: Checkpoint, name: string, n: number, what: string): Float32Array {
+  const i = ck.info(name);
+  const where = { file: `${ck.dir}/${ck.weightMap.get(name)}`, tensor: name };
+  if (i.dtype !== 'F32') throw new InputError(`${what} dtype ${i.dtype} is not F32`, where);
+  if (i.shape.reduce((a, b) => a * b, 1) !== n || i.shape.length !== 1) throw new InputError(`${what} shape ${JSON.stringify(i.shape)} is not [${n}]`, where);
+  const v = decodeToF32('F32', ck.read(name), n);
+  const bad = v.findIndex((x) => !Number.isFinite(x));
+  if (bad >= 0) throw new InputError(`${what} holds ${v[bad]} at [${bad}]`, where);
+  return v;
+}
+
+/**
+ * A bitsandbytes 4-bit linear: the flat codes, absmax, quant_map and quant_state JSON of spec §5, each
+ * checked against the others and the config's [out, in]; with double quantization also the nested absmax,
+ * its table and offset. Bad input names the tensor and the field.
+ */
+function loadBnb(ck: Checkpoint, r: ReturnType<typeof recognise>, base: Pick<LinearWeight, 'name' | 'format' | 'encoding' | 'out' | 'in'>, expect: [number, number], qc: QuantConfig, read: boolean): LinearWeight {
+  const f = r.entry;
+  const module = moduleOf(r.weight);
+  const quantType = f.id === 'bnb-nf4' ? 'nf4' : 'fp4';
+  const stateName = `${module}.${f.marker!}`;
+  const at = (name: string) => ({ file: `${ck.dir}/${ck.weightMap.get(name)}`, tensor: name });
+  const js = jsonTensor(ck, stateName);
+  const bad = (field: string, why: string): never => {
+    throw new InputError(`quant_state.${field} ${why}`, at(stateName));
+  };
+  if (js.quant_type !== quantType) bad('quant_type', `${JSON.stringify(js.quant_type)} disagrees with the tensor's name (${quantType})`);
+  if (qc.bnb !== undefined && qc.bnb.quantType !== quantType) bad('quant_type', `${quantType} disagrees with quantization_config.bnb_4bit_quant_type ${JSON.stringify(qc.bnb.quantType)}`);
+  const [out, inn] = expect;
+  if (!Array.isArray(js.shape) || js.shape.length !== 2 || js.shape[0] !== out || js.shape[1] !== inn) bad('shape', `${JSON.stringify(js.shape)} disagrees with the config's [${out}, ${inn}]`);
+  const bs = js.blocksize;
+  if (!Number.isSafeInteger(bs) || (bs as number) < 2 || (bs as number) > 1 << 20) bad('blocksize', `${JSON.stringify(bs)} is not a positive block size`);
+  const blocksize = bs as number;
+  const n = out * inn;
+  const nblocks = Math.ceil(n / blocksize);
+  const wInfo = ck.info(r.weight);
+  if (!(wInfo.shape.length === 2 && wInfo.shape[0] === Math.ceil(n / 2) && wInfo.shape[1] === 1)) {
+    throw new InputError(`bitsandbytes weight shape ${JSON.stringify(wInfo.shape)} disagrees with quant_state.shape [${out}, ${inn}] (want [${Math.ceil(n / 2)}, 1]: two codes a byte over the flattened tensor)`, at(r.weight));
+  }
+  const aName = r.scale!;
+  const aInfo = ck.info(aName);
+  const nestedAbs = `${module}.weight.nested_absmax`;
+  const hasNested = js.nested_blocksize !== undefined || js.nested_offset !== undefined;
+  if (hasNested !== (aInfo.dtype === 'U8')) {
+    throw new InputError(`absmax dtype ${aInfo.dtype} disagrees with quant_state (${hasNested ? 'double quant: U8 codes expected' : 'no double quant: F32 expected'})`, at(aName));
+  }
+  if (qc.bnb !== undefined && qc.bnb.doubleQuant !== hasNested) bad('nested_offset', `${hasNested ? 'present' : 'absent'} but quantization_config.bnb_4bit_use_double_quant is ${qc.bnb.doubleQuant}`);
+  if (aInfo.shape.length !== 1 || aInfo.shape[0] !== nblocks) {
+    throw new InputError(`absmax shape ${JSON.stringify(aInfo.shape)} is not [${nblocks}] (⌈${out}·${inn} / blocksize ${blocksize}⌉)`, at(aName));
+  }
+  const quantMap = f32Tensor(ck, `${module}.weight.quant_map`, 16, 'quant_map');
+  const named = BNB_NAMED[quantType];
+  let nested: BnbState['nested'] = null;
+  if (hasNested) {
+    const nbs = js.nested_blocksize;
+    if (!Number.isSafeInteger(nbs) || (nbs as number) < 1) bad('nested_blocksize', `${JSON.stringify(nbs)} is not a positive block size`);
+    if (typeof js.nested_offset !== 'number' || !Number.isFinite(js.nested_offset)) bad('nested_offset', `${JSON.stringify(js.nested_offset)} is not a finite number`);
+    for (const t of [nestedAbs, `${module}.weight.nested_quant_map`]) if (!ck.has(t)) throw new InputError(`double-quant tensor ${t} is missing (quant_state has nested_blocksize)`, at(stateName));
+    nested = {
+      absmax: f32Tensor(ck, nestedAbs, Math.ceil(nblocks / (nbs as number)), 'nested_absmax'),
+      quantMap: f32Tensor(ck, `${module}.weight.nested_quant_map`, 256, 'nested_quant_map'),
+      offset: Math.fround(js.nested_offset as number),
+      blocksize: nbs as number,
+    };
+  }
+  const tensor = (name: string) => (read ? readStored(ck, name) : lazy(ck.info(name)));
+  return {
+    ...base,
+    weight: tensor(r.weight),
+    scale: tensor(aName),
+    block: [1, blocksize],
+    global: null,
+    bnb: { quantType, blocksize, quantMap, namedTable: quantMap.every((v, k) => Object.is(v, named[k]) || v === named[k]), nested, dtype: String(js.dtype ?? 'unknown') },
+  };
+}
+
+/** The logical [out, in] a stored quantized weight claims: from its quant_state (bitsandbytes), else its packed or plain shape. */
+export function storedLogicalShape(ck: Checkpoint, weightName: string): [number, number] {
+  const module = moduleOf(weightName);
+  const r = recognise(ck, module);
+  const info = ck.info(r.weight);
+  if (r.entry.layout === 'flat') {
+    const js = jsonTensor(ck, `${module}.${r.entry.marker!}`);
+    if (!Array.isArray(js.shape) || js.shape.length !== 2 || !js.shape.every((d) => Number.isSafeInteger(d) && d > 0)) {
+      throw new InputError(`quant_state.shape ${JSON.stringify(js.shape)} is not [out, in]`, { file: `${ck.dir}/${ck.weightMap.get(r.weight)}`, tensor: `${module}.${r.entry.marker!}` });
+    }
+    return [js.shape[0] as number, js.shape[1] as number];
+  }
+  return r.entry.packed ? [info.shape[0], info.shape[1] * 2] : [info.shape[0], info.shape[1]];
 }
 
 function lazy(info: { name: string; dtype: DType; shape: number[] }): StoredTensor {

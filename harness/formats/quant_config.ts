@@ -10,10 +10,10 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { readJsonObject } from '../io/checkpoint.js';
 
-export type QuantMethod = 'none' | 'fp8' | 'mxfp4' | 'fp4' | 'quark' | 'modelopt' | 'compressed-tensors';
+export type QuantMethod = 'none' | 'fp8' | 'mxfp4' | 'fp4' | 'quark' | 'modelopt' | 'compressed-tensors' | 'bitsandbytes';
 
-/** The FP4 stored forms a producer can claim for a module (registry ids of harness/formats/registry.ts). */
-export type DeclaredFp4 = 'mxfp4' | 'nvfp4';
+/** The FP4 stored forms a producer can claim for a module (registry families of harness/formats/registry.ts). */
+export type DeclaredFp4 = 'mxfp4' | 'nvfp4' | 'bnb4';
 
 export interface QuantConfig {
   /** quant_method as declared, or 'none' when the config has no quantization_config */
@@ -30,6 +30,8 @@ export interface QuantConfig {
   groups: Array<{ targets: ModulePattern[]; form: DeclaredFp4 }>;
   /** what a targeted module not matched by a group holds (null: the producer claims nothing) */
   defaultForm: DeclaredFp4 | null;
+  /** bitsandbytes: the declared code table and double quantization, checked against each quant_state */
+  bnb?: { quantType: 'nf4' | 'fp4'; doubleQuant: boolean };
 }
 
 /** One ignore/target entry, with the text it came from (for messages). */
@@ -38,10 +40,9 @@ export interface ModulePattern {
   test: (module: string) => boolean;
 }
 
-const KNOWN_METHODS: readonly string[] = ['fp8', 'mxfp4', 'fp4', 'quark', 'modelopt', 'compressed-tensors'];
+const KNOWN_METHODS: readonly string[] = ['fp8', 'mxfp4', 'fp4', 'quark', 'modelopt', 'compressed-tensors', 'bitsandbytes'];
 /** Methods that exist and are refused by name (not implemented). */
 const REFUSED_METHODS: Record<string, string> = {
-  bitsandbytes: 'bitsandbytes 4-bit (nf4/fp4) is not implemented yet',
   gptq: 'GPTQ int4 is not an FP4 format',
   awq: 'AWQ int4 is not an FP4 format',
 };
@@ -119,6 +120,7 @@ export function parseQuantConfig(config: Record<string, unknown>, configFile: st
   if (method === 'quark') return parseQuark(qc, file);
   if (method === 'modelopt') return parseModelOpt(qc, file);
   if (method === 'compressed-tensors') return parseCompressedTensors(qc, file);
+  if (method === 'bitsandbytes') return parseBitsAndBytes(qc, file);
   if (method === 'fp4') {
     // no producer writes this; deployment notes do: only E2M1 (the OCP element) is meaningful
     if (qc.fp4_quant_type !== undefined && qc.fp4_quant_type !== 'e2m1') {
@@ -233,6 +235,29 @@ function parseCompressedTensors(qc: Record<string, unknown>, file: string): Quan
   const field = { file, field: 'quantization_config.ignore' };
   const ignore = stringList(qc.ignore, field).map((p) => modulePattern(p, 'exact', field));
   return { method: 'compressed-tensors', weightBlockSize: [128, 128], declared: qc, file, ignore, groups, defaultForm: null };
+}
+
+/**
+ * bitsandbytes as transformers writes it (BitsAndBytesConfig.to_dict, spec/fp4-formats.md §5): 4-bit only
+ * (LLM.int8 is not FP4), uint8 storage, nf4 or fp4. `llm_int8_skip_modules` keeps modules plain the way
+ * transformers matches them: a name equal to the entry, or containing it followed by a dot.
+ */
+function parseBitsAndBytes(qc: Record<string, unknown>, file: string): QuantConfig {
+  const f = (k: string) => `quantization_config.${k}`;
+  const four = qc.load_in_4bit ?? qc._load_in_4bit;
+  if (qc.load_in_8bit === true || qc._load_in_8bit === true) throw new InputError(`${f('load_in_8bit')} true: bitsandbytes LLM.int8 (8-bit) is not an FP4 format`, { file });
+  if (four !== true) throw new InputError(`${f('load_in_4bit')} is ${JSON.stringify(four)}: only bitsandbytes 4-bit checkpoints are read`, { file });
+  const t = qc.bnb_4bit_quant_type ?? 'fp4';
+  if (t !== 'nf4' && t !== 'fp4') throw new InputError(`${f('bnb_4bit_quant_type')} ${JSON.stringify(t)} is not supported (known: nf4, fp4)`, { file });
+  const storage = qc.bnb_4bit_quant_storage ?? 'uint8';
+  if (storage !== 'uint8') throw new InputError(`${f('bnb_4bit_quant_storage')} ${JSON.stringify(storage)} is not supported (only uint8, two codes a byte)`, { file });
+  const dq = qc.bnb_4bit_use_double_quant ?? false;
+  if (typeof dq !== 'boolean') throw new InputError(`${f('bnb_4bit_use_double_quant')} must be a boolean, got ${JSON.stringify(dq)}`, { file });
+  const field = { file, field: f('llm_int8_skip_modules') };
+  // without a list transformers skips the output head itself (get_keys_to_not_convert)
+  const skip = qc.llm_int8_skip_modules === undefined || qc.llm_int8_skip_modules === null ? ['lm_head'] : stringList(qc.llm_int8_skip_modules, field);
+  const ignore = skip.map((key): ModulePattern => ({ text: key, test: (m) => m === key || m.includes(key + '.') }));
+  return { method: 'bitsandbytes', weightBlockSize: [128, 128], declared: qc, file, ignore, groups: [], defaultForm: 'bnb4', bnb: { quantType: t, doubleQuant: dq } };
 }
 
 /**

@@ -16,7 +16,7 @@
  */
 import { InputError } from '../errors.js';
 import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
-import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig } from '../formats/linear.js';
+import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { dequantRowsExact, kindOf } from '../../reference-cpu/dequant.js';
@@ -104,7 +104,7 @@ export function quantizedWeights(ck: Checkpoint): Array<{ name: string; layer: n
     const fits = FORMATS.some((f) => {
       if (f.scale === null || !name.endsWith('.' + f.weight.suffix) || !f.weight.dtypes.includes(dtype)) return false;
       const module = name.slice(0, -(f.weight.suffix.length + 1));
-      return f.scale.suffixes.some((x) => ck.has(`${module}.${x}`));
+      return f.scale.suffixes.some((x) => ck.has(`${module}.${x}`)) && (f.marker === undefined || ck.has(`${module}.${f.marker}`));
     });
     if (fits) out.push({ name, layer: layerOf(name) });
   }
@@ -132,10 +132,7 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const tensors: TensorCheck[] = [];
   for (const [k, t] of todo.entries()) {
     opt.onTensor?.(t.name, k, todo.length);
-    const info = ck.info(t.name);
-    const packed = info.dtype !== 'F8_E4M3'; // every quantized entry but FP8 packs two FP4 codes a byte
-    const logical: [number, number] = packed ? [info.shape[0], info.shape[1] * 2] : [info.shape[0], info.shape[1]];
-    const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, logical, qc);
+    const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, storedLogicalShape(ck, t.name), qc);
     tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
   }
   const layers = todo.map((t) => t.layer!);
@@ -168,6 +165,8 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
 function nanCodes(lw: LinearWeight): { n: number; where: 'weight' | 'scale' | null } {
   const s = lw.scale!;
   let inScale = 0;
+  // bitsandbytes' U8 absmax codes have no NaN code (the loader has refused non-finite quant_map and nested values)
+  if (lw.format === 'bnb4' && s.dtype === 'U8') return { n: 0, where: null };
   if (s.dtype === 'F32') {
     const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
     for (let k = 0; k < s.bytes.byteLength / 4; k++) if (Number.isNaN(dv.getFloat32(4 * k, true))) inScale++;
@@ -193,7 +192,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
     name: lw.name,
     layer,
     format: lw.format as TensorCheck['format'],
-    encoding: lw.encoding ?? (lw.format === 'mxfp4' ? 'deepseek-mxfp4' : lw.format === 'nvfp4' ? 'modelopt-nvfp4' : 'fp8-block'),
+    encoding: lw.encoding ?? (lw.format === 'mxfp4' ? 'deepseek-mxfp4' : lw.format === 'nvfp4' ? 'modelopt-nvfp4' : lw.format === 'bnb4' ? `bnb-${lw.bnb!.quantType}` : 'fp8-block'),
     shape: [lw.out, lw.in],
     scale: { name: lw.scale!.name, dtype: lw.scale!.dtype, grid: [R, C] },
     blocks: R * C,
@@ -220,7 +219,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   //   rounding is ±Inf / a non-zero → ±0  → the block overflows / underflows FP16 (a checkpoint property);
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
-  const cmp = lw.format === 'nvfp4' ? compareTs(lw, dev) : checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
+  const cmp = lw.format === 'nvfp4' || lw.format === 'bnb4' ? compareTs(lw, dev) : checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
   const { bad, over, under } = cmp;
@@ -240,7 +239,7 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   if (firstBad >= 0) {
     const o = Math.floor(firstBad / lw.in);
     const i = firstBad % lw.in;
-    const block: [number, number] = [Math.floor(o / bo), Math.floor(i / bi)];
+    const block = blockOf(lw, firstBad);
     out.first_bad_block = block;
     out.example = {
       at: [o, i],
@@ -254,6 +253,13 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   return out;
 }
 
+/** The scale block [row, column] of the grid that flat element k of W belongs to. */
+function blockOf(lw: LinearWeight, k: number): [number, number] {
+  if (lw.format === 'bnb4') return [0, Math.floor(k / lw.bnb!.blocksize)];
+  const o = Math.floor(k / lw.in);
+  return [Math.floor(o / lw.block[0]), Math.floor((k - o * lw.in) / lw.block[1])];
+}
+
 /**
  * The same compare element by element in TypeScript, for formats the native decoder does not know yet (NVFP4):
  * the rule check_f16.cc implements, over the reference's exact FP32 decode.
@@ -261,14 +267,13 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
 function compareTs(lw: LinearWeight, dev: Uint16Array): ExactVsF16 {
   const ref = dequantRowsExact(lw, 0, lw.out);
   const [R, C] = scaleGrid(lw);
-  const [bo, bi] = lw.block;
   const bad = new Uint8Array(R * C), over = new Uint8Array(R * C), under = new Uint8Array(R * C);
   let firstBad = -1, maxAbs = 0, nonFinite = 0;
   for (let k = 0; k < ref.length; k++) {
     const d = dev[k];
     if (f16ToF32(d) === ref[k]) continue;
-    const o = Math.floor(k / lw.in);
-    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const [br, bc] = blockOf(lw, k);
+    const blk = br * C + bc;
     const h = f32ToF16Bits(ref[k]);
     if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
     else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;

@@ -11,23 +11,26 @@
  * 4 × 24 bits for F32 scales) and rounds once to float32 when stored, as the device's f32 multiply does;
  * then once to FP16 (round to nearest even, overflow to Inf).
  */
-import { E2M1_VALUES, E4M3_TABLE, E8M0_TABLE, f32ToF16Bits } from '../formats/dtypes.js';
+import { E2M1_VALUES, E4M3_TABLE, E8M0_TABLE, f32ToF16Bits, NF4_VALUES } from '../formats/dtypes.js';
 import { type LinearWeight, scaleCodeOf } from '../formats/linear.js';
 import { faultApplies } from '../formats/registry.js';
 
 /** The catalog ids a weight reading can name (fp16-overflow is an activation bug, see compare/diagnose.ts). */
-export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int', 'global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size'] as const;
+export const WEIGHT_CAUSES = ['e3m0-table', 'nibble-swap', 'scale-missing', 'scale-axis', 'scale-stride', 'e8m0-as-int', 'global-scale-inverted', 'e4m3-scale-as-e8m0', 'scale-block-size', 'code-table', 'nested-absmax-raw'] as const;
 export type WeightCause = (typeof WEIGHT_CAUSES)[number];
 
 export interface Reading {
-  /** FP4 element table: the OCP E2M1 grid, or the buggy E3M0 one (c&7 = 0 → 0, else 2^((c&7)−1)) */
-  table: 'e2m1' | 'e3m0';
+  /**
+   * FP4 element table: the format's own (E2M1; bitsandbytes' stored quant_map), the buggy E3M0 one
+   * (c&7 = 0 → 0, else 2^((c&7)−1)), or the other family's (bitsandbytes codes as E2M1, E2M1 codes as NF4)
+   */
+  table: 'e2m1' | 'e3m0' | 'other-family';
   /** element 2j taken from the high nibble, 2j+1 from the low */
   swap: boolean;
   /** where scale (r, c) of an [R, C] grid is read: row-major, as if stored transposed, or with row stride C+1 */
   index: 'row-major' | 'transposed' | 'stride+1' | 'block-32';
   /** scale value: 2^(b−127), ignored (1.0), or the byte as an integer */
-  scale: 'e8m0' | 'one' | 'int' | 'e4m3-as-e8m0';
+  scale: 'e8m0' | 'one' | 'int' | 'e4m3-as-e8m0' | 'nested-raw';
   /** NVFP4's global scale applied as stored, or the other way (a multiplier divided by, a divisor multiplied by) */
   global: 'as-stored' | 'inverted';
 }
@@ -44,12 +47,14 @@ export const READINGS: Record<WeightCause, Reading> = {
   'global-scale-inverted': { ...CORRECT, global: 'inverted' },
   'e4m3-scale-as-e8m0': { ...CORRECT, scale: 'e4m3-as-e8m0' },
   'scale-block-size': { ...CORRECT, index: 'block-32' },
+  'code-table': { ...CORRECT, table: 'other-family' },
+  'nested-absmax-raw': { ...CORRECT, scale: 'nested-raw' },
 };
 
 /** What each reading means, in the words a diagnosis prints. */
 export const READING_TEXT: Record<WeightCause, string> = {
   'e3m0-table': 'decoding the FP4 nibbles with an E3M0 table instead of E2M1',
-  'nibble-swap': 'taking even elements from the high nibble and odd ones from the low',
+  'nibble-swap': "reading each byte's two codes in the other order (the even element from the high nibble in a low-even format, from the low one in bitsandbytes' high-even)",
   'scale-missing': 'ignoring the block scales (scale = 1)',
   'scale-axis': 'reading the scale grid as if it were stored transposed',
   'scale-stride': 'reading the scale grid with row stride C+1',
@@ -57,6 +62,8 @@ export const READING_TEXT: Record<WeightCause, string> = {
   'e4m3-scale-as-e8m0': 'decoding the E4M3 block-scale bytes as E8M0 (2^(b−127))',
   'scale-block-size': 'reading 16-wide scale blocks as if they were 32 wide',
   'global-scale-inverted': "applying NVFP4's global scale the wrong way (dividing by ModelOpt's multiplier, or multiplying by compressed-tensors' divisor)",
+  'code-table': "decoding the 4-bit codes with the other family's table (bitsandbytes codes as E2M1, or E2M1 codes as NF4)",
+  'nested-absmax-raw': "using bitsandbytes' double-quantized absmax codes (0…255) as the absmax values",
 };
 
 /** Does this reading change anything for this format? (A table bug cannot show in an FP8 weight.) The registry says. */
@@ -66,6 +73,8 @@ export function applies(cause: WeightCause, lw: LinearWeight): boolean {
 
 /** The scale grid [R, C] of a quantized weight: mxfp4 one per 32 inputs of a row, fp8 one per block. */
 export function scaleGrid(lw: LinearWeight): [number, number] {
+  // bitsandbytes: one absmax per `blocksize` elements of the flattened tensor, a single row of blocks
+  if (lw.format === 'bnb4') return [1, Math.ceil((lw.out * lw.in) / lw.bnb!.blocksize)];
   return [Math.ceil(lw.out / lw.block[0]), Math.ceil(lw.in / lw.block[1])];
 }
 
@@ -89,6 +98,14 @@ function scaleValues(lw: LinearWeight, how: Reading): Float64Array {
   const n = R * C;
   const out = new Float64Array(n);
   if (how.scale === 'one') return out.fill(1);
+  if (lw.format === 'bnb4' && s.dtype === 'U8') {
+    // double quant: each absmax a product then a sum, each rounded to float32; or the raw code (the bug)
+    const nest = lw.bnb!.nested!;
+    for (let b = 0; b < n; b++) {
+      out[b] = how.scale === 'nested-raw' ? s.bytes[b] : Math.fround(Math.fround(nest.quantMap[s.bytes[b]] * nest.absmax[Math.floor(b / nest.blocksize)]) + nest.offset);
+    }
+    return out;
+  }
   if (s.dtype === 'F32') {
     const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
     for (let k = 0; k < n; k++) out[k] = dv.getFloat32(4 * k, true);
@@ -117,10 +134,22 @@ export function forEachF16(lw: LinearWeight, rd: Reading, visit: (k: number, h: 
   const [R, C] = scaleGrid(lw);
   const sv = scaleValues(lw, rd);
   const [bo, bi] = lw.block;
+  if (lw.format === 'bnb4') {
+    // flat codes, high-even; the element is quant_map[code] (or E2M1[code]) × absmax rounded to float32, then FP16
+    const packed = lw.weight.bytes;
+    const table = rd.table === 'other-family' ? E2M1_VALUES : lw.bnb!.quantMap;
+    const bs = lw.bnb!.blocksize;
+    for (let k = 0; k < out * inn; k++) {
+      const byte = packed[k >> 1];
+      const code = (k % 2 === 0) !== rd.swap ? byte >> 4 : byte & 0x0f;
+      if (visit(k, f32ToF16Bits(Math.fround(table[code] * sv[Math.floor(k / bs)]))) === false) return;
+    }
+    return;
+  }
   if (lw.format === 'mxfp4' || lw.format === 'nvfp4') {
     // an MX block is 32 elements (16 bytes) of a row, an NVFP4 block 16 (8 bytes); both low-even
     const packed = lw.weight.bytes;
-    const table = rd.table === 'e2m1' ? E2M1_VALUES : Array.from({ length: 16 }, (_, c) => e3m0(c));
+    const table = rd.table === 'e2m1' ? E2M1_VALUES : rd.table === 'other-family' ? NF4_VALUES : Array.from({ length: 16 }, (_, c) => e3m0(c));
     const half = bi / 2;
     for (let o = 0; o < out; o++) {
       for (let c = 0; c < C; c++) {
@@ -130,8 +159,8 @@ export function forEachF16(lw: LinearWeight, rd: Reading, visit: (k: number, h: 
           const lo = byte & 0x0f;
           const hi = byte >> 4;
           const k = o * inn + c * bi + 2 * j;
-          if (visit(k, f32ToF16Bits(table[rd.swap ? hi : lo] * s)) === false) return;
-          if (visit(k + 1, f32ToF16Bits(table[rd.swap ? lo : hi] * s)) === false) return;
+          if (visit(k, f32ToF16Bits(Math.fround(table[rd.swap ? hi : lo] * s))) === false) return;
+          if (visit(k + 1, f32ToF16Bits(Math.fround(table[rd.swap ? lo : hi] * s))) === false) return;
         }
       }
     }
