@@ -201,7 +201,7 @@ export async function main(rawArgv: string[]): Promise<number> {
         y
           .positional('kind', { type: 'string', demandOption: true, choices: fixtureKinds(), describe: 'which fixture (see the list below)' })
           .positional('out', { type: 'string', demandOption: true, describe: 'output folder (new or empty)' })
-          .option('format', { type: 'string', describe: 'llama-tiny: quark-mxfp4, modelopt-nvfp4, ct-nvfp4 or ct-mxfp4 (one producer\'s FP4 form)' })
+          .option('format', { type: 'string', describe: 'llama-tiny: quark-mxfp4, modelopt-nvfp4, ct-nvfp4, ct-mxfp4, bnb-nf4 or bnb-fp4 (one producer\'s FP4 form); deepseek-v4-tiny: modelopt-nvfp4 (routed experts)' })
           .epilogue(`kinds:\n${fixtureLines().join('\n')}`),
       (a) => {
         code = runFixture(a.kind, a.out, a.format);

@@ -271,6 +271,19 @@ function loadBnb(ck: Checkpoint, r: ReturnType<typeof recognise>, base: Pick<Lin
   };
 }
 
+/**
+ * Every stored tensor that belongs to a bound linear: its weight, scale and global scale, the entry's other
+ * side tensors (bitsandbytes' quant_map, nested tables, quant_state) and the activation scales NVFP4 producers
+ * record beside the weight (read by neither path: W does not depend on them). For conformance checks that
+ * call any other tensor unexpected.
+ */
+export function linearTensorNames(ck: Checkpoint, lw: LinearWeight): string[] {
+  const module = moduleOf(lw.name);
+  const entry = FORMATS.find((f) => f.id === lw.encoding);
+  const side = [...(entry?.extra ?? []).map((x) => x.suffix), ...(entry?.global !== null && entry?.global !== undefined ? ['input_scale', 'input_global_scale'] : [])];
+  return [lw.name, ...(lw.scale !== null ? [lw.scale.name] : []), ...(lw.global ? [lw.global.tensor.name] : []), ...side.map((x) => `${module}.${x}`).filter((n) => ck.has(n))];
+}
+
 /** The logical [out, in] a stored quantized weight claims: from its quant_state (bitsandbytes), else its packed or plain shape. */
 export function storedLogicalShape(ck: Checkpoint, weightName: string): [number, number] {
   const module = moduleOf(weightName);

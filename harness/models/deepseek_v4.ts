@@ -15,7 +15,8 @@
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
-import { type LinearFormat, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
+import { type LinearFormat, type LinearWeight, linearTensorNames, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
+import { FORMATS } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import { assertStoredLayers } from './layers.js';
 import { forEachRowChunk, readRows } from './rows.js';
@@ -27,7 +28,8 @@ export type { DeepseekV4Config, YarnConfig } from './deepseek_v4_config.js';
 const NORM_DTYPES: DType[] = ['BF16', 'F32'];
 /** hc_* mixing parameters, attn_sink, compressor.ape and gate.bias are created as float32 in model.py and stored F32. */
 const F32_ONLY: DType[] = ['F32'];
-const ANY_FORMAT: LinearFormat[] = ['plain', 'fp8-block', 'mxfp4'];
+/** A linear's format is what is stored (DESIGN §3): any family of the registry, not DeepSeek's own three only. */
+const ANY_FORMAT: LinearFormat[] = [...new Set(FORMATS.map((f) => f.family))];
 /** compressor wkv/wgate, indexer weights_proj and the router run as plain fp32/bf16 matmuls in model.py. */
 const PLAIN_ONLY: LinearFormat[] = ['plain'];
 
@@ -224,9 +226,10 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
       w3: this.linear(`${p}.w3.weight`, [I, D], ANY_FORMAT, read),
     };
     if (!shared && expertDtype !== null) {
-      const want: LinearFormat = expertDtype === 'fp4' ? 'mxfp4' : 'fp8-block';
+      // expert_dtype names the element type; which FP4 form (DeepSeek's MXFP4, a ModelOpt NVFP4 conversion…) is what is stored
+      const want: LinearFormat[] = expertDtype === 'fp4' ? ['mxfp4', 'nvfp4', 'bnb4'] : ['fp8-block'];
       for (const lw of [ex.w1, ex.w2, ex.w3]) {
-        if (lw.format !== want) throw new InputError(`stored as ${lw.format} but expert_dtype "${expertDtype}" declares ${want}`, { file: this.fileOf(lw.name), tensor: lw.name });
+        if (!want.includes(lw.format)) throw new InputError(`stored as ${lw.format} but expert_dtype "${expertDtype}" declares ${want.join(' or ')}`, { file: this.fileOf(lw.name), tensor: lw.name });
       }
     }
     return ex;
@@ -340,8 +343,7 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
   conformance(): void {
     const seen = new Set<string>();
     const note = (lw: LinearWeight) => {
-      seen.add(lw.name);
-      if (lw.scale !== null) seen.add(lw.scale.name);
+      for (const n of linearTensorNames(this.ck, lw)) seen.add(n);
     };
     const noteStored = (t: StoredTensor | null) => t !== null && seen.add(t.name);
     for (const n of [this.embedName, this.headName]) seen.add(n);

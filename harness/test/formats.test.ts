@@ -180,6 +180,32 @@ describe.each(FIXTURE_FP4_FORMATS.map((f) => [f]))('llama-tiny --format %s', (fo
   });
 });
 
+describe('deepseek-v4-tiny with ModelOpt NVFP4 routed experts (fixtures/formats, committed)', () => {
+  const dir = path.join(import.meta.dirname, '..', '..', 'fixtures', 'formats', 'deepseek-v4-tiny-modelopt-nvfp4');
+  it('every routed expert is recognised as modelopt-nvfp4 and its device FP16 weights are the reference\'s, bit for bit', () => {
+    const ck = Checkpoint.open(dir);
+    try {
+      const w = checkWeights(ck, N, { layers: null, faults: null, numLayers: 4 });
+      const experts = w.tensors.filter((t) => /\.ffn\.experts\./.test(t.name));
+      expect(experts.length).toBe(4 * 8 * 3);
+      expect(experts.every((t) => t.encoding === 'modelopt-nvfp4')).toBe(true);
+      expect(w.exact).toBe(w.checked);
+    } finally {
+      ck.close();
+    }
+  });
+  it('diff passes under the default policy; global-scale-inverted@1 fails at layer.1 and is named from the weights', async () => {
+    // the default policy (FP16 floor): at DeepSeek's real magnitudes the fixed max_abs rule fails a correct path
+    const opts = { model: dir, layers: 'all', device: 'emulated', mode: 'both', freeSelection: false } as const;
+    const clean = await quietDiff(opts);
+    expect(clean.code).toBe(0);
+    const bad = await quietDiff({ ...opts, inject: 'global-scale-inverted@1' });
+    expect(bad.code).toBe(1);
+    expect(bad.report.diagnosis[0].cause).toBe('global-scale-inverted');
+    expect(bad.report.diagnosis[0].stage).toBe('layer.1');
+  });
+});
+
 describe('the classic NVFP4 bug end to end', () => {
   it('diff --inject global-scale-inverted on compressed-tensors NVFP4 fails and the diagnosis names it', async () => {
     const { code, report } = await quietDiff({

@@ -1073,8 +1073,16 @@ describe('deepseek_v4 tiny checkpoint', () => {
 
 // ---------------------------------------------------------------- the committed fixture against its numpy golden
 
-const FIXTURE = path.join(import.meta.dirname, '..', '..', 'fixtures', 'deepseek-v4-tiny');
-const GOLDEN = path.join(import.meta.dirname, '..', '..', 'fixtures', 'deepseek-v4-tiny-golden', 'golden.safetensors');
+const FIXTURES_DIR = path.join(import.meta.dirname, '..', '..', 'fixtures');
+/** The committed fixture, and its variant whose routed experts are ModelOpt NVFP4 (`fixture deepseek-v4-tiny --format modelopt-nvfp4`). */
+const GOLDEN_PAIRS = [
+  { name: 'deepseek-v4-tiny', fixture: path.join(FIXTURES_DIR, 'deepseek-v4-tiny'), golden: path.join(FIXTURES_DIR, 'deepseek-v4-tiny-golden', 'golden.safetensors') },
+  {
+    name: 'deepseek-v4-tiny with NVFP4 experts',
+    fixture: path.join(FIXTURES_DIR, 'formats', 'deepseek-v4-tiny-modelopt-nvfp4'),
+    golden: path.join(FIXTURES_DIR, 'formats', 'deepseek-v4-tiny-modelopt-nvfp4-golden', 'golden.safetensors'),
+  },
+];
 
 /**
  * fixtures/deepseek-v4-tiny (FP8/FP4 weights, 3 shards) against scripts/golden/deepseek_v4_numpy.py, a float64
@@ -1083,13 +1091,14 @@ const GOLDEN = path.join(import.meta.dirname, '..', '..', 'fixtures', 'deepseek-
  * router and indexer choice ≥ 1% of the score scale ahead of its runner-up, and the golden checks that).
  * Both are committed: a missing file fails here, it does not skip.
  */
-describe('deepseek_v4 fixture vs numpy golden', () => {
+describe.each(GOLDEN_PAIRS)('deepseek_v4 fixture vs numpy golden: $name', ({ fixture: FIXTURE, golden: GOLDEN }) => {
   it('the committed fixture and golden exist', () => {
     const missing = [FIXTURE, GOLDEN].filter((p) => !fs.existsSync(p));
     expect(
       missing,
       'missing committed files: fixtures/deepseek-v4-tiny is written by `LAYERDIFF_REGEN_FIXTURES=1 npx vitest run fixtures/test/deepseek_v4_tiny.test.ts`, ' +
-        'its golden by `python3 scripts/golden/deepseek_v4_numpy.py`',
+        'its golden by `python3 scripts/golden/deepseek_v4_numpy.py` (the NVFP4 variant: `layerdiff fixture deepseek-v4-tiny fixtures/formats/deepseek-v4-tiny-modelopt-nvfp4 --format modelopt-nvfp4`, ' +
+        'then `python3 scripts/golden/deepseek_v4_numpy.py --fixture fixtures/formats/deepseek-v4-tiny-modelopt-nvfp4 --out fixtures/formats/deepseek-v4-tiny-modelopt-nvfp4-golden`)',
     ).toEqual([]);
   });
 

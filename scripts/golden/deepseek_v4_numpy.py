@@ -124,6 +124,8 @@ class Checkpoint:
         dt, shape, b = self.raw(stem + ".weight")
         if dt in ("BF16", "F32"):
             return self.tensor(stem + ".weight")
+        if dt == "U8" and self.has(stem + ".weight_scale_2"):
+            return self.nvfp4(stem)
         sdt, sshape, sb = self.raw(stem + ".scale")
         assert sdt == "F8_E8M0", f"{stem}.scale is {sdt}"
         scale = e8m0(sb).reshape(sshape)
@@ -142,6 +144,25 @@ class Checkpoint:
             codes[:, 1::2] = u >> 4    # element 2j+1: high nibble
             return E2M1[codes] * np.repeat(scale, 32, axis=1)
         raise ValueError(f"{stem}.weight: unexpected dtype {dt}")
+
+    def nvfp4(self, stem: str) -> np.ndarray:
+        """NVIDIA ModelOpt NVFP4 (spec/fp4-formats.md §2): U8 `.weight` [out, in/2] low-even, F8_E4M3
+        `.weight_scale` [out, in/16], F32 `.weight_scale_2` [] a multiplier; the block scale is
+        float32(e4m3(s) * s2) (ModelOpt's float32 product), the element E2M1 times it."""
+        _, shape, b = self.raw(stem + ".weight")
+        sdt, sshape, sb = self.raw(stem + ".weight_scale")
+        gdt, gshape, gb = self.raw(stem + ".weight_scale_2")
+        assert sdt == "F8_E4M3" and gdt == "F32" and gshape in ([], [1]), f"{stem}: NVFP4 scales {sdt} {gdt} {gshape}"
+        out, cols = shape
+        inn = 2 * cols
+        assert sshape == [out, inn // 16], f"{stem}: NVFP4 scale shape {sshape}"
+        s2 = np.float32(gb.view("<f4")[0])
+        scale = (E4M3[sb].astype(np.float32) * s2).astype(np.float64).reshape(out, inn // 16)
+        u = b.reshape(out, cols)
+        codes = np.empty((out, inn), dtype=np.uint8)
+        codes[:, 0::2] = u & 0x0F
+        codes[:, 1::2] = u >> 4
+        return E2M1[codes] * np.repeat(scale, 16, axis=1)
 
 
 # ---------------------------------------------------------------------------------------------
