@@ -338,6 +338,77 @@ static void case_dequant_mxfp4(int out, int in, int fault, bool timed, const cha
   row(label, sh, "f16", c, false, ms, (double)out * in * (0.5 + 1.0 / 32 + 2), 0);
 }
 
+// NVFP4: every output against ldref (the element function), and, without a fault, against the format's
+// definition in double: E2M1 · float32(e4m3(s) · g) or float32(e4m3(s) / g), rounded once to FP16.
+static double e4m3d(uint8_t b);
+static void case_dequant_nvfp4(int out, int in, float g, int divisor, int fault, bool timed, const char* label) {
+  const std::vector<uint8_t> w = rand_bytes((size_t)out * in / 2, 0, 255, 31 + fault);
+  const std::vector<uint8_t> s = rand_bytes((size_t)out * in / 16, 0x10, 0x76, 32 + fault);  // no NaN code
+  DBuf<uint8_t> dw(w), ds(s);
+  DBuf<uint16_t> dy((size_t)out * in);
+  LdDequantNvfp4Args a{dw.p, ds.p, dy.p, out, in, divisor, fault, g};
+  const LdLaunch L = ld_plan_dequant_nvfp4(&a);
+  need(L);
+  double ms = 0;
+  if (timed) ms = time_ms([&] { LAUNCH(ld_dequant_nvfp4, L, a); });
+  else LAUNCH(ld_dequant_nvfp4, L, a);
+  CK(hipDeviceSynchronize());
+  const std::vector<uint16_t> gpu = dy.down();
+  std::vector<uint16_t> r((size_t)out * in);
+  ldref::dequant_nvfp4(w.data(), s.data(), out, in, g, divisor, fault, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, gpu[i], r[i]);
+  if (fault == 0) {
+    for (size_t i = 0; i < r.size(); i += 7) {
+      const size_t o = i / in, k = i % in;
+      const int nib = (w[o * (in / 2) + k / 2] >> (4 * (k & 1))) & 15;
+      const float sc = divisor ? (float)e4m3d(s[o * (in / 16) + k / 16]) / g : (float)e4m3d(s[o * (in / 16) + k / 16]) * g;
+      f64_16(c, gpu[i], (double)(float)(e2m1d(nib) * (double)sc));
+    }
+  }
+  char sh[64];
+  snprintf(sh, sizeof sh, "[%d×%d] g %s%g fault %d", out, in, divisor ? "/" : "·", g, fault);
+  row(label, sh, "f16", c, false, ms, (double)out * in * (0.5 + 1.0 / 16 + 2), 0);
+}
+
+// bitsandbytes 4-bit with and without double quant: every output against ldref.
+static void case_dequant_bnb4(int out, int in, int blocksize, bool dq, int fault, bool timed, const char* label) {
+  const long long n = (long long)out * in;
+  const int nb = (int)((n + blocksize - 1) / blocksize);
+  const std::vector<uint8_t> w = rand_bytes((size_t)(n + 1) / 2, 0, 255, 41 + fault);
+  std::vector<uint8_t> am;
+  std::vector<float> qm(16), nabs((size_t)(nb + 255) / 256), nmap(256);
+  for (int c = 0; c < 16; c++) qm[c] = ld_nf4_to_f32(c);
+  for (int c = 0; c < 256; c++) nmap[c] = -1.0f + (float)c / 128.0f;
+  for (size_t k = 0; k < nabs.size(); k++) nabs[k] = 0.01f * (float)(k + 1);
+  if (dq) am = rand_bytes((size_t)nb, 0, 255, 42);
+  else {
+    am.resize((size_t)nb * 4);
+    for (int b = 0; b < nb; b++) {
+      const float v = 0.001f + 0.0007f * (float)(b % 97);
+      memcpy(&am[(size_t)b * 4], &v, 4);
+    }
+  }
+  DBuf<uint8_t> dw(w), da(am);
+  DBuf<float> dq_(qm), dna(nabs), dnm(nmap);
+  DBuf<uint16_t> dy((size_t)n);
+  LdDequantBnb4Args a{dw.p, da.p, dq_.p, dna.p, dnm.p, dy.p, n, blocksize, dq ? 1 : 0, 256, fault, 0.0123f};
+  const LdLaunch L = ld_plan_dequant_bnb4(&a);
+  need(L);
+  double ms = 0;
+  if (timed) ms = time_ms([&] { LAUNCH(ld_dequant_bnb4, L, a); });
+  else LAUNCH(ld_dequant_bnb4, L, a);
+  CK(hipDeviceSynchronize());
+  const std::vector<uint16_t> gpu = dy.down();
+  std::vector<uint16_t> r((size_t)n);
+  ldref::dequant_bnb4(w.data(), am.data(), dq ? 1 : 0, qm.data(), nabs.data(), nmap.data(), 0.0123f, 256, n, blocksize, fault, r.data());
+  Cmp c;
+  for (size_t i = 0; i < r.size(); i++) cmp16(c, (long long)i, gpu[i], r[i]);
+  char sh[64];
+  snprintf(sh, sizeof sh, "[%d×%d] bs %d%s fault %d", out, in, blocksize, dq ? " dq" : "", fault);
+  row(label, sh, "f16", c, false, ms, (double)n * (0.5 + 2) + (double)am.size(), 0);
+}
+
 static double e4m3d(uint8_t b) {
   const int e = (b >> 3) & 15, m = b & 7;
   const double sg = b & 0x80 ? -1 : 1;
@@ -1191,6 +1262,12 @@ int main(int argc, char** argv) {
   if (want("dequant_fp8")) case_dequant_fp8(8192 / S, 8192 / S, 128, 128, false, 0, true, "dequant_fp8");
   if (want("dequant_fp8")) case_dequant_fp8(1000, 1000, 128, 128, true, 0, true, "dequant_fp8");
   if (want("dequant_fp8")) for (int f = 1; f <= 6; f++) case_dequant_fp8(300, 260, 128, 128, f % 2 == 0, f, false, "dequant_fp8");
+  if (want("dequant_nvfp4")) case_dequant_nvfp4(8192 / S, 8192 / S, 1.5e-4f, 0, 0, true, "dequant_nvfp4");
+  if (want("dequant_nvfp4")) case_dequant_nvfp4(300, 160, 7264.9f, 1, 0, false, "dequant_nvfp4");
+  if (want("dequant_nvfp4")) for (int f : {1, 2, 3, 4, 5, 7, 8, 9, 10}) case_dequant_nvfp4(96, 320, 0.37f, f % 2, f, false, "dequant_nvfp4");
+  if (want("dequant_bnb4")) case_dequant_bnb4(8192 / S, 8192 / S, 64, true, 0, true, "dequant_bnb4");
+  if (want("dequant_bnb4")) case_dequant_bnb4(301, 77, 64, false, 0, false, "dequant_bnb4");
+  if (want("dequant_bnb4")) for (int f : {2, 3, 10, 11}) case_dequant_bnb4(96, 320, 64, true, f, false, "dequant_bnb4");
   if (want("dequant_plain")) case_dequant_plain(2, 4096 / S, 4096);
   if (want("dequant_plain")) case_dequant_plain(4, 4096 / S, 4096);
 

@@ -83,6 +83,22 @@ void run(ldgpu::Backend& b) {
     b.dequant(1, w8.data(), w8.size(), s8.data(), s8.size(), 1, out, in, 128, 128, 0, g.data());
     ldref::dequant(1, w8.data(), s8.data(), 1, out, in, 128, 128, 0, r.data());
     report("dequant fp8 (f32 scales)", g, r);
+    // NVFP4 (ModelOpt multiplier, compressed-tensors divisor with scale-block-size), E4M3 scale bytes not NaN
+    auto e4 = bytes((size_t)out * in / 16, 0x20, 0x5f);
+    b.dequant_nvfp4(w.data(), e4.data(), out, in, 1.5e-4f, 0, 0, g.data());
+    ldref::dequant_nvfp4(w.data(), e4.data(), out, in, 1.5e-4f, 0, 0, r.data());
+    report("dequant nvfp4 (modelopt)", g, r);
+    b.dequant_nvfp4(w.data(), e4.data(), out, in, 7264.9f, 1, 9, g.data());
+    ldref::dequant_nvfp4(w.data(), e4.data(), out, in, 7264.9f, 1, 9, r.data());
+    report("dequant nvfp4 (ct, block-size)", g, r);
+    // bitsandbytes NF4 with double quant (blocks of 64, nested 256), flat over out·in
+    const long long n = (long long)out * in;
+    const int nb = (int)(n / 64);
+    auto codes = bytes((size_t)nb, 0, 255);
+    auto qm = f32s(16, -1, 1), nabs = f32s((size_t)(nb + 255) / 256, 0.5, 2), nmap = f32s(256, -1, 1);
+    b.dequant_bnb4(w.data(), codes.data(), codes.size(), 1, qm.data(), nabs.data(), nabs.size(), nmap.data(), 0.25f, 256, n, 64, 0, g.data());
+    ldref::dequant_bnb4(w.data(), codes.data(), 1, qm.data(), nabs.data(), nmap.data(), 0.25f, 256, n, 64, 0, r.data());
+    report("dequant bnb4 (double quant)", g, r);
   }
   for (int m : {1, 5, 70}) {  // skinny and tiled, f16 and fused MXFP4, f16 and f32 outputs
     const int k = 544, n = 97;

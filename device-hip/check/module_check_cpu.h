@@ -30,7 +30,8 @@ struct Kernel {
 inline const Kernel* kernels(size_t* n) {
   static const Kernel table[] = {
       LD_CPU_KERNEL(ld_dequant_mxfp4, LdDequantArgs),        LD_CPU_KERNEL(ld_dequant_fp8, LdDequantArgs),
-      LD_CPU_KERNEL(ld_dequant_plain, LdDequantArgs),        LD_CPU_KERNEL(ld_gemm_tiled_f16, LdGemmArgs),
+      LD_CPU_KERNEL(ld_dequant_plain, LdDequantArgs),        LD_CPU_KERNEL(ld_dequant_nvfp4, LdDequantNvfp4Args),
+      LD_CPU_KERNEL(ld_dequant_bnb4, LdDequantBnb4Args),     LD_CPU_KERNEL(ld_gemm_tiled_f16, LdGemmArgs),
       LD_CPU_KERNEL(ld_gemm_tiled_mxfp4, LdGemmArgs),        LD_CPU_KERNEL(ld_gemm_skinny_f16_1, LdGemmArgs),
       LD_CPU_KERNEL(ld_gemm_skinny_f16_2, LdGemmArgs),       LD_CPU_KERNEL(ld_gemm_skinny_f16_4, LdGemmArgs),
       LD_CPU_KERNEL(ld_gemm_skinny_f16_8, LdGemmArgs),       LD_CPU_KERNEL(ld_gemm_skinny_mxfp4_1, LdGemmArgs),

@@ -1,7 +1,8 @@
 // Module `ld_hip`: the `hip` backend's native side, and the kernels' host reference.
 //   probe()                      what the HIP runtime offers (dlopen libamdhip64; never throws)
 //   open(codeObjectPath)         load the runtime, the code object and every kernel, run the self-check
-//   dequantToF16 … mulScalarF16  the DeviceNative ops on the GPU (same signatures as the ld_device addon's)
+//   dequantToF16 … mulScalarF16  the DeviceNative ops on the GPU (same signatures as the ld_device addon's),
+//                                dequantNvfp4ToF16 and dequantBnb4ToF16 included
 //   hcPreF16 … moeCombineF16     the DeepseekNative ops on the GPU (deepseek.hip, moe.hip), same signatures
 //   attentionDecodeF16           the DecodeNative op on the GPU (ld_attention_decode), same signature
 //   ref*                         ld_host_ref.h — the expected values the device check compares the GPU with —
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "../src/addon.h"
+#include "../src/dequant_fp4_args.h"
 #include "ld_gpu_backend.h"
 #include "ld_host_ref.h"
 
@@ -188,6 +190,23 @@ Napi::Value hip_dequant(const Napi::CallbackInfo& info) {
   return y;
 }
 
+Napi::Value hip_dequant_nvfp4(const Napi::CallbackInfo& info) {
+  const ld::Nvfp4In a = ld::nvfp4_args(info, "dequantNvfp4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)a.out * a.in);
+  gpu(info.Env(), [&] { backend(info.Env()).dequant_nvfp4(a.w.data, a.s.data, a.out, a.in, a.global, a.divisor ? 1 : 0, a.fault, y.Data()); });
+  return y;
+}
+
+Napi::Value hip_dequant_bnb4(const Napi::CallbackInfo& info) {
+  const ld::Bnb4In a = ld::bnb4_args(info, "dequantBnb4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), a.n);
+  gpu(info.Env(), [&] {
+    backend(info.Env()).dequant_bnb4(a.w.data, a.absmax.data, a.absmax.len, a.codes ? 1 : 0, a.quant_map.data, a.nested_absmax.data, a.nested_absmax.len,
+                                     a.nested_map.data, a.nested_offset, a.nested_blocksize, (long long)a.n, a.blocksize, a.fault, y.Data());
+  });
+  return y;
+}
+
 Napi::Value hip_gemm(const Napi::CallbackInfo& info, bool f32) {
   const GemmIn g = gemm_args(info, f32 ? "gemmF16F32" : "gemmF16", f32 ? 5 : 6);
   const float alpha = f32 ? 1.0f : (float)arg_num(info, 5, "gemmF16", "alpha");
@@ -262,6 +281,21 @@ Napi::Value ref_dequant(const Napi::CallbackInfo& info) {
   const DequantIn d = dequant_args(info, "refDequantToF16");
   auto y = new_array<uint16_t>(info.Env(), (size_t)d.out * d.in);
   ldref::dequant(d.kind, d.w.data, d.s.data, d.f32s, d.out, d.in, d.bo, d.bi, d.fault, y.Data());
+  return y;
+}
+
+Napi::Value ref_dequant_nvfp4(const Napi::CallbackInfo& info) {
+  const ld::Nvfp4In a = ld::nvfp4_args(info, "refDequantNvfp4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)a.out * a.in);
+  ldref::dequant_nvfp4(a.w.data, a.s.data, a.out, a.in, a.global, a.divisor ? 1 : 0, a.fault, y.Data());
+  return y;
+}
+
+Napi::Value ref_dequant_bnb4(const Napi::CallbackInfo& info) {
+  const ld::Bnb4In a = ld::bnb4_args(info, "refDequantBnb4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), a.n);
+  ldref::dequant_bnb4(a.w.data, a.absmax.data, a.codes ? 1 : 0, a.quant_map.data, a.nested_absmax.data, a.nested_map.data, a.nested_offset, a.nested_blocksize,
+                      (long long)a.n, a.blocksize, a.fault, y.Data());
   return y;
 }
 
@@ -675,6 +709,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, probe));
   exports.Set("open", Napi::Function::New(env, open));
   exports.Set("dequantToF16", Napi::Function::New(env, hip_dequant));
+  exports.Set("dequantNvfp4ToF16", Napi::Function::New(env, hip_dequant_nvfp4));
+  exports.Set("dequantBnb4ToF16", Napi::Function::New(env, hip_dequant_bnb4));
   exports.Set("gemmF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return hip_gemm(i, false); }));
   exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return hip_gemm(i, true); }));
   exports.Set("rmsnormF16", Napi::Function::New(env, hip_rmsnorm));
@@ -684,6 +720,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("addF16", Napi::Function::New(env, hip_add));
   exports.Set("mulScalarF16", Napi::Function::New(env, hip_mul_scalar));
   exports.Set("refDequantToF16", Napi::Function::New(env, ref_dequant));
+  exports.Set("refDequantNvfp4ToF16", Napi::Function::New(env, ref_dequant_nvfp4));
+  exports.Set("refDequantBnb4ToF16", Napi::Function::New(env, ref_dequant_bnb4));
   exports.Set("refGemmF16", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_gemm(i, false); }));
   exports.Set("refGemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return ref_gemm(i, true); }));
   exports.Set("refGemmMxfp4F16", Napi::Function::New(env, ref_gemm_mxfp4));

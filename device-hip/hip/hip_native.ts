@@ -35,11 +35,13 @@ export interface HipProbe {
   error: string;
 }
 
-type GpuOps = Pick<DeviceNative, 'dequantToF16' | 'gemmF16' | 'gemmF16F32' | 'rmsnormF16' | 'ropeF16' | 'attentionF16' | 'swigluF16' | 'addF16' | 'mulScalarF16'>;
+type GpuOps = Pick<DeviceNative, 'dequantToF16' | 'dequantNvfp4ToF16' | 'dequantBnb4ToF16' | 'gemmF16' | 'gemmF16F32' | 'rmsnormF16' | 'ropeF16' | 'attentionF16' | 'swigluF16' | 'addF16' | 'mulScalarF16'>;
 
 /** The kernels' host-side expected values (ld_host_ref.h): what the device check compares the GPU with. */
 export interface HostRef {
   refDequantToF16: DeviceNative['dequantToF16'];
+  refDequantNvfp4ToF16: DeviceNative['dequantNvfp4ToF16'];
+  refDequantBnb4ToF16: DeviceNative['dequantBnb4ToF16'];
   refGemmF16: DeviceNative['gemmF16'];
   refGemmF16F32: DeviceNative['gemmF16F32'];
   /** the fused MXFP4 GEMM: packed [n, k/2], E8M0 scale [n, k/32] */
@@ -162,8 +164,8 @@ export function openHipNative(p: HipProbe): HipNatives {
   const a = loadHipAddon();
   if (a === null) throw new Error('the ld_hip addon is not built (run npm run build:native)');
   // An ld_hip.node built before the DeepSeek-V4/decode ops were wired would fail only mid-run: refuse up front.
-  if (typeof a.hcPreF16 !== 'function' || typeof a.attentionDecodeF16 !== 'function') {
-    throw new Error('the ld_hip addon lacks the DeepSeek-V4 and decode GPU ops (built from older sources): rebuild it with npm run build:native');
+  if (typeof a.hcPreF16 !== 'function' || typeof a.attentionDecodeF16 !== 'function' || typeof a.dequantBnb4ToF16 !== 'function') {
+    throw new Error('the ld_hip addon lacks the DeepSeek-V4, decode or FP4-format GPU ops (built from older sources): rebuild it with npm run build:native');
   }
   const gfx = p.arch.split(':')[0] ?? p.arch;
   const co = codeObjectFor(gfx);
@@ -180,10 +182,8 @@ export function openHipNative(p: HipProbe): HipNatives {
     swigluF16: (...args) => a.swigluF16(...args),
     addF16: (...args) => a.addF16(...args),
     mulScalarF16: (...args) => a.mulScalarF16(...args),
-    // NVFP4 weights are dequantized once at load on the host by the same ld_numerics.h element function
-    // (bit-identical to a kernel by construction); a GPU kernel for it is not written yet.
-    dequantNvfp4ToF16: (...args) => host.dequantNvfp4ToF16(...args),
-    dequantBnb4ToF16: (...args) => host.dequantBnb4ToF16(...args),
+    dequantNvfp4ToF16: (...args) => a.dequantNvfp4ToF16(...args),
+    dequantBnb4ToF16: (...args) => a.dequantBnb4ToF16(...args),
     f32ToF16: (x) => host.f32ToF16(x),
     f16ToF32: (x) => host.f16ToF32(x),
     bf16ToF16: (x) => host.bf16ToF16(x),

@@ -31,7 +31,7 @@ struct Backend::Buf {
 
 const std::vector<std::string>& Backend::kernel_names() {
   static const std::vector<std::string> names = {
-      "ld_dequant_mxfp4", "ld_dequant_fp8", "ld_dequant_plain", "ld_gemm_tiled_f16", "ld_gemm_tiled_mxfp4",
+      "ld_dequant_mxfp4", "ld_dequant_fp8", "ld_dequant_plain", "ld_dequant_nvfp4", "ld_dequant_bnb4", "ld_gemm_tiled_f16", "ld_gemm_tiled_mxfp4",
       "ld_gemm_skinny_f16_1", "ld_gemm_skinny_f16_2", "ld_gemm_skinny_f16_4", "ld_gemm_skinny_f16_8",
       "ld_gemm_skinny_mxfp4_1", "ld_gemm_skinny_mxfp4_2", "ld_gemm_skinny_mxfp4_4", "ld_gemm_skinny_mxfp4_8",
       "ld_rmsnorm", "ld_rope", "ld_swiglu", "ld_add", "ld_mul_scalar", "ld_attention", "ld_softmax", "ld_moe_gather",
@@ -106,6 +106,25 @@ void Backend::dequant(int kind, const uint8_t* w, size_t wbytes, const uint8_t* 
   LdDequantArgs a{dw.ptr<uint8_t>(), scale != nullptr ? ds.ptr<uint8_t>() : nullptr, dy.ptr<uint16_t>(), kind, scale_is_f32, out, in, bo, bi, fault};
   launch(ld_plan_dequant(&a), &a);
   dy.down(y, n * 2);
+}
+
+void Backend::dequant_nvfp4(const uint8_t* w, const uint8_t* scale, int out, int in, float global, int divisor, int fault, uint16_t* y) {
+  const size_t n = (size_t)out * in;
+  Buf dw(this, w, n / 2), ds(this, scale, n / 16), dy(this, n * 2);
+  LdDequantNvfp4Args a{dw.ptr<uint8_t>(), ds.ptr<uint8_t>(), dy.ptr<uint16_t>(), out, in, divisor, fault, global};
+  launch(ld_plan_dequant_nvfp4(&a), &a);
+  dy.down(y, n * 2);
+}
+
+void Backend::dequant_bnb4(const uint8_t* w, const uint8_t* absmax, size_t absmax_bytes, int absmax_is_codes, const float* quant_map,
+                           const float* nested_absmax, size_t nested_n, const float* nested_map, float nested_offset, int nested_blocksize, long long n,
+                           int blocksize, int fault, uint16_t* y) {
+  Buf dw(this, w, (size_t)(n + 1) / 2), da(this, absmax, absmax_bytes), dq(this, quant_map, 16 * 4), dy(this, (size_t)n * 2);
+  Buf dna(this, nested_absmax, absmax_is_codes ? nested_n * 4 : 0), dnm(this, nested_map, absmax_is_codes ? 256 * 4 : 0);
+  LdDequantBnb4Args a{dw.ptr<uint8_t>(), da.ptr<uint8_t>(), dq.ptr<float>(), absmax_is_codes ? dna.ptr<float>() : nullptr, absmax_is_codes ? dnm.ptr<float>() : nullptr,
+                      dy.ptr<uint16_t>(), n, blocksize, absmax_is_codes, nested_blocksize, fault, nested_offset};
+  launch(ld_plan_dequant_bnb4(&a), &a);
+  dy.down(y, (size_t)n * 2);
 }
 
 void Backend::gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const uint8_t* wscale, int m, int k, int n, float alpha,

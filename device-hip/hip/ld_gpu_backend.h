@@ -38,6 +38,9 @@ class Backend {
 
   void dequant(int kind, const uint8_t* w, size_t wbytes, const uint8_t* scale, size_t sbytes, int scale_is_f32, int out,
                int in, int bo, int bi, int fault, uint16_t* y);
+  void dequant_nvfp4(const uint8_t* w, const uint8_t* scale, int out, int in, float global, int divisor, int fault, uint16_t* y);
+  void dequant_bnb4(const uint8_t* w, const uint8_t* absmax, size_t absmax_bytes, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
+                    size_t nested_n, const float* nested_map, float nested_offset, int nested_blocksize, long long n, int blocksize, int fault, uint16_t* y);
   // w (f16 [n, k]) or wq + wscale (MXFP4, fused); y16 (f16(alpha·dot)) or y32 (dot).
   void gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const uint8_t* wscale, int m, int k, int n, float alpha,
             int fault, uint16_t* y16, float* y32);

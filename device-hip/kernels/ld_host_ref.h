@@ -44,6 +44,23 @@ inline void dequant(int kind, const uint8_t* w, const uint8_t* scale, int scale_
   }
 }
 
+/* NVFP4, element by element (ld_nvfp4_elem_f16). */
+inline void dequant_nvfp4(const uint8_t* w, const uint8_t* scale, int out, int in, float global, int divisor, int fault, uint16_t* y) {
+#pragma omp parallel for schedule(static)
+  for (int o = 0; o < out; o++)
+    for (int i = 0; i < in; i++) y[(size_t)o * in + i] = ld_nvfp4_elem_f16(w, scale, out, in, global, divisor, o, i, fault);
+}
+
+/* bitsandbytes 4-bit, element by element (ld_bnb4_absmax, ld_bnb4_code, ld_bnb4_value_f16). */
+inline void dequant_bnb4(const uint8_t* w, const uint8_t* absmax, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
+                         const float* nested_map, float nested_offset, int nested_blocksize, long long n, int blocksize, int fault, uint16_t* y) {
+#pragma omp parallel for schedule(static)
+  for (long long j = 0; j < n; j++) {
+    const float a = ld_bnb4_absmax(absmax, absmax_is_codes, nested_absmax, nested_map, nested_offset, nested_blocksize, (size_t)j / (size_t)blocksize, fault);
+    y[j] = ld_bnb4_value_f16(ld_bnb4_code(w, (size_t)j, fault), a, quant_map, fault);
+  }
+}
+
 /* One GEMM output: W row j as f16 (plain, or MXFP4 decoded by ld_mxfp4_elem_f16), ld_dot_f16. */
 inline float gemm_dot(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const uint8_t* wscale, int k, int n, int i,
                       int j, int fault, uint16_t* wrow /* scratch [k] */) {

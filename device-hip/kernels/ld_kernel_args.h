@@ -39,6 +39,30 @@ typedef struct LdDequantArgs {
   int kind, scale_is_f32, out, in, block_out, block_in, fault;
 } LdDequantArgs;
 
+/* NVFP4 (ModelOpt, compressed-tensors): packed [out, in/2] low-even, E4M3 scales [out, in/16], one f32 global
+ * scale, a multiplier or (divisor) a divisor; in % 16 == 0. */
+typedef struct LdDequantNvfp4Args {
+  const uint8_t* w;
+  const uint8_t* scale;
+  uint16_t* y;
+  int out, in, divisor, fault;
+  float global;
+} LdDequantNvfp4Args;
+
+/* bitsandbytes 4-bit: n codes over the flattened tensor (high-even), absmax per `blocksize` as F32 bytes or,
+ * absmax_is_codes, U8 codes decoded by nested_map [256] · nested_absmax[⌊b/nested_blocksize⌋] + nested_offset. */
+typedef struct LdDequantBnb4Args {
+  const uint8_t* w;
+  const uint8_t* absmax;
+  const float* quant_map;
+  const float* nested_absmax;
+  const float* nested_map;
+  uint16_t* y;
+  long long n;
+  int blocksize, absmax_is_codes, nested_blocksize, fault;
+  float nested_offset;
+} LdDequantBnb4Args;
+
 /* y[i, j] = f16(alpha·dot(x[i, :], W[j, :])) (y16) or the f32 dot (y32; the other pointer NULL).
  * W is f16 [n, k] (w) or, fused, MXFP4 packed [n, k/2] + E8M0 [n, k/32] (wq, wscale; k % 32 == 0). */
 typedef struct LdGemmArgs {
@@ -308,6 +332,17 @@ static inline LdLaunch ld_plan_dequant(const LdDequantArgs* a) {
   if (a->kind == 0) return ld_launch("ld_dequant_mxfp4", ld_table_blocks(n / 8), 1, 0);
   if (a->kind == 1) return ld_launch("ld_dequant_fp8", ld_elem_blocks(ld_div_up(a->in, 8) * (long long)a->out), 1, 0);
   return ld_launch("ld_dequant_plain", ld_elem_blocks(n), 1, 0);
+}
+
+/* NVFP4: thread per 8 outputs of a row (one 16-block), the 256×16 value table in LDS as for MXFP4. */
+static inline LdLaunch ld_plan_dequant_nvfp4(const LdDequantNvfp4Args* a) {
+  if (a->in % 16 != 0) return ld_launch_fail("nvfp4 dequant needs in % 16 == 0");
+  return ld_launch("ld_dequant_nvfp4", ld_table_blocks((long long)a->out * a->in / 8), 1, 0);
+}
+
+/* bitsandbytes: thread per packed byte (two outputs). */
+static inline LdLaunch ld_plan_dequant_bnb4(const LdDequantBnb4Args* a) {
+  return ld_launch("ld_dequant_bnb4", ld_elem_blocks((a->n + 1) / 2), 1, 0);
 }
 
 static inline LdLaunch ld_plan_gemm(const LdGemmArgs* a) {

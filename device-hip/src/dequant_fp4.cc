@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "addon.h"
+#include "dequant_fp4_args.h"
 #include "ld_numerics.h"
 
 namespace ld {
@@ -37,23 +38,10 @@ void dequant_nvfp4(const uint8_t* packed, const uint8_t* scales, int out, int in
   }
 }
 
-// dequantNvfp4ToF16(weight, scale, out, in, globalScale, globalIsDivisor, fault)
 Napi::Value dequant_nvfp4_js(const Napi::CallbackInfo& info) {
-  const char* fn = "dequantNvfp4ToF16";
-  const Napi::Env env = info.Env();
-  need_args(info, 7, fn);
-  const int out = arg_int(info, 2, fn, "out", 1), in = arg_int(info, 3, fn, "in", 1);
-  const double g = arg_num(info, 4, fn, "globalScale");
-  const bool divisor = arg_bool(info, 5, fn, "globalIsDivisor");
-  const int fault = arg_int(info, 6, fn, "fault", 0);
-  if (fault >= LD_FAULT_COUNT) throw_range(env, std::string(fn) + ": fault must be 0.." + std::to_string(LD_FAULT_COUNT - 1) + ", got " + std::to_string(fault));
-  if (in % 16 != 0) throw_range(env, std::string(fn) + ": nvfp4 weight " + dims({out, in}) + ": in must be a multiple of 16");
-  if (!(g > 0) || g > 3.4028234663852886e38) throw_range(env, std::string(fn) + ": globalScale must be a finite positive f32, got " + std::to_string(g));
-  const size_t count = (size_t)out * in;
-  auto w = arg_array_len<uint8_t>(info, 0, fn, "weight", count / 2, "packed " + dims({out, in / 2}));
-  auto s = arg_array_len<uint8_t>(info, 1, fn, "scale", count / 16, "E4M3 " + dims({out, in / 16}));
-  auto y = new_array<uint16_t>(env, count);
-  dequant_nvfp4(w.data, s.data, out, in, (float)g, divisor ? 1 : 0, fault, y.Data());
+  const Nvfp4In a = nvfp4_args(info, "dequantNvfp4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), (size_t)a.out * a.in);
+  dequant_nvfp4(a.w.data, a.s.data, a.out, a.in, a.global, a.divisor ? 1 : 0, a.fault, y.Data());
   return y;
 }
 
@@ -72,28 +60,11 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
   }
 }
 
-// dequantBnb4ToF16(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize,
-//                  out, in, blocksize, fault)
 Napi::Value dequant_bnb4_js(const Napi::CallbackInfo& info) {
-  const char* fn = "dequantBnb4ToF16";
-  const Napi::Env env = info.Env();
-  need_args(info, 12, fn);
-  const bool codes = arg_bool(info, 2, fn, "absmaxIsCodes");
-  const double offset = arg_num(info, 6, fn, "nestedOffset");
-  const int nbs = arg_int(info, 7, fn, "nestedBlocksize", 1);
-  const int out = arg_int(info, 8, fn, "out", 1), in = arg_int(info, 9, fn, "in", 1);
-  const int bs = arg_int(info, 10, fn, "blocksize", 1);
-  const int fault = arg_int(info, 11, fn, "fault", 0);
-  if (fault >= LD_FAULT_COUNT) throw_range(env, std::string(fn) + ": fault must be 0.." + std::to_string(LD_FAULT_COUNT - 1) + ", got " + std::to_string(fault));
-  const size_t n = (size_t)out * in, nblocks = (n + bs - 1) / bs;
-  auto w = arg_array_len<uint8_t>(info, 0, fn, "weight", (n + 1) / 2, "packed [(out·in+1)/2]");
-  auto a = arg_array_len<uint8_t>(info, 1, fn, "absmax", codes ? nblocks : 4 * nblocks, codes ? "U8 codes [⌈out·in/blocksize⌉]" : "F32 bytes 4·[⌈out·in/blocksize⌉]");
-  auto q = arg_array_len<float>(info, 3, fn, "quantMap", 16, "[16]");
-  const size_t nested = codes ? (nblocks + nbs - 1) / nbs : 0;
-  auto na = arg_array_len<float>(info, 4, fn, "nestedAbsmax", nested, "[⌈nblocks/nestedBlocksize⌉]");
-  auto nm = arg_array_len<float>(info, 5, fn, "nestedQuantMap", codes ? 256 : 0, codes ? "[256]" : "[] (no double quant)");
-  auto y = new_array<uint16_t>(env, n);
-  dequant_bnb4(w.data, a.data, codes ? 1 : 0, q.data, na.data, nm.data, (float)offset, nbs, n, bs, fault, y.Data());
+  const Bnb4In a = bnb4_args(info, "dequantBnb4ToF16");
+  auto y = new_array<uint16_t>(info.Env(), a.n);
+  dequant_bnb4(a.w.data, a.absmax.data, a.codes ? 1 : 0, a.quant_map.data, a.nested_absmax.data, a.nested_map.data, a.nested_offset, a.nested_blocksize, a.n,
+               a.blocksize, a.fault, y.Data());
   return y;
 }
 

@@ -63,6 +63,32 @@ describe('host reference of the HIP kernels == emulation', () => {
     same16(H.refDequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), N.dequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), 'f32');
   });
 
+  it('dequant nvfp4 and bitsandbytes 4-bit (the GPU kernels\' element functions): every fault, both global-scale ops, with and without double quant', () => {
+    const rand = rng(4077);
+    const out = 24, inD = 96;
+    const w = randomBytes(rand, (out * inD) / 2);
+    const e4 = randomBytes(rand, (out * inD) / 16);
+    e4[7] = 0x7f; // a NaN scale code goes through both the same way
+    for (let f = 0; f <= 11; f++) {
+      for (const [g, div] of [[1.5e-4, false], [7264.9, true]] as const) {
+        same16(H.refDequantNvfp4ToF16(w, e4, out, inD, g, div, f), N.dequantNvfp4ToF16(w, e4, out, inD, g, div, f), `nvfp4 g ${g} fault ${f}`);
+      }
+    }
+    const n = 37 * 29; // odd: the last byte's low nibble is padding; blocks of 64 straddle rows
+    const wb = randomBytes(rand, Math.ceil(n / 2));
+    const nb = Math.ceil(n / 64);
+    const qm = Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5);
+    const amF32 = new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + rand()).buffer);
+    const codes = randomBytes(rand, nb);
+    const nabs = Float32Array.from({ length: Math.ceil(nb / 8) }, () => 0.1 + rand());
+    const nmap = Float32Array.from({ length: 256 }, (_, c) => -1 + c / 128);
+    const none = new Float32Array(0);
+    for (let f = 0; f <= 11; f++) {
+      same16(H.refDequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, 37, 29, 64, f), N.dequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, 37, 29, 64, f), `bnb4 f32 absmax fault ${f}`);
+      same16(H.refDequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, 37, 29, 64, f), N.dequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, 37, 29, 64, f), `bnb4 double quant fault ${f}`);
+    }
+  });
+
   const GEMM: Array<[number, number, number]> = [[1, 4096, 33], [8, 1037, 20], [67, 1001, 29], [3, 7, 5], [17, 64, 9]];
   GEMM.forEach(([m, k, n], c) => {
     it(`gemm m=${m} k=${k} n=${n}: f16 and f32 outputs`, () => {
