@@ -4,6 +4,7 @@
  * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache).
  */
 import { benchGemm } from './gemm.js';
+import { benchDequantFormats } from './dequant_formats.js';
 import { benchDiff } from './diff.js';
 import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
@@ -13,6 +14,8 @@ import { benchGenerateGptOss } from './generate_gpt_oss.js';
 const wide = process.argv.includes('--wide');
 console.log('== GEMM and dequant ==');
 await benchGemm();
+console.log('\n== dequantization per format, against memcpy ==');
+await benchDequantFormats();
 console.log('\n== whole diff ==');
 await benchDiff(wide);
 console.log('\n== the verdict: extra mode and floor pass ==');

@@ -33,7 +33,7 @@ function nowMs(): number {
  * blocks are repeated in two rounds, A B A B: alternating call by call would make each side run while
  * the other's idle worker threads still spin (ORT's pool and OpenMP both spin-wait), slowing both.
  */
-async function timeBlocks(fns: Array<() => unknown>, runs = RUNS): Promise<number[]> {
+export async function timeBlocks(fns: Array<() => unknown>, runs = RUNS): Promise<number[]> {
   const times = fns.map(() => [] as number[]);
   for (let round = 0; round < 2; round++) {
     for (let j = 0; j < fns.length; j++) {

@@ -1,0 +1,83 @@
+/**
+ * Dequantization throughput per stored format (spec/fp4-formats.md), in GB/s of packed input, each side by side
+ * with a memcpy of the same packed bytes timed in the same run (timeBlocks): the device path's decoder (the
+ * emulation of the FP4/FP8 → FP16 kernels, LinearCache.dequant) and the reference's exact decoder (to FP32,
+ * dequantRowsExact: native for MXFP4/FP8, the TypeScript statement of the rule for NVFP4 and bitsandbytes).
+ * One [2048×4096] weight per format, bytes seeded; the producers that share a family (DeepSeek, Quark and
+ * compressed-tensors MXFP4; ModelOpt and compressed-tensors NVFP4) share its decoder, so one row covers them.
+ *
+ *   npm run build:ts && node dist/scripts/bench/dequant_formats.js
+ */
+import { pathToFileURL } from 'node:url';
+import { loadDeviceNative } from '../../device-hip/binding.js';
+import { LinearCache } from '../../device-hip/linear.js';
+import { NF4_VALUES } from '../../harness/formats/dtypes.js';
+import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js';
+import { Rng } from '../../harness/rng.js';
+import { dequantRowsExact } from '../../reference-cpu/dequant.js';
+import { bnbDynamicMap } from '../../fixtures/fp4_producers.js';
+import { timeBlocks } from './gemm.js';
+
+const O = 2048;
+const I = 4096;
+
+function bytes(r: Rng, n: number, lo = 0, hi = 255): Uint8Array {
+  return Uint8Array.from({ length: n }, () => lo + r.int(hi - lo + 1));
+}
+const tensor = (name: string, dtype: StoredTensor['dtype'], shape: number[], b: Uint8Array): StoredTensor => ({ name, dtype, shape, bytes: b });
+
+/** One weight per format row, [O, I]. */
+function weights(): Array<{ row: string; lw: LinearWeight }> {
+  const r = new Rng(5);
+  const n = O * I;
+  const base = { out: O, in: I, name: 'bench.weight' };
+  const mx: LinearWeight = { ...base, format: 'mxfp4', encoding: 'quark-mxfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'U8', [O, I / 32], bytes(r, n / 32, 118, 133)), block: [1, 32] };
+  const nvScale = bytes(r, n / 16, 0x20, 0x5f);
+  const g = Math.fround(1.5e-4);
+  const nv: LinearWeight = {
+    ...base, format: 'nvfp4', encoding: 'modelopt-nvfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'F8_E4M3', [O, I / 16], nvScale), block: [1, 16],
+    global: { tensor: tensor('g', 'F32', [], new Uint8Array(new Float32Array([g]).buffer)), value: g, op: 'mul' },
+  };
+  const fp8: LinearWeight = { ...base, format: 'fp8-block', encoding: 'fp8-block', weight: tensor('w', 'F8_E4M3', [O, I], bytes(r, n).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b))), scale: tensor('s', 'U8', [O / 128, I / 128], bytes(r, (n / 128) / 128, 118, 126)), block: [128, 128] };
+  const nb = n / 64;
+  const quantMap = Float32Array.from(NF4_VALUES);
+  const bnbPacked = bytes(r, n / 2);
+  const bnb = (dq: boolean): LinearWeight => ({
+    ...base, format: 'bnb4', encoding: 'bnb-nf4', weight: tensor('w', 'U8', [n / 2, 1], bnbPacked),
+    scale: dq ? tensor('a', 'U8', [nb], bytes(r, nb)) : tensor('a', 'F32', [nb], new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + r.uniform() * 0.05).buffer)),
+    block: [1, 64], global: null,
+    bnb: { quantType: 'nf4', blocksize: 64, quantMap, namedTable: true, dtype: 'bfloat16', nested: dq ? { absmax: Float32Array.from({ length: Math.ceil(nb / 256) }, () => 0.02), quantMap: bnbDynamicMap(), offset: 0.03, blocksize: 256 } : null },
+  });
+  return [
+    { row: 'mxfp4 (deepseek, quark, ct)', lw: mx },
+    { row: 'nvfp4 (modelopt, ct)', lw: nv },
+    { row: 'fp8-block (deepseek)', lw: fp8 },
+    { row: 'bnb-nf4/fp4', lw: bnb(false) },
+    { row: 'bnb-nf4/fp4 double quant', lw: bnb(true) },
+  ];
+}
+
+export async function benchDequantFormats(): Promise<Record<string, number>> {
+  const cache = new LinearCache(loadDeviceNative());
+  const out: Record<string, number> = {};
+  console.log(`  [${O}×${I}] per format      packed MiB   device GB/s  ×memcpy   reference GB/s  ×memcpy`);
+  for (const { row, lw } of weights()) {
+    const packed = lw.weight.bytes;
+    const copy = new Uint8Array(packed.length);
+    const [devMs, refMs, cpMs] = await timeBlocks([() => cache.dequant(lw, null), () => dequantRowsExact(lw, 0, lw.out), () => copy.set(packed)], lw.format === 'nvfp4' || lw.format === 'bnb4' ? 3 : 11);
+    const gbps = (ms: number) => packed.length / (ms * 1e6);
+    out[`${row}.device_gbps`] = gbps(devMs);
+    out[`${row}.device_vs_memcpy`] = cpMs / devMs;
+    out[`${row}.reference_gbps`] = gbps(refMs);
+    out[`${row}.reference_vs_memcpy`] = cpMs / refMs;
+    console.log(`  ${row.padEnd(28)} ${(packed.length / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(devMs).toFixed(2).padStart(10)}   ${(cpMs / devMs).toFixed(3).padStart(6)}   ${gbps(refMs).toFixed(2).padStart(12)}   ${(cpMs / refMs).toFixed(3).padStart(7)}`);
+  }
+  return out;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchDequantFormats().catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
