@@ -34,8 +34,14 @@ export function describeWeights(w: WeightsReport): string {
     w.overflow_blocks > 0 ? `${w.overflow_blocks} blocks overflow FP16` : null,
     w.underflow_blocks > 0 ? `${w.underflow_blocks} blocks underflow FP16 (non-zero weights become 0)` : null,
   ].filter((x) => x !== null);
+  // per format when the checkpoint mixes several, or when any loses FP16 range (which format is the evidence)
+  const formats = Object.entries(w.by_format ?? {});
+  const perFormat =
+    formats.length > 1 || w.overflow_blocks + w.underflow_blocks > 0
+      ? ` [${formats.map(([id, f]) => `${id} ${f!.tensors}${f!.overflow_blocks + f!.underflow_blocks > 0 ? ` (${f!.overflow_blocks} of ${f!.blocks} blocks overflow, ${f!.underflow_blocks} underflow)` : ''}`).join(', ')}]`
+      : '';
   return (
-    `${w.checked} quantized tensors (${layerRange(w)}) checked before any activation: ` +
+    `${w.checked} quantized tensors (${layerRange(w)})${perFormat} checked before any activation: ` +
     (w.mismatched === 0 ? 'every device FP16 weight equals the reference\'s exact dequantization' : `${w.exact} exact, ${w.mismatched} differ from the reference's exact dequantization`) +
     (extras.length > 0 ? `; ${extras.join(', ')}` : '')
   );

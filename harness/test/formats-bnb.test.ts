@@ -13,6 +13,10 @@ import { dequantLinear } from '../../reference-cpu/dequant.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { bnbDynamicMap, quantizeBnb4 } from '../../fixtures/fp4_producers.js';
+import * as path from 'node:path';
+import { Checkpoint } from '../io/checkpoint.js';
+import { checkTensor, checkWeights } from '../weights/check.js';
+import { describeWeights } from '../../reports/format.js';
 
 const N = loadDeviceNative();
 
@@ -111,6 +115,25 @@ describe('every bitsandbytes code through both paths', () => {
     expect(f16At(c.dequant(lw, 'nibble-swap'), 0)).toBe(f16round(NF4_VALUES[14] * 2));
     expect(f16At(c.dequant(lw, 'code-table'), 1)).toBe(E2M1[14] * 2);
     expect(FAULT_CODES['code-table']).toBeGreaterThan(0);
+  });
+
+  it('the weights-first check counts, per format, the blocks whose FP16 dequantization over- or underflows', () => {
+    // blocks of 16: absmax 1 (in range), 3e-9 (every non-zero code underflows), 1e5 (big codes overflow)
+    const lw = memBnb(everyCode(3), 3, Float32Array.from([1, 3e-9, 1e5]), Float32Array.from(NF4_VALUES), null);
+    const t = checkTensor(lw, 0, new LinearCache(N), null);
+    expect(t.exact).toBe(true);
+    expect([t.overflow_blocks, t.underflow_blocks, t.blocks]).toEqual([1, 1, 3]);
+    const ck = Checkpoint.open(path.join(import.meta.dirname, '..', '..', 'fixtures', 'llama-tiny'));
+    try {
+      const w = checkWeights(ck, N, { layers: null, faults: null });
+      const by = w.by_format;
+      expect(Object.keys(by).sort()).toEqual(['deepseek-mxfp4', 'fp8-block']);
+      expect(Object.values(by).reduce((n, f) => n + f!.tensors, 0)).toBe(w.checked);
+      expect(Object.values(by).reduce((n, f) => n + f!.underflow_blocks, 0)).toBe(w.underflow_blocks);
+      expect(describeWeights(w)).toMatch(/\[deepseek-mxfp4 \d+, fp8-block \d+\]|\[fp8-block \d+, deepseek-mxfp4 \d+\]/);
+    } finally {
+      ck.close();
+    }
   });
 
   it("the fixture recipe round-trips: bitsandbytes' own quantization decodes within half a code step of W", () => {

@@ -79,6 +79,8 @@ export interface WeightsReport {
   nan_codes: number;
   overflow_blocks: number;
   underflow_blocks: number;
+  /** per stored format (registry id): tensors, scale blocks, and the blocks whose FP16 dequantization over- or underflows */
+  by_format: Partial<Record<FormatId, { tensors: number; blocks: number; overflow_blocks: number; underflow_blocks: number }>>;
   /** quantized tensors outside the decoder layers (e.g. DeepSeek's mtp.*), which the forward pass never reads */
   skipped: number;
   time_ms: number;
@@ -147,7 +149,16 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     }
   }
   const sum = (f: (x: TensorCheck) => number) => tensors.reduce((n, x) => n + f(x), 0);
+  const byFormat: WeightsReport['by_format'] = {};
+  for (const t of tensors) {
+    const b = (byFormat[t.encoding] ??= { tensors: 0, blocks: 0, overflow_blocks: 0, underflow_blocks: 0 });
+    b.tensors++;
+    b.blocks += t.blocks;
+    b.overflow_blocks += t.overflow_blocks;
+    b.underflow_blocks += t.underflow_blocks;
+  }
   return {
+    by_format: byFormat,
     layers: layers.length > 0 ? [Math.min(...layers), Math.max(...layers)] : [opt.layers?.from ?? 0, opt.layers?.to ?? 0],
     checked: tensors.length,
     exact: tensors.filter((x) => x.exact).length,
