@@ -39,7 +39,7 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
   const headDim = c.int('head_dim', hidden / heads);
   if (heads % kvHeads !== 0) throw new InputError(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kvHeads}`, { file: ck.configFile });
   if (headDim % 2 !== 0) throw new InputError(`head_dim ${headDim} must be even for RoPE`, { file: ck.configFile });
-  const ropeLlama3 = parseRopeScaling(c, ck.configFile);
+  const rope = parseRope(c, ck.configFile);
   refuseUnimplementedLlamaFields(c);
   return {
     hidden,
@@ -50,8 +50,8 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
     headDim,
     vocab: c.int('vocab_size'),
     eps: positive(c, 'rms_norm_eps', 1e-6),
-    ropeTheta: c.num('rope_theta', 10000),
-    ropeLlama3,
+    ropeTheta: rope.theta,
+    ropeLlama3: rope.llama3,
     tieEmbeddings: c.bool('tie_word_embeddings', false),
     attentionBias: flag(c, 'attention_bias'),
     mlpBias: flag(c, 'mlp_bias'),
@@ -72,20 +72,37 @@ export interface Llama3RopeScaling {
  * rope_scaling: absent, null or type "default" → plain RoPE; type "llama3" with its four fields → Llama 3.1's
  * frequency rescaling (implemented in both paths via llamaInvFreq); any other type is refused by name.
  */
-function parseRopeScaling(c: ConfigReader, file: string): Llama3RopeScaling | null {
-  const rs = c.obj('rope_scaling');
+function parseRopeScaling(c: ConfigReader, file: string, key: 'rope_scaling' | 'rope_parameters' = 'rope_scaling'): Llama3RopeScaling | null {
+  const rs = c.obj(key);
   if (rs === undefined) return null;
   const type = rs.raw.rope_type ?? rs.raw.type;
   if (type === undefined || type === 'default') return null;
-  if (type !== 'llama3') throw new InputError(`rope_scaling ${JSON.stringify(rs.raw)} is not supported for llama (plain RoPE, or rope_type "llama3")`, { file });
-  const pos = (key: string) => {
-    const v = rs.num(key);
-    if (!(v > 0)) throw new InputError(`rope_scaling.${key} must be a positive number, got ${JSON.stringify(rs.raw[key])}`, { file });
+  if (type !== 'llama3') throw new InputError(`${key} ${JSON.stringify(rs.raw)} is not supported for llama (plain RoPE, or rope_type "llama3")`, { file });
+  const pos = (k: string) => {
+    const v = rs.num(k);
+    if (!(v > 0)) throw new InputError(`${key}.${k} must be a positive number, got ${JSON.stringify(rs.raw[k])}`, { file });
     return v;
   };
   const out = { factor: pos('factor'), lowFreqFactor: pos('low_freq_factor'), highFreqFactor: pos('high_freq_factor'), originalMaxPositions: pos('original_max_position_embeddings') };
-  if (!(out.highFreqFactor > out.lowFreqFactor)) throw new InputError(`rope_scaling: high_freq_factor ${out.highFreqFactor} must exceed low_freq_factor ${out.lowFreqFactor}`, { file });
+  if (!(out.highFreqFactor > out.lowFreqFactor)) throw new InputError(`${key}: high_freq_factor ${out.highFreqFactor} must exceed low_freq_factor ${out.lowFreqFactor}`, { file });
   return out;
+}
+
+/**
+ * RoPE as configured: transformers ≤ 4.x writes `rope_theta` and `rope_scaling`; newer configs write one
+ * `rope_parameters` object holding `rope_type`, `rope_theta` and the scaling fields. Either is read; both
+ * present and disagreeing (another theta, another scaling) is refused, naming both, rather than guessed.
+ */
+function parseRope(c: ConfigReader, file: string): { theta: number; llama3: Llama3RopeScaling | null } {
+  const legacy = { theta: positive(c, 'rope_theta', 10000), llama3: parseRopeScaling(c, file) };
+  const rp = c.obj('rope_parameters');
+  if (rp === undefined) return legacy;
+  const params = { theta: rp.raw.rope_theta === undefined ? legacy.theta : positive(rp, 'rope_theta', 10000), llama3: parseRopeScaling(c, file, 'rope_parameters') };
+  const scalingGiven = c.raw.rope_scaling !== undefined && c.raw.rope_scaling !== null;
+  if ((c.raw.rope_theta !== undefined && params.theta !== legacy.theta) || (scalingGiven && JSON.stringify(params.llama3) !== JSON.stringify(legacy.llama3))) {
+    throw new InputError(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_theta ${JSON.stringify(c.raw.rope_theta)} / rope_scaling ${JSON.stringify(c.raw.rope_scaling)}: which one the model was trained with is not knowable`, { file });
+  }
+  return params;
 }
 
 /**
@@ -114,7 +131,8 @@ export function llamaInvFreq(cfg: Pick<LlamaConfig, 'headDim' | 'ropeTheta' | 'r
  * The Llama config fields that change the computation, and how each is handled (the rest — dropout,
  * initializer_range, use_cache, pretraining_tp (a summation order only) — do not change the forward pass):
  *   hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim,
- *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default or "llama3"): implemented in both paths;
+ *   vocab_size, rms_norm_eps (> 0), rope_theta (> 0), rope_scaling (default or "llama3") or the newer
+ *   rope_parameters holding both: implemented in both paths;
  *   tie_word_embeddings: implemented (the head is the embedding, as transformers ties it);
  *   attention_bias, mlp_bias: implemented (each projection adds its `.bias` after the product, in both paths);
  *   hidden_act: only "silu" (SwiGLU) is implemented;
@@ -127,7 +145,6 @@ function refuseUnimplementedLlamaFields(c: ConfigReader): void {
   };
   const act = c.raw.hidden_act;
   if (act !== undefined && act !== 'silu') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
-  positive(c, 'rope_theta', 10000);
 }
 
 /** A boolean config field, false when absent or null; anything else (a string, a number) is refused. */

@@ -67,6 +67,36 @@ describe('rope_scaling llama3', () => {
     }
   });
 
+  it('reads the newer rope_parameters (rope_theta inside) as the same model; disagreeing with rope_theta / rope_scaling is refused', () => {
+    const cfgOf = (edit: (c: Record<string, unknown>) => void) => {
+      const d = path.join(tmp, 'params');
+      fs.rmSync(d, { recursive: true, force: true });
+      copyCheckpoint(LLAMA_TINY(), d);
+      setConfig(d, edit);
+      const ck = Checkpoint.open(d);
+      try {
+        return new LlamaCheckpoint(ck).cfg;
+      } finally {
+        ck.close();
+      }
+    };
+    const ck = Checkpoint.open(dir);
+    const legacy = new LlamaCheckpoint(ck).cfg;
+    ck.close();
+    const v5 = cfgOf((c) => {
+      c.rope_parameters = { ...SCALING, rope_theta: c.rope_theta };
+      delete c.rope_theta;
+      delete c.rope_scaling;
+    });
+    expect(Array.from(llamaInvFreq(v5))).toEqual(Array.from(llamaInvFreq(legacy)));
+    expect(v5.ropeTheta).toBe(legacy.ropeTheta);
+    const other = cfgOf((c) => ((c.rope_parameters = { rope_type: 'default', rope_theta: 500000 }), delete c.rope_theta));
+    expect([other.ropeTheta, other.ropeLlama3]).toEqual([500000, null]);
+    expect(() => cfgOf((c) => (c.rope_parameters = { ...SCALING, rope_theta: 500000 }))).toThrow(/rope_parameters .* disagrees with rope_theta 10000/);
+    expect(() => cfgOf((c) => ((c.rope_scaling = SCALING), (c.rope_parameters = { ...SCALING, factor: 4 })))).toThrow(/disagrees with rope_theta .* rope_scaling/);
+    expect(() => cfgOf((c) => (c.rope_parameters = { rope_type: 'yarn', factor: 4 }))).toThrow(/rope_parameters .*"yarn".* is not supported for llama/);
+  });
+
   it('refuses another rope type or a bad field by name', () => {
     const bad = path.join(tmp, 'bad');
     for (const [edit, re] of [
