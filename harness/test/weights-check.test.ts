@@ -159,7 +159,7 @@ describe('weights check on synthetic tensors', () => {
     } };
     const t = checkTensor(lw, 5, liar, null);
     expect(t).toMatchObject({ exact: false, bad_blocks: 1, first_bad_block: [0, 1], matches: [] });
-    const d = diagnoseWeights({ layers: [5, 5], checked: 1, exact: 0, mismatched: 1, nan_codes: 0, overflow_blocks: 0, underflow_blocks: 0, skipped: 0, time_ms: 0, tensors: [t] }, null);
+    const d = diagnoseWeights({ layers: [5, 5], checked: 1, exact: 0, mismatched: 1, nan_codes: 0, overflow_blocks: 0, underflow_blocks: 0, skipped: 0, time_ms: 0, tensors: [t], by_format: {} }, null);
     expect(d).toHaveLength(1);
     expect(d[0]).toMatchObject({ stage: 'layer.5', cause: 'unknown', source: 'weights' });
     expect(d[0].evidence).toMatch(/no catalog reading .* reproduces them; e\.g\. synthetic\.weight: 1\/4 scale blocks differ/);
