@@ -265,7 +265,7 @@ export function loadDeviceNative(): DeviceNative {
 export interface DecodeNative {
   /**
    * Attention of B query groups of Tq new queries each over a KV cache of Bc sequences × cap slots
-   * (slot s holds position s). Group b reads cache sequence slot[b]; its query t sits at position
+   * (slot s mod cap holds position s: a ring when window + Tq − 1 ≤ cap < the sequence). Group b reads cache sequence slot[b]; its query t sits at position
    * start[b] + t and sees slots max(0, p − window + 1) … p (window 0: 0 … p). q [B, Tq, Hq, D],
    * k [Bc, cap, Hkv, D], v [Bc, cap, Hkv, Dv] → [B, Tq, Hq, Dv], same numerics as attentionF16.
    */
@@ -292,7 +292,7 @@ export function validatedDecodeNative(raw: DecodeNative): DecodeNative {
       if (!(start instanceof Int32Array) || start.length !== B) throw new TypeError(`${fn}: start must be an Int32Array of B = ${B} elements`);
       for (let b = 0; b < B; b++) {
         if (slot[b] < 0 || slot[b] >= Bc) throw new RangeError(`${fn}: slot[${b}] = ${slot[b]} is outside the cache's ${Bc} sequences`);
-        if (start[b] < 0 || start[b] + Tq > cap) throw new RangeError(`${fn}: start[${b}] = ${start[b]} + Tq ${Tq} does not fit the cache capacity ${cap}`);
+        if (start[b] < 0 || (start[b] + Tq > cap && !(window > 0 && window + Tq - 1 <= cap))) throw new RangeError(`${fn}: start[${b}] = ${start[b]} + Tq ${Tq} does not fit the cache capacity ${cap} (a ring needs window + Tq − 1 ≤ cap)`);
       }
       if (sinks !== null) arr(fn, 'sinks', sinks, Float32Array, Hq, `Hq [${Hq}]`);
       return raw.attentionDecodeF16(q, k, v, B, Tq, Bc, cap, slot, start, Hq, Hkv, D, Dv, num(fn, 'scale', scale), window, sinks);

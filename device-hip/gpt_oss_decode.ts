@@ -11,7 +11,7 @@ import { act } from '../harness/formats/tensor.js';
 import type { GptOssCheckpoint, GptOssLayerWeights } from '../harness/models/gpt_oss.js';
 import type { DecodeNative, DeviceNative } from './binding.js';
 import type { GptOssDevice } from './gpt_oss.js';
-import { type DecodeEntry, KvCacheDecoder, KvCacheF16, lastRows } from './kv_cache.js';
+import { type DecodeEntry, KvCacheDecoder, KvCacheF16, lastRows, RING_CHUNK } from './kv_cache.js';
 
 export class GptOssDeviceDecoder extends KvCacheDecoder {
   readonly vocab: number;
@@ -26,10 +26,13 @@ export class GptOssDeviceDecoder extends KvCacheDecoder {
     private readonly device: GptOssDevice,
     /** where the layers' weights come from: the checkpoint (dequantized on use), or an FP16 cache's layers */
     layer: (L: number) => GptOssLayerWeights = (L) => m.loadLayer(L),
+    /** tokens per sliding-layer attention call (kv_cache.ts RING_CHUNK; the ring holds window + ringChunk − 1 rows) */
+    ringChunk = RING_CHUNK,
   ) {
     super();
     this.vocab = m.cfg.vocab;
-    this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim);
+    // sliding layers keep a ring of window + RING_CHUNK − 1 rows, full layers every row
+    this.cache = new KvCacheF16(m.cfg.layers, m.cfg.kvHeads * m.cfg.headDim, m.cfg.sliding.map((s) => (s ? m.cfg.slidingWindow : 0)), ringChunk);
     for (let L = 0; L < m.cfg.layers; L++) this.layers.push(layer(L));
   }
 

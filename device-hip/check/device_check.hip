@@ -1298,6 +1298,9 @@ int main(int argc, char** argv) {
   if (want("attention_decode")) case_attention_decode(4, 1, 4, 2048 / S, 16, 1, 512, 512, 128, true, {}, {});
   if (want("attention_decode")) case_attention_decode(3, 5, 2, 40, 8, 2, 36, 20, 6, true, {1, 1, 0}, {0, 17, 35});
   if (want("attention_decode")) case_attention_decode(4, 1, 4, 16, 3, 1, 8, 8, 16, false, {3, 2, 1, 0}, {15, 0, 7, 14});
+  // gpt-oss's sliding layers: a ring of window + chunk − 1 slots, positions far past the capacity
+  if (want("attention_decode")) case_attention_decode(2, 3, 2, 10, 4, 2, 64, 64, 8, true, {0, 1}, {37, 8});
+  if (want("attention_decode")) case_attention_decode(2, 1, 2, 191, 64, 8, 64, 64, 128, true, {1, 0}, {5000, 130});
   if (want("softmax")) case_softmax(4096 / S, 4096, true);
   if (want("softmax")) case_softmax(100, 1000, false);
   if (want("swiglu")) case_swiglu(0, 0.0f, true);

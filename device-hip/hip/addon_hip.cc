@@ -474,8 +474,8 @@ Napi::Value attention_decode_op(const Napi::CallbackInfo& info, Where where) {
   if (slot.len != (size_t)B || start.len != (size_t)B) throw_range(env, std::string(fn) + ": slot and start must have B elements");
   for (int b = 0; b < B; b++) {
     if (slot.data[b] < 0 || slot.data[b] >= Bc) throw_range(env, std::string(fn) + ": slot[" + std::to_string(b) + "] is outside the cache's sequences");
-    if (start.data[b] < 0 || (long long)start.data[b] + Tq > cap) {
-      throw_range(env, std::string(fn) + ": start[" + std::to_string(b) + "] + Tq does not fit the cache capacity");
+    if (start.data[b] < 0 || ((long long)start.data[b] + Tq > cap && !(window > 0 && (long long)window + Tq - 1 <= cap))) {
+      throw_range(env, std::string(fn) + ": start[" + std::to_string(b) + "] + Tq does not fit the cache capacity (a ring needs window + Tq − 1 ≤ cap)");
     }
   }
   const float* sinks = opt_f32(info, 15, fn, "sinks", (size_t)Hq);

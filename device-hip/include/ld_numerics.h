@@ -472,10 +472,14 @@ LD_INLINE int ld_attn_first_key(int t, int window) { return window > 0 && t - wi
 LD_INLINE float ld_max_step(float m, float z) { return z > m ? z : m; }
 /* A probability as the P·V product reads it: p / l rounded to f16, widened back. */
 LD_INLINE float ld_attn_prob_f32(float p, float l) { return ld_f16_to_f32(ld_f32_to_f16(p / l)); }
-/* Decode attention over a KV cache (src/decode.cc, ld_attention_decode): Bc sequences of cap slots, slot s holds
- * position s, rows [Hkv, D]. The row of key s, kv head hk, in cache sequence `seq` (the emulation, the kernel
- * and the host reference index the cache through this one function). */
-LD_INLINE size_t ld_kv_cache_row(int seq, int cap, int s, int Hkv, int hk) { return ((size_t)seq * cap + s) * Hkv + hk; }
+/* Decode attention over a KV cache (src/decode.cc, ld_attention_decode): Bc sequences of cap slots, rows
+ * [Hkv, D]; position s lives in slot s mod cap. A cache at least as long as the sequence holds position s in
+ * slot s; a shorter one is a ring (gpt-oss's sliding layers keep window + chunk − 1 rows), valid as long as
+ * every key a query sees is still in it. The row of key s, kv head hk, in cache sequence `seq` (the
+ * emulation, the kernel and the host reference index the cache through this one function, or walk it from
+ * slot 0 with ld_ring_slot). */
+LD_INLINE size_t ld_ring_slot(int s, int cap) { return (size_t)(s % cap); }
+LD_INLINE size_t ld_kv_cache_row(int seq, int cap, int s, int Hkv, int hk) { return ((size_t)seq * cap + ld_ring_slot(s, cap)) * Hkv + hk; }
 
 /* MoE combine (scatter) of one output element: acc over a token's routed rows in increasing row order,
  * f32 adds from +0, then the shared expert's value last, one rounding (src/deepseek_moe.cc's order). */

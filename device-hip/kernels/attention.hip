@@ -28,12 +28,13 @@ __device__ static inline float ld_block_max(float m, float* red) {
 }
 
 // One attention row, ld_attention's and ld_attention_decode's body: query qv [D] over n keys in increasing
-// position, key i's K row at kb + i·kstride and V row at vb + i·vstride; sink logit *sink (NULL: none); y [Dv].
+// position, key i's K row at kb + ((first + i) mod ring)·kstride and V row likewise from vb (ring ≥ first + n:
+// a plain walk; a KV-cache ring otherwise, ld_ring_slot); sink logit *sink (NULL: none); y [Dv].
 // lds: q widened [D], scores [nmax ≥ n], the max tree [LD_THREADS], misc [4]. Every thread of the block calls
 // it with the same n (the 8-lane shuffles need converged groups).
 __device__ static inline void ld_attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_t* vb, size_t kstride,
-                                                size_t vstride, int n, int D, int Dv, float scale, const float* sink, uint16_t* y,
-                                                float* lds, int nmax) {
+                                                size_t vstride, int first, int ring, int n, int D, int Dv, float scale, const float* sink,
+                                                uint16_t* y, float* lds, int nmax) {
   float* qf = lds;
   float* sc = qf + D;
   float* red = sc + nmax;
@@ -47,7 +48,7 @@ __device__ static inline void ld_attention_keys(const uint16_t* qv, const uint16
     const int si = base + g;
     float acc = 0.0f;
     if (si < n) {
-      const uint16_t* kr = kb + (size_t)si * kstride;
+      const uint16_t* kr = kb + ld_ring_slot(first + si, ring) * kstride;
       for (int d = l; d < D; d += LD_LANES) acc = fmaf(qf[d], ld_widen_f16(kr[d]), acc);
     }
     const float dot = ld_lanes_combine_shfl(acc);
@@ -74,7 +75,7 @@ __device__ static inline void ld_attention_keys(const uint16_t* qv, const uint16
 
   for (int d = tid; d < Dv; d += LD_THREADS) {
     float acc = 0.0f;
-    for (int i = 0; i < n; i++) acc = fmaf(sc[i], ld_widen_f16(vb[(size_t)i * vstride + d]), acc);
+    for (int i = 0; i < n; i++) acc = fmaf(sc[i], ld_widen_f16(vb[ld_ring_slot(first + i, ring) * vstride + d]), acc);
     y[d] = ld_f32_to_f16(acc);
   }
 }
@@ -84,8 +85,8 @@ LD_KERNEL void ld_attention(LdAttentionArgs a) {
   const int nmax = a.window > 0 && a.window < a.T ? a.window : a.T;
   const int th = blockIdx.x, t = th / a.Hq, h = th % a.Hq, hk = h / (a.Hq / a.Hkv);
   const int s0 = ld_attn_first_key(t, a.window);
-  ld_attention_keys(a.q + (size_t)th * a.D, a.k + ((size_t)s0 * a.Hkv + hk) * a.D, a.v + ((size_t)s0 * a.Hkv + hk) * a.Dv,
-                    (size_t)a.Hkv * a.D, (size_t)a.Hkv * a.Dv, t - s0 + 1, a.D, a.Dv, a.scale, a.sinks != 0 ? a.sinks + h : 0,
+  ld_attention_keys(a.q + (size_t)th * a.D, a.k + (size_t)hk * a.D, a.v + (size_t)hk * a.Dv, (size_t)a.Hkv * a.D, (size_t)a.Hkv * a.Dv, s0,
+                    a.T, t - s0 + 1, a.D, a.Dv, a.scale, a.sinks != 0 ? a.sinks + h : 0,
                     a.y + (size_t)th * a.Dv, ld_sh_attn, nmax);
 }
 
@@ -96,8 +97,8 @@ LD_KERNEL void ld_attention_decode(LdAttentionDecodeArgs a) {
   LD_DYNAMIC_SHARED(float, ld_sh_decode);
   const int r = blockIdx.x, b = r / (a.Tq * a.Hq), t = (r / a.Hq) % a.Tq, h = r % a.Hq, hk = h / (a.Hq / a.Hkv);
   const int pos = a.start[b] + t, seq = a.slot[b], s0 = ld_attn_first_key(pos, a.window);
-  const size_t row0 = ld_kv_cache_row(seq, a.cap, s0, a.Hkv, hk);
-  ld_attention_keys(a.q + (size_t)r * a.D, a.k + row0 * a.D, a.v + row0 * a.Dv, (size_t)a.Hkv * a.D, (size_t)a.Hkv * a.Dv, pos - s0 + 1,
+  const size_t row0 = ld_kv_cache_row(seq, a.cap, 0, a.Hkv, hk);
+  ld_attention_keys(a.q + (size_t)r * a.D, a.k + row0 * a.D, a.v + row0 * a.Dv, (size_t)a.Hkv * a.D, (size_t)a.Hkv * a.Dv, s0, a.cap, pos - s0 + 1,
                     a.D, a.Dv, a.scale, a.sinks != 0 ? a.sinks + h : 0, a.y + (size_t)r * a.Dv, ld_sh_decode, ld_decode_max_keys(&a));
 }
 

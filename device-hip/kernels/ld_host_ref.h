@@ -120,11 +120,11 @@ inline void rope(const uint16_t* x, const float* cs, const float* sn, int T, int
 /* One attention row over n keys in increasing position, attention.cc's order: query qv [D], key i's K row at
  * kb + i·kstride and V row at vb + i·vstride, sink logit *sink (NULL: none) → out [Dv]; p: scratch [n]. The
  * same pointer walk as the kernels' ld_attention_keys. */
-inline void attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_t* vb, size_t kstride, size_t vstride, int n, int D,
-                           int Dv, float scale, const float* sink, uint16_t* out, float* p) {
+inline void attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_t* vb, size_t kstride, size_t vstride, int first, int ring,
+                           int n, int D, int Dv, float scale, const float* sink, uint16_t* out, float* p) {
   float m = ld_bits_f32(0xFF800000u);
   for (int i = 0; i < n; i++) {
-    p[i] = ld_dot_f16(qv, kb + (size_t)i * kstride, D) * scale;
+    p[i] = ld_dot_f16(qv, kb + ld_ring_slot(first + i, ring) * kstride, D) * scale;
     m = ld_max_step(m, p[i]);
   }
   if (sink != nullptr) m = ld_max_step(m, *sink);
@@ -136,7 +136,7 @@ inline void attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_
   if (sink != nullptr) l += ld_expf(*sink - m);
   for (int d = 0; d < Dv; d++) {
     float acc = 0.0f;
-    for (int i = 0; i < n; i++) acc = fmaf(ld_attn_prob_f32(p[i], l), ld_f16_to_f32(vb[(size_t)i * vstride + d]), acc);
+    for (int i = 0; i < n; i++) acc = fmaf(ld_attn_prob_f32(p[i], l), ld_f16_to_f32(vb[ld_ring_slot(first + i, ring) * vstride + d]), acc);
     out[d] = ld_f32_to_f16(acc);
   }
 }
@@ -144,10 +144,8 @@ inline void attention_keys(const uint16_t* qv, const uint16_t* kb, const uint16_
 /* One attention row (query t, head h) into out[Dv], attention.cc's order; p: scratch [T]. */
 inline void attention_row(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* sinks, int T, int Hq,
                           int Hkv, int D, int Dv, float scale, int window, int t, int h, uint16_t* out, float* p) {
-  (void)T;
   const int hk = h / (Hq / Hkv), s0 = ld_attn_first_key(t, window);
-  attention_keys(q + ((size_t)t * Hq + h) * D, k + ((size_t)s0 * Hkv + hk) * D, v + ((size_t)s0 * Hkv + hk) * Dv, (size_t)Hkv * D,
-                 (size_t)Hkv * Dv, t - s0 + 1, D, Dv, scale, sinks != nullptr ? sinks + h : nullptr, out, p);
+  attention_keys(q + ((size_t)t * Hq + h) * D, k + (size_t)hk * D, v + (size_t)hk * Dv, (size_t)Hkv * D, (size_t)Hkv * Dv, s0, T, t - s0 + 1, D, Dv, scale, sinks != nullptr ? sinks + h : nullptr, out, p);
 }
 
 inline void attention(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* sinks, int T, int Hq, int Hkv,
@@ -173,8 +171,8 @@ inline void attention_decode(const uint16_t* q, const uint16_t* k, const uint16_
     for (int r = 0; r < B * Tq * Hq; r++) {
       const int b = r / (Tq * Hq), t = (r / Hq) % Tq, h = r % Hq, hk = h / (Hq / Hkv);
       const int pos = start[b] + t, s0 = ld_attn_first_key(pos, window);
-      const size_t row0 = ld_kv_cache_row(slot[b], cap, s0, Hkv, hk);
-      attention_keys(q + (size_t)r * D, k + row0 * D, v + row0 * Dv, (size_t)Hkv * D, (size_t)Hkv * Dv, pos - s0 + 1, D, Dv, scale,
+      const size_t row0 = ld_kv_cache_row(slot[b], cap, 0, Hkv, hk);
+      attention_keys(q + (size_t)r * D, k + row0 * D, v + row0 * Dv, (size_t)Hkv * D, (size_t)Hkv * Dv, s0, cap, pos - s0 + 1, D, Dv, scale,
                      sinks != nullptr ? sinks + h : nullptr, y + (size_t)r * Dv, p.data());
     }
   }

@@ -103,7 +103,7 @@ typedef struct LdAttentionArgs {
 } LdAttentionArgs;
 
 /* attentionDecodeF16 (src/decode.cc): attention of B groups of Tq new queries over a KV cache of cap slots per
- * sequence (slot s = position s). q f16 [B, Tq, Hq, D], k f16 [Bc, cap, Hkv, D], v f16 [Bc, cap, Hkv, Dv],
+ * sequence (slot s mod cap holds position s: a ring when window + Tq − 1 ≤ cap). q f16 [B, Tq, Hq, D], k f16 [Bc, cap, Hkv, D], v f16 [Bc, cap, Hkv, Dv],
  * slot int32 [B] (the cache sequence group b reads), start int32 [B] (the position of its query 0), sinks f32
  * [Hq] or NULL → y f16 [B, Tq, Hq, Dv]. max_len = max_b (start[b] + Tq): the longest row the launch sees, set by
  * the launcher from the host copies of start (it sizes LDS; the kernel trusts it). */
@@ -380,7 +380,8 @@ LD_INLINE int ld_decode_max_keys(const LdAttentionDecodeArgs* a) {
   return a->window > 0 && a->window < a->max_len ? a->window : a->max_len;
 }
 static inline LdLaunch ld_plan_attention_decode(const LdAttentionDecodeArgs* a) {
-  if (a->max_len < 1 || a->max_len > a->cap) return ld_launch_fail("attention_decode: max_len must be 1..cap (max over groups of start + Tq)");
+  // max_len: the longest row (max over groups of start + Tq); it may pass cap in a ring, never the keys a query sees
+  if (a->max_len < 1 || ld_decode_max_keys(a) > a->cap) return ld_launch_fail("attention_decode: the visible keys (min(window, max_len)) must fit the cap");
   long long bytes = 4 * ((long long)a->D + ld_decode_max_keys(a) + LD_THREADS + 4);
   if (bytes > LD_ATTN_MAX_SHMEM) return ld_launch_fail("attention_decode: D + visible keys exceed the 64 KiB of LDS a workgroup has");
   return ld_launch("ld_attention_decode", (unsigned)a->B * (unsigned)a->Tq * (unsigned)a->Hq, 1, (unsigned)bytes);

@@ -3,8 +3,9 @@
 //   q [B, Tq, Hq, D] f16: Tq new queries for each of B sequences;
 //   k [Bc, cap, Hkv, D], v [Bc, cap, Hkv, Dv] f16: the cache, Bc sequences of cap slots, slot s = position s;
 //   slot [B] int32: the cache sequence each query group reads; start [B] int32: the position of its query 0;
-//   out [B, Tq, Hq, Dv] f16. Query t of group b sits at position p = start[b] + t and sees the slots s of
-//   cache sequence slot[b] with max(0, p−window+1) ≤ s ≤ p (window 0: 0 ≤ s ≤ p); p < cap is required.
+//   out [B, Tq, Hq, Dv] f16. Query t of group b sits at position p = start[b] + t and sees the positions s of
+//   cache sequence slot[b] with max(0, p−window+1) ≤ s ≤ p (window 0: 0 ≤ s ≤ p), held in slot s mod cap:
+//   p < cap, or, with a window, a ring of window + Tq − 1 ≤ cap slots (ld_ring_slot).
 // Numerics: exactly attention.cc's (same dot/axpy kernels, same order: scores in increasing s, max with
 // NaNs not winning, p_s = ld_expf(z_s − m), l a sequential f32 sum with the sink last, P_s rounded to f16,
 // o = f16(Σ_s fmaf(P_s, v_s, acc)) from +0 in increasing s). Keys at the same positions therefore give
@@ -15,6 +16,7 @@
 // the same functions, and the tests hold this file equal to attention.cc and to that host reference.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -64,9 +66,11 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
       throw_range(info.Env(), std::string(fn) + ": slot[" + std::to_string(b) + "] = " + std::to_string(slot.data[b]) +
                                   " is outside the cache's " + std::to_string(Bc) + " sequences");
     }
-    if (start.data[b] < 0 || (long long)start.data[b] + Tq > cap) {
+    // positions past cap wrap (a ring) only when every key a query sees is still held: window + Tq − 1 ≤ cap
+    if (start.data[b] < 0 || ((long long)start.data[b] + Tq > cap && !(window > 0 && (long long)window + Tq - 1 <= cap))) {
       throw_range(info.Env(), std::string(fn) + ": start[" + std::to_string(b) + "] = " + std::to_string(start.data[b]) +
-                                  " + Tq " + std::to_string(Tq) + " does not fit the cache capacity " + std::to_string(cap));
+                                  " + Tq " + std::to_string(Tq) + " does not fit the cache capacity " + std::to_string(cap) +
+                                  " (a ring needs window + Tq − 1 ≤ cap)");
     }
   }
 
@@ -78,7 +82,7 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
   // Per thread: scores/probabilities [cap] and the output accumulator [Dv].
   std::vector<float> scratch((size_t)nthreads * ((size_t)cap + Dv));
   long long work = 0;
-  for (int b = 0; b < B; b++) work += (long long)(start.data[b] + Tq) * Tq * Hq * D;
+  for (int b = 0; b < B; b++) work += (long long)std::min(start.data[b] + Tq, window > 0 ? window : cap) * Tq * Hq * D;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads) if (work >= (1 << 18))
   for (int r = 0; r < rows; r++) {
@@ -92,19 +96,19 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
     float m = -std::numeric_limits<float>::infinity();
     for (int s = s0; s <= pos; s++) {
       const float z = dot_f16(qv, k.data + ld_kv_cache_row(seq, cap, s, Hkv, hk) * D, D) * scale;
-      p[s] = z;
+      p[s - s0] = z;
       m = ld_max_step(m, z);
     }
     if (sinks != nullptr) m = ld_max_step(m, sinks[h]);
     float l = 0.0f;
     for (int s = s0; s <= pos; s++) {
-      p[s] = ld_expf(p[s] - m);
-      l += p[s];
+      p[s - s0] = ld_expf(p[s - s0] - m);
+      l += p[s - s0];
     }
     if (sinks != nullptr) l += ld_expf(sinks[h] - m);
     for (int d = 0; d < Dv; d++) acc[d] = 0.0f;
     for (int s = s0; s <= pos; s++) {
-      const float P = ld_attn_prob_f32(p[s], l);
+      const float P = ld_attn_prob_f32(p[s - s0], l);
       axpy_f16(P, v.data + ld_kv_cache_row(seq, cap, s, Hkv, hk) * Dv, acc, Dv);
     }
     for (int d = 0; d < Dv; d++) yo[(size_t)r * Dv + d] = ld_f32_to_f16(acc[d]);

@@ -328,6 +328,9 @@ describe('decode attention: host reference of ld_attention_decode == emulation (
     { B: 3, Tq: 5, Bc: 2, cap: 40, Hq: 8, Hkv: 2, D: 16, Dv: 16, window: 6, sinks: true, slot: [1, 1, 0], start: [0, 17, 35] },
     { B: 4, Tq: 1, Bc: 4, cap: 16, Hq: 3, Hkv: 1, D: 8, Dv: 8, window: 16, sinks: false, slot: [3, 2, 1, 0], start: [15, 0, 7, 14] },
     { B: 1, Tq: 3, Bc: 1, cap: 200, Hq: 2, Hkv: 2, D: 512, Dv: 512, window: 128, sinks: true, slot: [0], start: [150] },
+    // rings (a sliding layer's window + chunk − 1 slots): positions past cap wrap, keys still in position order
+    { B: 2, Tq: 3, Bc: 2, cap: 10, Hq: 4, Hkv: 2, D: 16, Dv: 16, window: 8, sinks: true, slot: [0, 1], start: [37, 8] },
+    { B: 1, Tq: 1, Bc: 1, cap: 8, Hq: 2, Hkv: 1, D: 32, Dv: 24, window: 8, sinks: false, slot: [0], start: [1000] },
   ];
   DECODE.forEach((c, i) => {
     it(name(c), () => {
@@ -371,6 +374,11 @@ describe('decode attention: host reference of ld_attention_decode == emulation (
     for (const f of [H.refAttentionDecodeF16, H.attentionDecodeF16]) {
       expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(1), Int32Array.of(0), 1, 1, 8, 8, 1, 0, null)).toThrow(/slot/);
       expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(4), 1, 1, 8, 8, 1, 0, null)).toThrow(RangeError);
+      // a ring too small for its window (window + Tq − 1 > cap) is refused; one that fits is not
+      expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(9), 1, 1, 8, 8, 1, 5, null)).toThrow(RangeError);
+      // one that fits passes the checks (the GPU entry then needs an open backend, which this machine lacks)
+      if (f === H.refAttentionDecodeF16) expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(9), 1, 1, 8, 8, 1, 4, null)).not.toThrow();
+      else expect(() => f(q, kc, kc, 1, 1, 1, 4, Int32Array.of(0), Int32Array.of(9), 1, 1, 8, 8, 1, 4, null)).toThrow(/open\(\) the hip backend/);
     }
   });
 });

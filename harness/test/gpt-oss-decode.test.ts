@@ -73,6 +73,16 @@ describe('gpt-oss KV-cache decoding', () => {
     }));
   });
 
+  it('sliding layers in a ring of window + chunk − 1 rows (chunk 3: 10 rows, wrapping, the 13-token prefill in chunks): the same bits', () => {
+    const ringed = new GptOssDeviceDecoder(m, loadDeviceNative(), loadDecodeNative(), device, (L) => m.loadLayer(L), 3);
+    const cached = schedule(ringed);
+    const full = schedule(new RecomputeDecoder(layers(), device));
+    cached.forEach((step, i) => step.forEach((l, j) => expect(sameBits(l, full[i][j]), `step ${i} entry ${j}`).toBe(true)));
+    const held = (ringed as unknown as { cache: { rowsHeld(L: number): number } }).cache;
+    m.cfg.sliding.forEach((s, L) => expect(held.rowsHeld(L), `layer ${L}`).toBe(s ? m.cfg.slidingWindow + 2 : 32));
+    expect(Math.max(...ringed.lengths())).toBeGreaterThan(m.cfg.slidingWindow + 2); // the ring wrapped
+  });
+
   it('a sequence decodes to the same bits alone or in a batch', () => {
     const together = decoder();
     const alone = decoder();
