@@ -116,8 +116,23 @@ export function questionLines(q: Questions): string[] {
   const beh =
     b.status === 'not-run'
       ? 'behaviour (accumulated): not run'
-      : `behaviour (accumulated): ${b.status}${lm ? ` — top-1 ${(lm.top1_agreement * 100).toFixed(1)}% (≥ ${(b.thresholds.top1_min * 100).toFixed(0)}%), KL mean ${sci(lm.kl_mean)} (≤ ${b.thresholds.kl_mean_max}), p99 ${sci(lm.kl_p99_unflipped ?? lm.kl_p99)}${lm.flipped_tokens ? ` over the ${lm.flipped_tokens === 1 ? 'tokens but the one' : `tokens but the ${lm.flipped_tokens}`} with a benign flip (all: ${sci(lm.kl_p99)})` : ''} (≤ ${b.thresholds.kl_p99_max})` : ''}` +
+      : `behaviour (accumulated): ${b.status}${lm ? ` — ${behaviourFigures(lm, b.thresholds)}` : ''}` +
         `; ${b.flips.count} top-k flip${b.flips.count === 1 ? '' : 's'}${b.flips.count > 0 ? ` (${b.flips.benign} benign, ${b.flips.scoring_bug} scoring bug${b.flips.unjudged > 0 ? `, ${b.flips.unjudged} unjudged` : ''}; first at ${b.first_flip})` : ''}` +
         `${b.reasons.length > 0 ? ` — ${b.reasons.join('; ')}` : ''}`;
   return [num('own error (isolated)', q.own_error), num('drift (accumulated-forced)', q.drift), beh];
+}
+
+/**
+ * The behaviour figures as judged: top-1, mean and p99 KL over the tokens without a benign flip when some
+ * flipped (their all-token values in brackets), else over every token.
+ */
+export function behaviourFigures(lm: NonNullable<Questions['behaviour']['logits']>, t: { top1_min: number; kl_mean_max: number; kl_p99_max: number }): string {
+  const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
+  const judged = lm.kl_p99_unflipped !== undefined;
+  const all = (x: string) => (judged ? ` [all: ${x}]` : '');
+  const figures =
+    `top-1 ${pct(lm.top1_agreement_unflipped ?? lm.top1_agreement)}${all(pct(lm.top1_agreement))} (≥ ${(t.top1_min * 100).toFixed(0)}%), ` +
+    `KL mean ${sci(lm.kl_mean_unflipped ?? lm.kl_mean)}${all(sci(lm.kl_mean))} (≤ ${t.kl_mean_max}), p99 ${sci(lm.kl_p99_unflipped ?? lm.kl_p99)}${all(sci(lm.kl_p99))} (≤ ${t.kl_p99_max})`;
+  if (!judged) return figures;
+  return `${figures}, over the ${lm.flipped_tokens === 1 ? 'tokens but the one' : `tokens but the ${lm.flipped_tokens}`} with a benign flip`;
 }

@@ -32,6 +32,7 @@ const FIXTURE_TEXT: Record<string, string> = {
   'deepseek-v4-tiny': 'DeepSeek-V4-Flash, 4 layers: hyper-connections, compressed sparse attention with indexer, MXFP4 MoE (4.6 MB)',
   'deepseek-v4-wide': 'DeepSeek-V4-Flash at real widths (hidden 4096, 256 experts, vocab 129,280), 2 layers, ~8.7 GB: for benchmarks',
   'gpt-oss-tiny': 'gpt-oss, 4 layers alternating sliding/full attention with sinks, 8 MXFP4 experts top-2, YaRN (1.2 MB)',
+  'gpt-oss-wide': 'gpt-oss at gpt-oss-20b\'s widths (hidden 2880, 32 MXFP4 experts of [5760×2880], vocab 201,088), 2 layers, ~3.3 GB: for benchmarks',
 };
 
 export function faultLines(): string[] {

@@ -49,17 +49,22 @@ export interface LogitMetrics {
   kl_p99: number;
   kl_max: number;
   /**
-   * Free accumulated mode: the same percentile over the tokens without a benign top-k flip (the judged one),
-   * and how many tokens were left out. A benign flip is an explained near-tie (compare/flips.ts) whose token
-   * takes another expert set, so its distribution moves by what that choice moves, not by numeric error:
-   * the tail is judged without it, while the mean and top-1 agreement count every token.
+   * Free accumulated mode: the same three over the tokens without a benign top-k flip (the judged ones), and
+   * how many tokens were left out. A benign flip is an explained near-tie (compare/flips.ts) whose token takes
+   * another expert set, so its distribution moves by what that choice moves, not by numeric error: on
+   * gpt-oss-20b's widths a 16-token prompt flips 7 tokens benignly and their top-1 with them. The all-token
+   * values above are still reported; when every token flipped, the judged values are the all-token ones.
    */
   kl_p99_unflipped?: number;
+  top1_agreement_unflipped?: number;
+  kl_mean_unflipped?: number;
   flipped_tokens?: number;
 }
 
-/** The p99 KL the behaviour question judges: over the tokens without a benign flip where that was measured. */
+/** What the behaviour question judges: over the tokens without a benign flip where that was measured. */
 export const judgedKlP99 = (m: LogitMetrics): number => m.kl_p99_unflipped ?? m.kl_p99;
+export const judgedTop1 = (m: LogitMetrics): number => m.top1_agreement_unflipped ?? m.top1_agreement;
+export const judgedKlMean = (m: LogitMetrics): number => m.kl_mean_unflipped ?? m.kl_mean;
 
 export function unravel(index: number, shape: number[]): number[] {
   const at = new Array<number>(shape.length).fill(0);
@@ -238,10 +243,14 @@ export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): Lo
   let klSum = 0;
   let klMax = 0;
   const kls = new Float64Array(T);
+  const agrees = new Uint8Array(T);
   for (let t = 0; t < T; t++) {
     const lr = logSoftmax(r.data.subarray(t * V, (t + 1) * V));
     const ld = logSoftmax(d.data.subarray(t * V, (t + 1) * V));
-    if (argmax(lr) === argmax(ld)) agree++;
+    if (argmax(lr) === argmax(ld)) {
+      agree++;
+      agrees[t] = 1;
+    }
     let kl = 0;
     for (let v = 0; v < V; v++) {
       const p = Math.exp(lr[v]);
@@ -254,8 +263,16 @@ export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): Lo
   }
   const out: LogitMetrics = { top1_agreement: T > 0 ? agree / T : 1, kl_mean: T > 0 ? klSum / T : 0, kl_p99: percentile(kls, 0.99), kl_max: klMax };
   if (flipped === undefined) return out;
-  const kept = Float64Array.from(kls.filter((_, t) => !flipped.has(t)));
-  return { ...out, kl_p99_unflipped: percentile(kept, 0.99), flipped_tokens: T - kept.length };
+  const keep = Array.from({ length: T }, (_, t) => t).filter((t) => !flipped.has(t));
+  if (keep.length === 0) return { ...out, flipped_tokens: T }; // nothing left to judge apart: judge every token
+  const kept = Float64Array.from(keep, (t) => kls[t]);
+  return {
+    ...out,
+    kl_p99_unflipped: percentile(kept, 0.99),
+    top1_agreement_unflipped: keep.reduce((n, t) => n + agrees[t], 0) / keep.length,
+    kl_mean_unflipped: kept.reduce((a, x) => a + x, 0) / keep.length,
+    flipped_tokens: T - keep.length,
+  };
 }
 
 /** Nearest-rank percentile: the smallest value with at least q of the values at or below it. */

@@ -9,7 +9,7 @@
  * The run passes when every question that ran passes.
  */
 import type { StageResult } from '../runner/run.js';
-import { judgedKlP99, type LogitMetrics } from './metrics.js';
+import { judgedKlMean, judgedKlP99, judgedTop1, type LogitMetrics } from './metrics.js';
 import type { Policy } from './policy.js';
 
 export type Answer = 'pass' | 'fail' | 'not-run';
@@ -94,10 +94,7 @@ export function answerQuestions(stages: StageResult[], policy: Policy): Question
   const logits = stages.find((s) => s.name === 'logits')?.logits?.accumulated ?? null;
   const reasons: string[] = [];
   if (logits !== null) {
-    if (logits.top1_agreement < b.top1_min) reasons.push(`top-1 agreement ${(logits.top1_agreement * 100).toFixed(1)}% < ${(b.top1_min * 100).toFixed(1)}%`);
-    if (!(logits.kl_mean <= b.kl_mean_max)) reasons.push(`mean KL ${logits.kl_mean.toExponential(2)} > ${b.kl_mean_max}`);
-    const p99 = judgedKlP99(logits);
-    if (!(p99 <= b.kl_p99_max)) reasons.push(`p99 KL ${p99.toExponential(2)}${logits.kl_p99_unflipped !== undefined ? ' (tokens without a benign flip)' : ''} > ${b.kl_p99_max}`);
+    reasons.push(...logitReasons(logits, b));
   }
   const nonFinite = stages.find((s) => s.statuses?.accumulated === 'fail' && s.accumulated !== null && (s.accumulated.nan.device > s.accumulated.nan.reference || s.accumulated.inf.device > s.accumulated.inf.reference));
   if (nonFinite !== undefined) reasons.push(`new NaN/Inf at ${nonFinite.name}`);
@@ -108,6 +105,23 @@ export function answerQuestions(stages: StageResult[], policy: Policy): Question
     drift: numeric(stages, 'accumulated_forced', 'accumulated-forced', policy),
     behaviour: { status, mode: 'accumulated', logits, thresholds, flips, first_flip: firstFlip, first_scoring_bug: firstBug, reasons },
   };
+}
+
+/**
+ * Why accumulated-mode logits fail the behaviour thresholds (none: they pass): top-1 agreement, mean and p99 KL,
+ * each over the tokens without a benign flip where that was measured (compare/metrics.ts). The one rule both
+ * the logits stage's status and the behaviour question apply.
+ */
+export function logitReasons(logits: LogitMetrics, b: Questions['behaviour']['thresholds']): string[] {
+  const reasons: string[] = [];
+  const over = logits.kl_p99_unflipped !== undefined ? ' (tokens without a benign flip)' : '';
+  const top1 = judgedTop1(logits);
+  if (top1 < b.top1_min) reasons.push(`top-1 agreement ${(top1 * 100).toFixed(1)}%${over} < ${(b.top1_min * 100).toFixed(1)}%`);
+  const mean = judgedKlMean(logits);
+  if (!(mean <= b.kl_mean_max)) reasons.push(`mean KL ${mean.toExponential(2)}${over} > ${b.kl_mean_max}`);
+  const p99 = judgedKlP99(logits);
+  if (!(p99 <= b.kl_p99_max)) reasons.push(`p99 KL ${p99.toExponential(2)}${over} > ${b.kl_p99_max}`);
+  return reasons;
 }
 
 /** The run's verdict: every question that ran passes (and at least one ran). */

@@ -13,7 +13,6 @@ import * as path from 'node:path';
 import {
   compareActs,
   compareLogits,
-  judgedKlP99,
   countFlips,
   type ErrorHistogram,
   errorHistogram,
@@ -25,7 +24,7 @@ import {
 import { addFloors, floorOf, type FloorMetrics, roundActF16, scaleFloor, ZERO_FLOOR } from '../compare/floor.js';
 import { type FlipSummary, judgeFlips, SCORE_SUBSTAGE } from '../compare/flips.js';
 import { floorRatio, type MetricName, newNonFinite, type Policy, type StageKind, stageKind, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
-import { answerQuestions, type Questions, questionsPass } from '../compare/questions.js';
+import { answerQuestions, logitReasons, type Questions, questionsPass } from '../compare/questions.js';
 import { carriedFrom } from '../compare/carried.js';
 import { type Act, act } from '../formats/tensor.js';
 import { writeSafetensors } from '../io/safetensors.js';
@@ -434,7 +433,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     const isoL = devHead[2];
     const accLm = accL && compareLogits(accL, refL, choosesTopk ? benignFlipped : undefined);
     const b = policy.behaviour;
-    const behaviourFails = accLm !== null && (accLm.top1_agreement < b.top1_min || !(accLm.kl_mean <= b.kl_mean_max) || !(judgedKlP99(accLm) <= b.kl_p99_max));
+    const behaviourFails = accLm !== null && logitReasons(accLm, b).length > 0;
     record(
       {
         name: 'logits',

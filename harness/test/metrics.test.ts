@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { create, all } from 'mathjs';
 import { compareActs, compareLogits, countFlips, unravel } from '../compare/metrics.js';
 import { DEFAULT_POLICY, makePolicy, verdict } from '../compare/policy.js';
+import { logitReasons } from '../compare/questions.js';
 import { act } from '../formats/tensor.js';
 
 const math = create(all, { number: 'BigNumber', precision: 64 });
@@ -98,6 +99,26 @@ describe('stage metrics', () => {
     const k1 = kl([0, 0, 5], [0, 6, 5]);
     expect(lm.kl_mean).toBeCloseTo((k0 + k1) / 2, 12);
     expect(lm.kl_max).toBeCloseTo(Math.max(k0, k1), 12);
+  });
+
+  it('behaviour over the tokens without a benign flip: a flipped token\'s top-1 and KL are reported, not judged; every token flipped judges all', () => {
+    // token 1 disagrees at top-1 with a large KL; token 0 and 2 agree closely
+    const r = act([3, 3], Float32Array.from([1, 2, 3, 0, 0, 5, 3, 1, 0]));
+    const d = act([3, 3], Float32Array.from([1, 2, 3.01, 0, 6, 5, 3.01, 1, 0]));
+    const t = { top1_min: 0.9, kl_mean_max: 0.02, kl_p99_max: 0.2 };
+    const all = compareLogits(d, r);
+    expect(logitReasons(all, { ...t, flip_factor: 4 }).join('; ')).toMatch(/top-1 agreement 66\.7% < 90\.0%.*mean KL/);
+    const benign = compareLogits(d, r, new Set([1]));
+    expect([benign.top1_agreement, benign.top1_agreement_unflipped, benign.flipped_tokens]).toEqual([2 / 3, 1, 1]);
+    expect(benign.kl_mean_unflipped).toBeLessThan(1e-4);
+    expect(benign.kl_mean).toBe(all.kl_mean);
+    expect(logitReasons(benign, { ...t, flip_factor: 4 })).toEqual([]);
+    // the disagreeing token is not the flipped one: judged, and fails
+    expect(logitReasons(compareLogits(d, r, new Set([0])), { ...t, flip_factor: 4 })[0]).toMatch(/top-1 agreement 50\.0% \(tokens without a benign flip\) < 90\.0%/);
+    // every token flipped: nothing left apart, so every token is judged
+    const everyone = compareLogits(d, r, new Set([0, 1, 2]));
+    expect(everyone.top1_agreement_unflipped).toBeUndefined();
+    expect(logitReasons(everyone, { ...t, flip_factor: 4 }).length).toBeGreaterThan(0);
   });
 
   it('selection flips count tokens whose chosen set differs', () => {

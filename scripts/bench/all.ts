@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark, each printing ratios measured side by side in one run.
  * `npm run bench -- --wide` adds the real-width DeepSeek-V4 benchmarks: the streaming diff (writes ~9 and ~17 GB)
- * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache).
+ * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache), and gpt-oss at
+ * gpt-oss-20b's widths (2 and 4 layers, ~3.3 and ~4.2 GB): diff per layer, peak RSS, decode KV cache vs recompute.
  */
 import { benchGemm } from './gemm.js';
 import { benchDequantFormats } from './dequant_formats.js';
@@ -10,6 +11,7 @@ import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
 import { benchGenerateDeepseek } from './generate_deepseek.js';
 import { benchGenerateGptOss } from './generate_gpt_oss.js';
+import { benchGptOssWide } from './gpt_oss_wide.js';
 
 const wide = process.argv.includes('--wide');
 console.log('== GEMM and dequant ==');
@@ -24,3 +26,7 @@ console.log('\n== generation ==');
 await benchGenerate();
 await benchGenerateDeepseek(wide);
 await benchGenerateGptOss();
+if (wide) {
+  console.log('\n== gpt-oss at gpt-oss-20b widths ==');
+  await benchGptOssWide();
+}

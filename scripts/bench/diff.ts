@@ -15,7 +15,7 @@ import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { packageRoot } from '../../harness/version.js';
 
-interface ChildResult {
+export interface ChildResult {
   wallS: number;
   maxRssMiB: number;
   layers: Array<{ name: string; reference_ms: number; device_ms: number }>;
@@ -23,7 +23,7 @@ interface ChildResult {
 }
 
 /** Run one diff in a fresh process and report its stage times and peak RSS. */
-function childDiff(model: string, extra: string[]): ChildResult {
+export function childDiff(model: string, extra: string[]): ChildResult {
   const self = fileURLToPath(import.meta.url);
   const r = spawnSync(process.execPath, [self, '--child', model, ...extra], { encoding: 'utf8', maxBuffer: 1 << 26 });
   if (r.status !== 0) throw new Error(`diff of ${model} failed: ${r.stderr}`);
