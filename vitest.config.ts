@@ -9,5 +9,7 @@ export default defineConfig({
     // The native addon and the fixtures are shared; two workers match the CI machine's two cores.
     pool: 'forks',
     maxWorkers: 2,
+    // each test file: its own empty LAYERDIFF_CACHE_DIR (fingerprints, reused weights checks)
+    setupFiles: ['harness/test/setup-cache.ts'],
   },
 });

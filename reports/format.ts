@@ -40,8 +40,9 @@ export function describeWeights(w: WeightsReport): string {
     formats.length > 1 || w.overflow_blocks + w.underflow_blocks > 0
       ? ` [${formats.map(([id, f]) => `${id} ${f!.tensors}${f!.overflow_blocks + f!.underflow_blocks > 0 ? ` (${f!.overflow_blocks} of ${f!.blocks} blocks overflow, ${f!.underflow_blocks} underflow)` : ''}`).join(', ')}]`
       : '';
+  const reused = w.reused !== undefined ? `, reused from the check of ${w.reused.at} (${w.reused.tool}, same fingerprint ${w.reused.fingerprint.slice(0, 19)}…, same numerics build; --recheck-weights to run it again)` : '';
   return (
-    `${w.checked} quantized tensors (${layerRange(w)})${perFormat} checked before any activation: ` +
+    `${w.checked} quantized tensors (${layerRange(w)})${perFormat} checked before any activation${reused}: ` +
     (w.mismatched === 0 ? 'every device FP16 weight equals the reference\'s exact dequantization' : `${w.exact} exact, ${w.mismatched} differ from the reference's exact dequantization`) +
     (extras.length > 0 ? `; ${extras.join(', ')}` : '')
   );

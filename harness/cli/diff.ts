@@ -19,6 +19,8 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
+import { numericsBuild, reusedCheck, storeCheck, type WeightsCheckKey } from '../weights/reuse.js';
+import { openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { scaleCodeOf } from '../formats/linear.js';
 import type { DType } from '../formats/dtypes.js';
@@ -68,6 +70,8 @@ export interface DiffArgs {
   drill?: boolean;
   /** weights-first check (default true) */
   weights?: boolean;
+  /** run the weights-first check even when this checkpoint and numerics build already passed it */
+  recheckWeights?: boolean;
   /** stop at the first failing stage */
   failFast?: boolean;
 }
@@ -136,8 +140,11 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       // shapes against the config first, so a wrong weight shape is named as such, not as a scale it then contradicts
       model.conformance();
       let wp: ProgressLine | null = null;
+      // a check this checkpoint (same bytes) already passed with this numerics build is reused, unless a fault is injected
+      const reuseKey = faults === null && a.recheckWeights !== true ? await weightsReuseKey(ck, backend.native.info().backend, layers, model.numLayers) : null;
+      weights = reuseKey === null ? null : reusedCheck(reuseKey);
       try {
-        weights = checkWeights(ck, backend.native, {
+        weights ??= checkWeights(ck, backend.native, {
           layers,
           faults,
           numLayers: model.numLayers,
@@ -152,6 +159,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       }
       assertNoNanCodes(ck, weights);
       assertInjectApplies(a.inject, faults, weights);
+      if (reuseKey !== null) storeCheck(reuseKey, weights, false);
     }
 
     const staging = a.dump !== undefined ? path.join(a.dump, `.layerdiff-partial-${process.pid}`) : null;
@@ -275,6 +283,12 @@ export function checkInjectFor(text: string | undefined, faults: FaultPlan | nul
   if (where !== undefined && !where.includes(model.architecture)) {
     throw new InputError(`--inject ${text}: not simulated on ${model.architecture} (only ${where.join(', ')})${faults.fault === 'router-bias-dropped' ? ': the fault needs an expert router with a selection-only bias, as DeepSeek-V4\'s' : ''}`);
   }
+}
+
+/** The reuse key of a weights check: the checkpoint's full fingerprint, the numerics build, the layers checked. */
+async function weightsReuseKey(ck: Checkpoint, backend: string, layers: { from: number; to: number } | null, numLayers: number): Promise<WeightsCheckKey> {
+  const fp = await openCheckpointFingerprint(ck, { progress: process.stderr.isTTY === true });
+  return { fingerprint: fp.value, numerics: numericsBuild(backend), layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
 }
 
 /**

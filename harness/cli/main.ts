@@ -106,7 +106,8 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('save-golden', { type: 'string', describe: 'save the reference stage outputs to DIR (a golden run)' })
           .option('golden', { type: 'string', describe: 'compare against a golden run in DIR instead of recomputing the reference' })
           .option('drill', { type: 'boolean', default: true, describe: 'drill into failing layers sub-stage by sub-stage (--no-drill to skip)' })
-          .option('weights', { type: 'boolean', default: true, describe: 'check every quantized weight before any activation runs (--no-weights to skip)' }),
+          .option('weights', { type: 'boolean', default: true, describe: 'check every quantized weight before any activation runs (--no-weights to skip)' })
+          .option('recheck-weights', { type: 'boolean', describe: 'run the weights check even if this checkpoint (same fingerprint) already passed it with this numerics build' }),
       async (a) => {
         const r = await runDiffCommand({
           model: a.model ?? DEFAULT_MODEL(),
@@ -133,6 +134,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           golden: a.golden,
           drill: a.drill,
           weights: a.weights,
+          recheckWeights: a.recheckWeights as boolean | undefined,
           failFast: a['fail-fast'],
         });
         code = r.code;

@@ -81,6 +81,8 @@ export interface WeightsReport {
   underflow_blocks: number;
   /** per stored format (registry id): tensors, scale blocks, and the blocks whose FP16 dequantization over- or underflows */
   by_format: Partial<Record<FormatId, { tensors: number; blocks: number; overflow_blocks: number; underflow_blocks: number }>>;
+  /** present when this is a stored passed check reused (harness/weights/reuse.ts): when it ran, by which tool, for which fingerprint */
+  reused?: { at: string; tool: string; fingerprint: string; file: string };
   /** quantized tensors outside the decoder layers (e.g. DeepSeek's mtp.*), which the forward pass never reads */
   skipped: number;
   time_ms: number;
