@@ -7,12 +7,14 @@
  */
 import { InputError } from '../harness/errors.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
-import { dequantBnb4RowsTs, dequantNvfp4RowsTs } from './dequant_ts.js';
+import { decodeToF32, E4M3_TABLE } from '../harness/formats/dtypes.js';
 import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
 /** The native decoder's name for a linear weight's stored encoding. */
 export function kindOf(lw: LinearWeight): ExactKind {
   if (lw.format === 'mxfp4') return 'mxfp4';
+  if (lw.format === 'nvfp4') return 'e2m1-f32';
+  if (lw.format === 'bnb4') return 'table4-flat-f32';
   if (lw.format === 'fp8-block') return lw.scale!.dtype === 'F32' ? 'fp8-f32' : 'fp8-e8m0';
   switch (lw.weight.dtype) {
     case 'BF16': return 'bf16';
@@ -24,6 +26,56 @@ export function kindOf(lw: LinearWeight): ExactKind {
 
 const NO_SCALE = new Uint8Array(0);
 
+/** What the native exact decoder reads for a weight: its kind, the stored codes, the scale bytes and block. */
+export interface ExactOperands {
+  kind: ExactKind;
+  weight: Uint8Array;
+  scale: Uint8Array;
+  bo: number;
+  bi: number;
+}
+
+const formed = new WeakMap<LinearWeight, Uint8Array>();
+
+/**
+ * The scales of NVFP4 and bitsandbytes formed once per weight by the format's float32 rule (the statement
+ * the TypeScript decoders in dequant_ts.ts write element by element), so the native decoder only multiplies:
+ *   NVFP4: s[o, b] = fround(E4M3(S[o, b]) · g) or fround(E4M3(S[o, b]) / g);
+ *   bitsandbytes: [quant_map (16) | absmax per block], absmax of double quant fround(fround(map[a] · nested) + offset).
+ * Every other format's scale bytes are passed as stored.
+ */
+export function exactOperands(lw: LinearWeight): ExactOperands {
+  const kind = kindOf(lw);
+  const weight = lw.weight.bytes;
+  if (lw.format !== 'nvfp4' && lw.format !== 'bnb4') return { kind, weight, scale: lw.scale?.bytes ?? NO_SCALE, bo: lw.block[0], bi: lw.block[1] };
+  let scale = formed.get(lw);
+  if (scale === undefined) {
+    scale = new Uint8Array((lw.format === 'nvfp4' ? nvfp4BlockScales(lw) : bnb4TableAndAbsmax(lw)).buffer);
+    formed.set(lw, scale);
+  }
+  return { kind, weight, scale, bo: 1, bi: lw.block[1] };
+}
+
+function nvfp4BlockScales(lw: LinearWeight): Float32Array {
+  const g = lw.global!;
+  const codes = lw.scale!.bytes;
+  return Float32Array.from(codes.subarray(0, (lw.out * lw.in) / lw.block[1]), (b) => (g.op === 'mul' ? E4M3_TABLE[b] * g.value : E4M3_TABLE[b] / g.value));
+}
+
+function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
+  const q = lw.bnb!;
+  const a = lw.scale!;
+  const nb = Math.ceil((lw.out * lw.in) / q.blocksize);
+  const out = new Float32Array(16 + nb);
+  out.set(q.quantMap);
+  if (a.dtype === 'F32') out.set(decodeToF32('F32', a.bytes, nb), 16);
+  else {
+    const n = q.nested!;
+    for (let b = 0; b < nb; b++) out[16 + b] = Math.fround(Math.fround(n.quantMap[a.bytes[b]] * n.absmax[Math.floor(b / n.blocksize)]) + n.offset);
+  }
+  return out;
+}
+
 /**
  * Output rows [r0, r0+n) of W as FP32 [n, in], the stored values exactly. Rows are independent in every
  * format (an FP8 row's scale row is ⌊o/block[0]⌋, §3), so any range is cut directly, with no copy.
@@ -31,10 +83,8 @@ const NO_SCALE = new Uint8Array(0);
  */
 export function dequantRowsExact(lw: LinearWeight, r0: number, n: number): Float32Array {
   if (r0 < 0 || n < 0 || r0 + n > lw.out) throw new Error(`${lw.name}: rows [${r0}, ${r0 + n}) outside [0, ${lw.out})`);
-  const [bo, bi] = lw.block;
-  // NVFP4 and bitsandbytes are decoded by the TypeScript statement of their rule (one float32 rounding per
-  // operation, not products exact in float32 as the native decoder's formats are)
-  const w = lw.format === 'nvfp4' ? dequantNvfp4RowsTs(lw, r0, n) : lw.format === 'bnb4' ? dequantBnb4RowsTs(lw, r0, n) : dequantExact(kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  const e = exactOperands(lw);
+  const w = dequantExact(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, r0, n);
   assertFinite(w, lw, lw.weight.file, r0 * lw.in);
   return w;
 }

@@ -12,8 +12,12 @@ export interface ReferenceNativeInfo {
   openmpThreads: number;
 }
 
-/** Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind. */
-export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32';
+/**
+ * Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind; 'e2m1-f32' is
+ * NVFP4 with its block scales already formed as float32, 'table4-flat-f32' bitsandbytes with its code table and
+ * absmax values as float32 (reference-cpu/dequant.ts `exactOperands` forms both by the format's rule).
+ */
+export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32' | 'e2m1-f32' | 'table4-flat-f32';
 
 /** The exact weight against FP16 device weights, by scale block (see reference-cpu/native/check_f16.cc). */
 export interface ExactVsF16 {

@@ -19,7 +19,7 @@ import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
 import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
-import { dequantRowsExact, kindOf } from '../../reference-cpu/dequant.js';
+import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
 import { checkExactVsF16, type ExactVsF16 } from '../../reference-cpu/native.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
@@ -200,7 +200,6 @@ export interface DeviceDequant {
 
 export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null): TensorCheck {
   const [R, C] = scaleGrid(lw);
-  const [bo, bi] = lw.block;
   const base: TensorCheck = {
     name: lw.name,
     layer,
@@ -232,7 +231,9 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   //   rounding is ±Inf / a non-zero → ±0  → the block overflows / underflows FP16 (a checkpoint property);
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
-  const cmp = lw.format === 'nvfp4' || lw.format === 'bnb4' ? compareTs(lw, dev) : checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, bo, bi, dev);
+  // bitsandbytes' flat blocks straddle rows, which the native pass's [row, column] block grid cannot count
+  const e = exactOperands(lw);
+  const cmp = lw.format === 'bnb4' ? compareTs(lw, dev) : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, dev);
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
   const { bad, over, under } = cmp;

@@ -6,7 +6,7 @@
  * [rows, tile] partial product; the output [rows, out] is the caller's.
  */
 import type { LinearWeight } from '../../harness/formats/linear.js';
-import { dequantRowsExact, kindOf } from '../dequant.js';
+import { dequantRowsExact, exactOperands } from '../dequant.js';
 import { linearExact } from '../native.js';
 import { matmul } from '../ops.js';
 
@@ -26,15 +26,12 @@ export function dequantRows(lw: LinearWeight, r0: number, n: number): Float32Arr
 export function linearRows(x: Float32Array, rows: number, lw: LinearWeight, r0: number, n: number, tileRows = TILE_ROWS): Float32Array {
   if (x.length !== rows * lw.in) throw new Error(`${lw.name}: input holds ${x.length} values, want ${rows} × ${lw.in}`);
   if (n === 0 || rows === 0) return new Float32Array(rows * n);
-  // NVFP4 and bitsandbytes have no native decoder: their rows go through the TypeScript rule, tile by tile.
-  if (tileRows !== TILE_ROWS || lw.format === 'nvfp4' || lw.format === 'bnb4') return linearTiled(x, rows, lw, r0, n, tileRows);
-  const [bo, bi] = lw.block;
-  const r = linearExact(x, rows, kindOf(lw), lw.weight.bytes, lw.scale?.bytes ?? NO_SCALE, lw.out, lw.in, bo, bi, r0, n);
+  if (tileRows !== TILE_ROWS) return linearTiled(x, rows, lw, r0, n, tileRows);
+  const e = exactOperands(lw);
+  const r = linearExact(x, rows, e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, r0, n);
   if (r.firstNonFinite >= 0) dequantRowsExact(lw, Math.floor(r.firstNonFinite / lw.in), 1); // throws the named InputError
   return r.y;
 }
-
-const NO_SCALE = new Uint8Array(0);
 
 /** The same product over explicit dequantized tiles (matmul per tile): the second computation tests compare with. */
 function linearTiled(x: Float32Array, rows: number, lw: LinearWeight, r0: number, n: number, tileRows: number): Float32Array {

@@ -10,6 +10,10 @@
 //   fp8 F32    E4M3 · a float32 scale: the exact product has ≤ 28 significant bits, so one correctly
 //              rounded float32 multiply equals TypeScript's exact float64 product rounded once to float32.
 //   plain      BF16 and F16 widen exactly; F32 is copied.
+//   e2m1-f32   NVFP4: E2M1 (2 significant bits) · a float32 block scale: ≤ 26 significant bits, so one correctly
+//              rounded float32 multiply equals TypeScript's exact float64 product rounded once to float32.
+//   table4-flat-f32  bitsandbytes: a float32 table value · a float32 absmax, one correctly rounded multiply,
+//              as TypeScript's Math.fround of the float64 product (exact: 48 bits) rounds it.
 // -ffp-contract=off and -fno-fast-math (binding.gyp) keep the multiply a plain IEEE multiply with subnormals.
 #include "dequant_exact.h"
 
@@ -110,6 +114,33 @@ void row_fp8(Kind kind, const uint8_t* codes, const uint8_t* scales, int64_t o, 
   }
 }
 
+// NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; scale (o, ⌊i/bi⌋) is a float32.
+void row_e2m1_f32(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
+  const Tables& t = tables();
+  const int64_t nb = in / bi;
+  const uint8_t* src = packed + o * (in / 2);
+  for (int64_t i = 0; i < in; i += 2) {
+    const float s = load_f32(scales + 4 * (o * nb + i / bi));
+    const uint8_t byte = src[i / 2];
+    dst[i] = t.e2m1[byte & 15] * s;
+    dst[i + 1] = t.e2m1[byte >> 4] * s;
+  }
+}
+
+// bitsandbytes row o: flat element j = o·in + i is code j, byte j/2, the even element in the HIGH nibble;
+// table = the first 16 float32s of the scale buffer, absmax of block ⌊j/bi⌋ after them.
+void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
+  float table[16];
+  for (int c = 0; c < 16; c++) table[c] = load_f32(scales + 4 * c);
+  const uint8_t* absmax = scales + 64;
+  for (int64_t i = 0; i < in; i++) {
+    const int64_t j = o * in + i;
+    const uint8_t byte = packed[j / 2];
+    const int code = (j & 1) == 0 ? byte >> 4 : byte & 15;
+    dst[i] = table[code] * load_f32(absmax + 4 * (j / bi));
+  }
+}
+
 void row_plain(Kind kind, const uint8_t* bytes, int64_t o, int64_t in, float* dst) {
   if (kind == Kind::F32) {
     std::memcpy(dst, bytes + o * in * 4, in * 4);  // little-endian host (x86-64), as safetensors stores
@@ -155,6 +186,7 @@ Napi::Value dequant_exact(const Napi::CallbackInfo& info) {
   const int64_t r0 = arg_int(info, 7, "r0", 0), n = arg_int(info, 8, "n", 0);
   if (r0 + n > out) fail(info.Env(), true, "rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") outside [0, " + std::to_string(out) + ")");
   if (kind == Kind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "mxfp4 needs in divisible by 32");
+  if (kind == Kind::E2m1F32 && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "e2m1-f32 needs an even block dividing in");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
   const uint8_t* w = arg_bytes(info, 1, "weight", wbytes);
@@ -188,6 +220,8 @@ Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
 
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
   if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, dst);
+  else if (kind == Kind::E2m1F32) row_e2m1_f32(w, s, o, in, bi, dst);
+  else if (kind == Kind::Table4FlatF32) row_table4_flat(w, s, o, in, bi, dst);
   else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, w, s, o, in, bo, bi, dst);
   else row_plain(kind, w, o, in, dst);
 }
@@ -203,18 +237,22 @@ void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi
     case Kind::Bf16:
     case Kind::F16: *wbytes = out * in * 2; break;
     case Kind::F32: *wbytes = out * in * 4; break;
+    case Kind::E2m1F32: *wbytes = out * in / 2, *sbytes = out * (in / bi) * 4; break;
+    case Kind::Table4FlatF32: *wbytes = (out * in + 1) / 2, *sbytes = (16 + (out * in + bi - 1) / bi) * 4; break;
   }
 }
 
-ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn) {
-  const std::string k = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i) {
+  const std::string k = info[i].IsString() ? info[i].As<Napi::String>().Utf8Value() : "";
   if (k == "mxfp4") return Kind::Mxfp4;
   if (k == "fp8-e8m0") return Kind::Fp8E8m0;
   if (k == "fp8-f32") return Kind::Fp8F32;
   if (k == "bf16") return Kind::Bf16;
   if (k == "f16") return Kind::F16;
   if (k == "f32") return Kind::F32;
-  throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32");
+  if (k == "e2m1-f32") return Kind::E2m1F32;
+  if (k == "table4-flat-f32") return Kind::Table4FlatF32;
+  throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-f32, table4-flat-f32");
 }
 
 void register_dequant_exact(Napi::Env env, Napi::Object exports) {

@@ -6,14 +6,18 @@
 #include <cstddef>
 #include <cstdint>
 
-enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32 };
+// E2m1F32: NVFP4 — E2M1 nibbles [out, in/2] low-even, one float32 scale per [1, bi] block (the block's
+//   E4M3 scale times or over the global scale, formed by the caller by the format's float32 rule).
+// Table4FlatF32: bitsandbytes 4-bit — codes over the flattened [out, in], two a byte high-even; the scale
+//   buffer holds the stored 16-entry code table then one float32 absmax per bi flat elements.
+enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32, E2m1F32, Table4FlatF32 };
 
 // Row o of a stored [out, in] weight (whole tensors w, s), decoded exactly into dst[in].
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
 // Bytes a whole [out, in] weight and its scale occupy.
 void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes);
-// info[0] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32'); TypeError otherwise.
-ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn);
+// info[i] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32', 'e2m1-f32', 'table4-flat-f32'); TypeError otherwise.
+ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i = 0);
 // IEEE binary16 bits → their float32 value.
 float exact_f16_value(uint16_t h);
 

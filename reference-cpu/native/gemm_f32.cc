@@ -295,22 +295,14 @@ Napi::Value gemm_f32(const Napi::CallbackInfo& info) {
 Napi::Value linear_exact(const Napi::CallbackInfo& info) {
   if (info.Length() < 11) fail(info.Env(), false, "linearExact: expected (x, m, kind, weight, scale, out, in, bo, bi, r0, n)");
   const int m = arg_dim(info, 1, "m");
-  const ExactKind kind = [&] {
-    const std::string k = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
-    if (k == "mxfp4") return ExactKind::Mxfp4;
-    if (k == "fp8-e8m0") return ExactKind::Fp8E8m0;
-    if (k == "fp8-f32") return ExactKind::Fp8F32;
-    if (k == "bf16") return ExactKind::Bf16;
-    if (k == "f16") return ExactKind::F16;
-    if (k == "f32") return ExactKind::F32;
-    fail(info.Env(), false, "linearExact: unknown kind '" + k + "'");
-  }();
+  const ExactKind kind = exact_kind_arg(info, "linearExact", 2);
   const int out = arg_dim(info, 5, "out"), in = arg_dim(info, 6, "in"), bo = arg_dim(info, 7, "bo"), bi = arg_dim(info, 8, "bi");
   const double r0d = info[9].IsNumber() ? info[9].As<Napi::Number>().DoubleValue() : -1;
   if (!(r0d >= 0 && r0d < out && r0d == std::floor(r0d))) fail(info.Env(), true, "linearExact: r0 must be an integer in [0, out)");
   const int r0 = static_cast<int>(r0d), n = arg_dim(info, 10, "n");
   if ((int64_t)r0 + n > out) fail(info.Env(), true, "linearExact: rows outside the weight");
   if (kind == ExactKind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "linearExact: mxfp4 needs in divisible by 32");
+  if (kind == ExactKind::E2m1F32 && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "linearExact: e2m1-f32 needs an even block dividing in");
   const float* x = arg_f32(info, 0, "x", (size_t)m * in, "m×in [" + std::to_string(m) + "×" + std::to_string(in) + "]");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);

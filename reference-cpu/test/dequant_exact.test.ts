@@ -9,7 +9,13 @@ import { describe, expect, it } from 'vitest';
 import { InputError } from '../../harness/errors.js';
 import { Rng } from '../../harness/rng.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
-import { dequantLinear, dequantRowsExact } from '../dequant.js';
+import * as path from 'node:path';
+import { dequantLinear, dequantRowsExact, kindOf } from '../dequant.js';
+import { Checkpoint } from '../../harness/io/checkpoint.js';
+import { loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../../harness/formats/linear.js';
+import { quantizedWeights } from '../../harness/weights/check.js';
+import { linearRows } from '../deepseek_v4/linear.js';
+import { matmul } from '../ops.js';
 import { dequantLinearTs } from '../dequant_ts.js';
 import { dequantExact } from '../native.js';
 
@@ -138,6 +144,31 @@ describe('native exact dequantization', () => {
     expectSameBits(dequantLinear(lw), dequantLinearTs(lw), 'threaded');
     expectSameBits(dequantRowsExact(lw, 1000, 513), dequantLinearTs(lw).subarray(1000 * inn, 1513 * inn), 'rows');
   });
+
+  // NVFP4 (both global-scale ops) and bitsandbytes (with and without double quant): the native decoder over the
+  // scales exactOperands forms equals dequant_ts.ts's element-by-element rule bit for bit, on every quantized
+  // linear of the committed format fixtures, over any row range, and inside the GEMM (linearExact).
+  for (const fmt of ['modelopt-nvfp4', 'ct-nvfp4', 'bnb-nf4', 'bnb-fp4']) {
+    it(`${fmt}: native exact decode = the TypeScript rule on every quantized linear of fixtures/formats/llama-tiny-${fmt}`, () => {
+      const ck = Checkpoint.open(path.join(import.meta.dirname, '..', '..', 'fixtures', 'formats', `llama-tiny-${fmt}`));
+      try {
+        const qc = parseQuantConfig(ck.config, ck.configFile);
+        const names = quantizedWeights(ck).map((t) => t.name);
+        expect(names.length).toBe(21);
+        for (const name of names) {
+          const lw = loadLinear(ck, `${moduleOf(name)}.weight`, storedLogicalShape(ck, name), qc);
+          expect(kindOf(lw)).toBe(fmt.startsWith('bnb') ? 'table4-flat-f32' : 'e2m1-f32');
+          const want = dequantLinearTs(lw);
+          expectSameBits(dequantRowsExact(lw, 0, lw.out), want, name);
+          expectSameBits(dequantRowsExact(lw, 7, 5), want.subarray(7 * lw.in, 12 * lw.in), `${name} rows 7..11`);
+          const x = Float32Array.from({ length: 3 * lw.in }, (_, i) => Math.sin(i * 0.37));
+          expectSameBits(linearRows(x, 3, lw, 0, lw.out), matmul(x, 3, lw.in, want, lw.out), `${name} inside the GEMM`);
+        }
+      } finally {
+        ck.close();
+      }
+    });
+  }
 
   it('a NaN scale or code is bad input naming the tensor, its scale and the flat index in the whole tensor', () => {
     const out = 4, inn = 32;
