@@ -43,7 +43,7 @@ export const GPT_OSS: Architecture = {
   name: 'gpt_oss',
   matches: ['GptOssForCausalLM', 'gpt_oss'],
   substages: ['attn', 'moe.router', 'moe'],
-  fixtures: ['gpt-oss-tiny'],
+  fixtures: ['gpt-oss-tiny', 'gpt-oss-wide'],
 
   open(ck, backend, faults) {
     const m = new GptOssCheckpoint(ck);
