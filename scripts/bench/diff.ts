@@ -23,9 +23,12 @@ export interface ChildResult {
 }
 
 /** Run one diff in a fresh process and report its stage times and peak RSS. */
-export function childDiff(model: string, extra: string[]): ChildResult {
+export function childDiff(model: string, extra: string[], cacheDir?: string): ChildResult {
   const self = fileURLToPath(import.meta.url);
-  const r = spawnSync(process.execPath, [self, '--child', model, ...extra], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  // a fresh cache folder unless one is given: the timed run does the whole weights check (no reused check)
+  const cache = cacheDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ld-bench-cache-'));
+  const r = spawnSync(process.execPath, [self, '--child', model, ...extra], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, LAYERDIFF_CACHE_DIR: cache } });
+  if (cacheDir === undefined) fs.rmSync(cache, { recursive: true, force: true });
   if (r.status !== 0) throw new Error(`diff of ${model} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as ChildResult;
 }

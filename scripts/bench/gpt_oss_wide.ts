@@ -50,6 +50,18 @@ export async function benchGptOssWide(): Promise<Record<string, number>> {
     out[`gpt_oss_wide${layers}.peak_rss_gib`] = r.maxRssMiB / 1024;
     out[`gpt_oss_wide${layers}.wall_s`] = r.wallS;
   }
+  // the same 2-layer diff twice over one cache folder: the second reuses the passed weights check
+  const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-bench-reuse-'));
+  try {
+    const dir2 = await fixture(base, 2);
+    const cold = childDiff(dir2, ['--tokens', tokens], cache);
+    const warm = childDiff(dir2, ['--tokens', tokens], cache);
+    out['gpt_oss_wide2.diff_fresh_check_s'] = cold.wallS;
+    out['gpt_oss_wide2.diff_reused_check_s'] = warm.wallS;
+    console.log(`gpt-oss-wide 2 layers, weights check run then reused: ${cold.wallS.toFixed(1)} s, then ${warm.wallS.toFixed(1)} s`);
+  } finally {
+    fs.rmSync(cache, { recursive: true, force: true });
+  }
   out['gpt_oss_wide.rss_ratio_4_vs_2'] = runs[4].maxRssMiB / runs[2].maxRssMiB;
   console.log(`peak RSS 4 layers / 2 layers: ${out['gpt_oss_wide.rss_ratio_4_vs_2'].toFixed(3)}`);
 
