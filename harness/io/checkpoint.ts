@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { willNeed } from './prefetch.js';
 import { InputError } from '../errors.js';
 import { readRegularBytes } from './regular.js';
 import { SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
@@ -138,6 +139,17 @@ export class Checkpoint {
     const info = this.shard(shard).get(name);
     if (info === undefined) throw new InputError('tensor not found in its shard', { file: path.join(this.dir, shard), tensor: name });
     return info;
+  }
+
+  /**
+   * Read-ahead: ask the kernel to start loading these tensors' bytes (or a byte range of one) into the page
+   * cache while the caller computes on what it already read (posix_fadvise WILLNEED through the native
+   * addon). Advice only: it changes no result, and is skipped where the addon cannot give it.
+   */
+  prefetch(name: string, offset = 0, length?: number): void {
+    const info = this.info(name);
+    const fd = this.shard(this.weightMap.get(name)!).descriptor;
+    willNeed(fd, info.begin + offset, length ?? info.end - info.begin - offset);
   }
 
   read(name: string): Uint8Array {

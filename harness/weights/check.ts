@@ -134,7 +134,21 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const todo = all.filter((t) => t.layer !== null && inRange(t.layer));
   const cache = new LinearCache(native);
   const tensors: TensorCheck[] = [];
+  // Read-ahead: entering layer L, ask the kernel for layer L+1's bytes, so reading overlaps the compare.
+  const byLayer = new Map<number, string[]>();
+  for (const n of ck.names()) {
+    const L = layerOf(n);
+    if (L !== null) byLayer.set(L, [...(byLayer.get(L) ?? []), n]);
+  }
+  let ahead = -1;
+  const enter = (L: number) => {
+    if (L <= ahead) return;
+    if (ahead < 0) for (const n of byLayer.get(L) ?? []) ck.prefetch(n);
+    for (const n of byLayer.get(L + 1) ?? []) ck.prefetch(n);
+    ahead = L;
+  };
   for (const [k, t] of todo.entries()) {
+    enter(t.layer!);
     opt.onTensor?.(t.name, k, todo.length);
     const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, storedLogicalShape(ck, t.name), qc);
     tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
@@ -142,7 +156,9 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const layers = todo.map((t) => t.layer!);
   if (opt.fused !== undefined) {
     const last = Math.min(opt.numLayers ?? 0, opt.layers === null ? Infinity : opt.layers.to + 1);
+    ahead = -1;
     for (let L = opt.layers?.from ?? 0; L < last; L++) {
+      enter(L);
       for (const lw of opt.fused(L)) {
         opt.onTensor?.(lw.name, tensors.length, tensors.length + 1);
         tensors.push(checkTensor(lw, L, cache, faultAt(opt.faults, L)));

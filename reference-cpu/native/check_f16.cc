@@ -57,6 +57,17 @@ struct Partial {
   int64_t first_ref_nonfinite = -1;  // an exact value outside float32 (bad input, reported by the caller)
 };
 
+// Every binary16 value as float32, from exact_f16_value (the definition), built once: the compare reads it
+// per element, where a call of the definition (ldexp) cost most of the check's time.
+const float* f16_values() {
+  static const std::vector<float> t = [] {
+    std::vector<float> v(65536);
+    for (uint32_t h = 0; h < 65536; h++) v[h] = exact_f16_value(static_cast<uint16_t>(h));
+    return v;
+  }();
+  return t.data();
+}
+
 inline void flag(uint8_t* a, int64_t i) { __atomic_store_n(a + i, static_cast<uint8_t>(1), __ATOMIC_RELAXED); }
 
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
@@ -96,6 +107,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   uint8_t *pb = bad.Data(), *po = over.Data(), *pu = under.Data();
   const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
   std::vector<Partial> parts(nt);
+  const float* f16v = f16_values();
 #pragma omp parallel num_threads(nt)
   {
     Partial& p = parts[omp_get_thread_num()];
@@ -109,7 +121,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
         const float r = row[i];
         const uint16_t dv = drow[i];
         if (!std::isfinite(r) && p.first_ref_nonfinite < 0) p.first_ref_nonfinite = o * in + i;
-        if (exact_f16_value(dv) == r) continue;
+        if (f16v[dv] == r) continue;
         const int64_t blk = brow + i / bi;
         const uint16_t h = round_f16(r);
         if ((h & 0x7c00) == 0x7c00) flag(po, blk);
@@ -118,7 +130,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
         if (same_f16(h, dv)) continue;
         flag(pb, blk);
         if (p.first_bad < 0) p.first_bad = o * in + i;  // rows ascend within a thread: its first is its lowest
-        const double e = std::fabs(static_cast<double>(exact_f16_value(dv)) - static_cast<double>(exact_f16_value(h)));
+        const double e = std::fabs(static_cast<double>(f16v[dv]) - static_cast<double>(f16v[h]));
         p.max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(p.max_abs, e);
       }
     }

@@ -1,0 +1,20 @@
+/**
+ * posix_fadvise(WILLNEED) through the reference's native addon (reference-cpu/native/dequant_exact.cc): the
+ * page-cache read-ahead Checkpoint.prefetch asks for. Node has no fadvise of its own. Without the addon (a
+ * build that lacks it) the advice is simply not given.
+ */
+import { loadAddon } from './addon.js';
+
+let fn: ((fd: number, offset: number, length: number) => boolean) | null | undefined;
+
+export function willNeed(fd: number, offset: number, length: number): boolean {
+  if (fn === undefined) {
+    try {
+      const a = loadAddon('ld_reference') as { willNeed?: (fd: number, offset: number, length: number) => boolean };
+      fn = typeof a.willNeed === 'function' ? a.willNeed : null;
+    } catch {
+      fn = null;
+    }
+  }
+  return fn === null ? false : fn(fd, offset, length);
+}
