@@ -15,6 +15,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { relL2 } from './rel_err.js';
 import { decodeToF32 } from '../../harness/formats/dtypes.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { SafetensorsFile } from '../../harness/io/safetensors.js';
@@ -69,18 +70,6 @@ function need(fmt: string): { meta: GoldenMeta; goldenFile: string } {
 }
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-/** ‖a − b‖₂ / ‖b‖₂ */
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i] - b[i]) ** 2;
-    den += b[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
 
 function withCheckpoint<T>(fmt: string, fn: (m: LlamaCheckpoint) => T): T {
   const ck = Checkpoint.open(fixtureDir(fmt));

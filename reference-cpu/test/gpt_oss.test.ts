@@ -10,6 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { relL2 } from './rel_err.js';
 import { decodeToF32 } from '../../harness/formats/dtypes.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { SafetensorsFile } from '../../harness/io/safetensors.js';
@@ -19,18 +20,6 @@ import { type GptOssTraps, TRAP_NAMES } from '../gpt_oss/traps.js';
 
 const FIXTURE = path.join(import.meta.dirname, '..', '..', 'fixtures', 'gpt-oss-tiny');
 const GOLDEN = path.join(import.meta.dirname, '..', '..', 'fixtures', 'gpt-oss-tiny-golden', 'golden.safetensors');
-
-/** ‖a − b‖₂ / ‖b‖₂ */
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i] - b[i]) ** 2;
-    den += b[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
 
 function withGolden<T>(fn: (read: (name: string) => { shape: number[]; data: Float32Array }) => T): T {
   for (const p of [FIXTURE, GOLDEN]) if (!fs.existsSync(p)) throw new Error(`missing committed ${p}: fixtures/gpt-oss-tiny by \`layerdiff fixture gpt-oss-tiny\`, its golden by \`python3 scripts/golden/gpt_oss_numpy.py\``);

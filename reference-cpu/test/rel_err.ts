@@ -11,3 +11,15 @@ export function relErr(a: ArrayLike<number>, b: ArrayLike<number>): number {
   }
   return m / Math.max(ref, 1e-30);
 }
+
+/** ‖a − b‖₂ / ‖b‖₂ */
+export function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num += (a[i] - b[i]) ** 2;
+    den += b[i] ** 2;
+  }
+  return Math.sqrt(num / den);
+}
