@@ -85,10 +85,10 @@ void run(ldgpu::Backend& b) {
     report("dequant fp8 (f32 scales)", g, r);
     // NVFP4 (ModelOpt multiplier, compressed-tensors divisor with scale-block-size), E4M3 scale bytes not NaN
     auto e4 = bytes((size_t)out * in / 16, 0x20, 0x5f);
-    b.dequant_nvfp4(w.data(), e4.data(), out, in, 1.5e-4f, 0, 0, g.data());
+    b.dequantNvfp4ToF16(w.data(), e4.data(), out, in, 1.5e-4f, false, 0, g.data());
     ldref::dequant_nvfp4(w.data(), e4.data(), out, in, 1.5e-4f, 0, 0, r.data());
     report("dequant nvfp4 (modelopt)", g, r);
-    b.dequant_nvfp4(w.data(), e4.data(), out, in, 7264.9f, 1, 9, g.data());
+    b.dequantNvfp4ToF16(w.data(), e4.data(), out, in, 7264.9f, true, 9, g.data());
     ldref::dequant_nvfp4(w.data(), e4.data(), out, in, 7264.9f, 1, 9, r.data());
     report("dequant nvfp4 (ct, block-size)", g, r);
     // bitsandbytes NF4 with double quant (blocks of 64, nested 256), flat over out·in
@@ -96,7 +96,7 @@ void run(ldgpu::Backend& b) {
     const int nb = (int)(n / 64);
     auto codes = bytes((size_t)nb, 0, 255);
     auto qm = f32s(16, -1, 1), nabs = f32s((size_t)(nb + 255) / 256, 0.5, 2), nmap = f32s(256, -1, 1);
-    b.dequant_bnb4(w.data(), codes.data(), codes.size(), 1, qm.data(), nabs.data(), nabs.size(), nmap.data(), 0.25f, 256, n, 64, 0, g.data());
+    b.dequantBnb4ToF16(w.data(), codes.data(), true, qm.data(), nabs.data(), nmap.data(), 0.25f, 256, out, in, 64, 0, g.data());
     ldref::dequant_bnb4(w.data(), codes.data(), 1, qm.data(), nabs.data(), nmap.data(), 0.25f, 256, n, 64, 0, r.data());
     report("dequant bnb4 (double quant)", g, r);
   }
@@ -117,7 +117,7 @@ void run(ldgpu::Backend& b) {
     const int rows = 33, dim = 1000;
     auto x = f16s((size_t)rows * dim, 3), w = f16s(dim, 1.5);
     std::vector<uint16_t> g(x.size()), r(x.size());
-    b.rmsnorm(x.data(), w.data(), rows, dim, 1e-6f, g.data());
+    b.rmsnormF16(x.data(), w.data(), rows, dim, 1e-6f, g.data());
     ldref::rmsnorm(x.data(), w.data(), rows, dim, 1e-6f, r.data());
     report("rmsnorm", g, r);
   }
@@ -126,7 +126,7 @@ void run(ldgpu::Backend& b) {
     auto x = f16s((size_t)T * H * D, 8);
     auto c = f32s((size_t)T * rot / 2, -1, 1), s = f32s((size_t)T * rot / 2, -1, 1);
     std::vector<uint16_t> g(x.size()), r(x.size());
-    b.rope(x.data(), c.data(), s.data(), T, H, D, off, rot, 1, g.data());
+    b.ropeF16(x.data(), c.data(), s.data(), T, H, D, off, rot, true, g.data());
     ldref::rope(x.data(), c.data(), s.data(), T, H, D, off, rot, 1, r.data());
     report("rope interleaved", g, r);
   }
@@ -135,7 +135,7 @@ void run(ldgpu::Backend& b) {
     auto q = f16s((size_t)T * Hq * D, 3), k = f16s((size_t)T * Hkv * D, 3), v = f16s((size_t)T * Hkv * Dv, 2);
     auto sk = f32s(Hq, -4, 4);
     std::vector<uint16_t> g((size_t)T * Hq * Dv), r(g.size());
-    b.attention(q.data(), k.data(), v.data(), sk.data(), T, Hq, Hkv, D, Dv, 0.125f, 16, g.data());
+    b.attentionF16(q.data(), k.data(), v.data(), T, Hq, Hkv, D, Dv, 0.125f, 16, sk.data(), g.data());
     ldref::attention(q.data(), k.data(), v.data(), sk.data(), T, Hq, Hkv, D, Dv, 0.125f, 16, r.data());
     report("attention window+sink", g, r);
   }
@@ -151,13 +151,13 @@ void run(ldgpu::Backend& b) {
     const long long n = 100003;
     auto x = f16s(n, 12), y = f16s(n, 12);
     std::vector<uint16_t> g(n), r(n);
-    b.swiglu(x.data(), y.data(), n, 7.0f, g.data());
+    b.swigluF16(x.data(), (size_t)n, y.data(), 7.0f, g.data());
     ldref::swiglu(x.data(), y.data(), n, 7.0f, r.data());
     report("swiglu limit 7", g, r);
-    b.add(x.data(), y.data(), n, g.data());
+    b.addF16(x.data(), (size_t)n, y.data(), g.data());
     ldref::add(x.data(), y.data(), n, r.data());
     report("add", g, r);
-    b.mul_scalar(x.data(), n, 0.3f, g.data());
+    b.mulScalarF16(x.data(), (size_t)n, 0.3f, g.data());
     ldref::mul_scalar(x.data(), n, 0.3f, r.data());
     report("mul_scalar", g, r);
   }
@@ -209,8 +209,8 @@ void run(ldgpu::Backend& b) {
       auto fn = f32s((size_t)nmix * width, -0.05, 0.05), base = f32s(nmix, -1, 1), sc = f32s(3, 0.5, 1.5);
       std::vector<uint16_t> gu((size_t)T * D), ru(gu.size());
       std::vector<float> gp((size_t)T * hc), rp(gp.size()), gc((size_t)T * hc * hc), rc(gc.size());
-      if (head) b.hc_head(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, gu.data());
-      else b.hc_pre(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, iters, gu.data(), gp.data(), gc.data());
+      if (head) b.hcHeadF16(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, gu.data());
+      else b.hcPreF16(x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, iters, gu.data(), gp.data(), gc.data());
       ldref::hc_pre_head(head, x.data(), fn.data(), base.data(), sc.data(), T, hc, D, 1e-6f, 1e-6f, iters, ru.data(), rp.data(), rc.data());
       report(head ? "hc_head" : "hc_pre u", gu, ru);
       if (!head) {
@@ -221,7 +221,7 @@ void run(ldgpu::Backend& b) {
     auto f = f16s((size_t)T * D, 3), x = f16s((size_t)T * width, 3);
     auto post = f32s((size_t)T * hc, 0, 2), comb = f32s((size_t)T * hc * hc, 0, 1);
     std::vector<uint16_t> g((size_t)T * width), r(g.size());
-    b.hc_post(f.data(), x.data(), post.data(), comb.data(), T, hc, D, g.data());
+    b.hcPostF16(f.data(), x.data(), post.data(), comb.data(), T, hc, D, g.data());
     ldref::hc_post(f.data(), x.data(), post.data(), comb.data(), T, hc, D, r.data());
     report("hc_post", g, r);
   }
@@ -229,7 +229,7 @@ void run(ldgpu::Backend& b) {
     const int T = 67, ratio = overlap ? 4 : 16, dc = 40, w = (overlap ? 2 : 1) * dc;
     auto K = f32s((size_t)T * w, -3, 3), Z = f32s((size_t)T * w, -8, 8), ape = f32s((size_t)ratio * w, -1, 1);
     std::vector<uint16_t> g((size_t)(T / ratio) * dc), r(g.size());
-    b.compress_pool(K.data(), Z.data(), ape.data(), T, ratio, dc, overlap, g.data());
+    b.compressPoolF16(K.data(), Z.data(), ape.data(), T, ratio, dc, overlap, g.data());
     ldref::compress_pool(K.data(), Z.data(), ape.data(), T, ratio, dc, overlap, r.data());
     report(overlap ? "compress_pool overlap" : "compress_pool", g, r);
   }
@@ -243,7 +243,7 @@ void run(ldgpu::Backend& b) {
       const int32_t* gv = variant == 1 ? given.data() : nullptr;
       std::vector<int32_t> gi((size_t)T * k), ri(gi.size());
       std::vector<float> gw((size_t)T * k), rw(gw.size()), gs((size_t)T * E), rs(gs.size());
-      b.router(lg.data(), bias.data(), gv, T, E, k, 2.5f, gi.data(), gw.data(), gs.data());
+      b.routerF32(lg.data(), bias.data(), T, E, k, 2.5f, gv, gi.data(), gw.data(), gs.data());
       ldref::router(lg.data(), bias.data(), gv, T, E, k, 2.5f, ri.data(), rw.data(), rs.data());
       report(variant == 1 ? "router ids (given)" : "router ids (bias, ties)", gi, ri);
       report(variant == 1 ? "router weights (given)" : "router weights", gw, rw);
@@ -255,7 +255,7 @@ void run(ldgpu::Backend& b) {
     auto g = f16s((size_t)rows * cols, 12), u = f16s((size_t)rows * cols, 12);
     auto rw = f32s(rows, 0, 1);
     std::vector<uint16_t> go(g.size()), ro(g.size());
-    b.swiglu_rows(g.data(), u.data(), rw.data(), rows, cols, 7.0f, go.data());
+    b.swigluRowsF16(g.data(), u.data(), rows, cols, rw.data(), 7.0f, go.data());
     ldref::swiglu_rows(g.data(), u.data(), rw.data(), rows, cols, 7.0f, ro.data());
     report("swiglu_rows weights limit 7", go, ro);
   }
@@ -265,7 +265,7 @@ void run(ldgpu::Backend& b) {
     for (int bl = 1; bl < B; bl += 2) std::copy(e.begin() + (size_t)(bl - 1) * hd, e.begin() + (size_t)bl * hd, e.begin() + (size_t)bl * hd);
     std::vector<float> gs((size_t)T * B), rs(gs.size());
     std::vector<int32_t> gp((size_t)T * topk), rp(gp.size());
-    b.indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, 0, topk, 0.1f, gs.data(), gp.data());
+    b.indexerTopkF16(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, 0, topk, 0.1f, gs.data(), gp.data());
     ldref::indexer_topk(q.data(), w.data(), e.data(), T, nh, hd, B, ratio, 0, topk, 0.1f, rs.data(), rp.data());
     report("indexer_topk scores (ties)", gs, rs);
     report("indexer_topk picks", gp, rp);
@@ -274,7 +274,7 @@ void run(ldgpu::Backend& b) {
     const int t0 = 61, T2 = T - t0;
     std::vector<float> gs2((size_t)T2 * B), rs2(rs.begin() + (size_t)t0 * B, rs.end());
     std::vector<int32_t> gp2((size_t)T2 * topk), rp2(rp.begin() + (size_t)t0 * topk, rp.end());
-    b.indexer_topk(q.data() + (size_t)t0 * nh * hd, w.data() + (size_t)t0 * nh, e.data(), T2, nh, hd, B, ratio, t0, topk, 0.1f, gs2.data(),
+    b.indexerTopkF16(q.data() + (size_t)t0 * nh * hd, w.data() + (size_t)t0 * nh, e.data(), T2, nh, hd, B, ratio, t0, topk, 0.1f, gs2.data(),
                    gp2.data());
     report("indexer_topk t0 61 scores", gs2, rs2);
     report("indexer_topk t0 61 picks", gp2, rp2);
@@ -286,7 +286,7 @@ void run(ldgpu::Backend& b) {
     std::vector<int32_t> cand((size_t)T * K);
     for (auto& c : cand) c = (int32_t)(rnd() % (uint64_t)(B + 1)) - 1;
     std::vector<uint16_t> g((size_t)T * H * D), r(g.size());
-    b.sparse_attention(q.data(), kv.data(), comp.data(), cand.data(), sk.data(), T, H, D, B, window, K, 0.125f, g.data());
+    b.sparseAttentionF16(q.data(), kv.data(), comp.data(), T, H, D, B, window, cand.data(), K, sk.data(), 0.125f, g.data());
     ldref::sparse_attention(q.data(), kv.data(), comp.data(), cand.data(), sk.data(), T, H, D, window, K, 0.125f, r.data());
     report("sparse_attention window+sink", g, r);
   }

@@ -21,6 +21,7 @@ import {
   validatedDeviceNative,
   validatedGptOssNative,
 } from '../binding.js';
+import type { DeviceOps, HostRefOps } from '../ops/surfaces.generated.js';
 
 /** What `probe()` found; `error` is empty only when a device with a readable gfx arch is there. */
 export interface HipProbe {
@@ -35,53 +36,21 @@ export interface HipProbe {
   error: string;
 }
 
-type GpuOps = Pick<DeviceNative, 'dequantToF16' | 'dequantNvfp4ToF16' | 'dequantBnb4ToF16' | 'gemmF16' | 'gemmF16F32' | 'rmsnormF16' | 'ropeF16' | 'attentionF16' | 'swigluF16' | 'addF16' | 'mulScalarF16'>;
+/** DeviceNative's kernels (the conversions are exact host work: the hip backend takes the emulation's). */
+type GpuOps = Omit<DeviceOps, 'f32ToF16' | 'f16ToF32' | 'bf16ToF16'>;
+
+/** Each op of a surface as its host reference, ref<Op>, with the op's signature. */
+type Ref<T> = { [K in keyof T & string as `ref${Capitalize<K>}`]: T[K] };
 
 /** The kernels' host-side expected values (ld_host_ref.h): what the device check compares the GPU with. */
-export interface HostRef {
-  refDequantToF16: DeviceNative['dequantToF16'];
-  refDequantNvfp4ToF16: DeviceNative['dequantNvfp4ToF16'];
-  refDequantBnb4ToF16: DeviceNative['dequantBnb4ToF16'];
-  refGemmF16: DeviceNative['gemmF16'];
-  refGemmF16F32: DeviceNative['gemmF16F32'];
-  /** the fused MXFP4 GEMM: packed [n, k/2], E8M0 scale [n, k/32] */
-  refGemmMxfp4F16(x: Uint16Array, packed: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, alpha: number, fault: number): Uint16Array;
-  refRmsnormF16: DeviceNative['rmsnormF16'];
-  refRopeF16: DeviceNative['ropeF16'];
-  refAttentionF16: DeviceNative['attentionF16'];
-  /** row softmax as the attention kernels do it, P = f16(e/l); z f32 [rows, n], sinks f32 [rows] or null */
-  refSoftmaxF16(z: Float32Array, sinks: Float32Array | null, rows: number, n: number): Uint16Array;
-  refSwigluF16: DeviceNative['swigluF16'];
-  refAddF16: DeviceNative['addF16'];
-  refMulScalarF16: DeviceNative['mulScalarF16'];
-  /** y[r] = x[token[r]] */
-  refMoeGatherF16(x: Uint16Array, token: Int32Array, T: number, D: number): Uint16Array;
-  /** moeCombineF16's signature and order */
-  refMoeCombineF16(y: Uint16Array, rowToken: Int32Array, shared: Uint16Array, T: number, D: number): Uint16Array;
-  /** ld_sinkhorn_f32 per token: A f32 [T, hc, hc] */
-  refSinkhornF32(A: Float32Array, T: number, hc: number, iters: number, eps: number): Float32Array;
-  /** the DeepSeek-V4 kernels' expected values (deepseek.hip), with the ld_device addon's signatures */
-  refHcPreF16: DeepseekNative['hcPreF16'];
-  refHcHeadF16: DeepseekNative['hcHeadF16'];
-  refHcPostF16: DeepseekNative['hcPostF16'];
-  refCompressPoolF16: DeepseekNative['compressPoolF16'];
-  refRouterF32: DeepseekNative['routerF32'];
-  refSwigluRowsF16: DeepseekNative['swigluRowsF16'];
-  refIndexerTopkF16: DeepseekNative['indexerTopkF16'];
-  refSparseAttentionF16: DeepseekNative['sparseAttentionF16'];
-  /** the decode kernel's expected values (ld_attention_decode), attentionDecodeF16's signature */
-  refAttentionDecodeF16: DecodeNative['attentionDecodeF16'];
-  /** the gpt-oss kernels' expected values (gpt_oss.hip), with the ld_device addon's signatures */
-  refOssRouterF32: GptOssNative['ossRouterF32'];
-  refOssSwigluF16: GptOssNative['ossSwigluF16'];
-}
+export type HostRef = Ref<GpuOps> & Ref<DeepseekNative> & Ref<DecodeNative> & Ref<GptOssNative> & HostRefOps;
 
 /** The addon's GPU ops: DeviceNative's kernels, and all of DeepseekNative and DecodeNative (same signatures). */
-export interface HipAddon extends GpuOps, DeepseekNative, DecodeNative, GptOssNative, HostRef {
+export type HipAddon = GpuOps & DeepseekNative & DecodeNative & GptOssNative & HostRef & {
   probe(): HipProbe;
   /** load the runtime, the code object and its kernels, run the self-check; throws with what failed */
   open(codeObjectPath: string): void;
-}
+};
 
 function buildDir(): string {
   return path.join(packageRoot(), 'device-hip', 'build', 'Release');

@@ -38,20 +38,10 @@ class Backend {
 
   void dequant(int kind, const uint8_t* w, size_t wbytes, const uint8_t* scale, size_t sbytes, int scale_is_f32, int out,
                int in, int bo, int bi, int fault, uint16_t* y);
-  void dequant_nvfp4(const uint8_t* w, const uint8_t* scale, int out, int in, float global, int divisor, int fault, uint16_t* y);
-  void dequant_bnb4(const uint8_t* w, const uint8_t* absmax, size_t absmax_bytes, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
-                    size_t nested_n, const float* nested_map, float nested_offset, int nested_blocksize, long long n, int blocksize, int fault, uint16_t* y);
   // w (f16 [n, k]) or wq + wscale (MXFP4, fused); y16 (f16(alpha·dot)) or y32 (dot).
   void gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const uint8_t* wscale, int m, int k, int n, float alpha,
             int fault, uint16_t* y16, float* y32);
-  void rmsnorm(const uint16_t* x, const uint16_t* w, int rows, int dim, float eps, uint16_t* y);
-  void rope(const uint16_t* x, const float* cs, const float* sn, int T, int H, int D, int off, int rot, int inter, uint16_t* y);
-  void attention(const uint16_t* q, const uint16_t* k, const uint16_t* v, const float* sinks, int T, int Hq, int Hkv, int D,
-                 int Dv, float scale, int window, uint16_t* y);
   void softmax(const float* z, const float* sinks, int rows, int n, uint16_t* y);
-  void swiglu(const uint16_t* g, const uint16_t* u, long long n, float limit, uint16_t* y);
-  void add(const uint16_t* a, const uint16_t* b, long long n, uint16_t* y);
-  void mul_scalar(const uint16_t* a, long long n, float s, uint16_t* y);
   void moe_gather(const uint16_t* x, int T, const int32_t* token, int R, int D, uint16_t* y);
   void moe_combine(const uint16_t* y, int R, const int32_t* start, const int32_t* rows, const uint16_t* shared, int T, int D,
                    uint16_t* out);
@@ -62,27 +52,8 @@ class Backend {
                         const float* sinks, int B, int Tq, int Bc, int cap, int Hq, int Hkv, int D, int Dv, float scale, int window,
                         uint16_t* y);
 
-  // DeepSeek-V4 (kernels/deepseek.hip), the shapes of LdHcArgs … LdSwigluRowsArgs. hc_head: u only.
-  void hc_pre(const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D, float norm_eps,
-              float hc_eps, int iters, uint16_t* u, float* post, float* comb);
-  void hc_head(const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D, float norm_eps,
-               float hc_eps, uint16_t* u);
-  void hc_post(const uint16_t* f, const uint16_t* x, const float* post, const float* comb, int T, int hc, int D, uint16_t* y);
-  void compress_pool(const float* K, const float* Z, const float* ape, int T, int ratio, int dc, bool overlap, uint16_t* y);
-  // bias, given may be null.
-  void router(const float* logits, const float* bias, const int32_t* given, int T, int E, int topk, float route_scale, int32_t* ids,
-              float* weights, float* scores);
-  // rw may be null (no routing weight).
-  void swiglu_rows(const uint16_t* g, const uint16_t* u, const float* rw, int rows, int cols, float limit, uint16_t* y);
-  // Row t is the query at absolute position t0 + t.
-  void indexer_topk(const uint16_t* q, const uint16_t* w, const uint16_t* e, int T, int nh, int hd, int B, int ratio, int t0, int topk,
-                    float scale, float* scores, int32_t* picks);
-  void sparse_attention(const uint16_t* q, const uint16_t* kv, const uint16_t* comp, const int32_t* cand, const float* sinks, int T,
-                        int H, int D, int B, int window, int K, float scale, uint16_t* y);
-
-  // gpt-oss (kernels/gpt_oss.hip), the shapes of LdOssRouterArgs, LdOssSwigluArgs; bias, given may be null.
-  void oss_router(const float* logits, const float* bias, const int32_t* given, int T, int E, int topk, int32_t* ids, float* weights);
-  void oss_swiglu(const uint16_t* h, int rows, int I, float limit, float alpha, uint16_t* y);
+  // The ops of the op table with a `kernel` (device-hip/ops/table.ts), generated: buffers in, one launch, outputs back.
+#include "backend_ops.generated.h"
 
   // Every kernel the code object must hold (the launch plans' names).
   static const std::vector<std::string>& kernel_names();
@@ -92,8 +63,6 @@ class Backend {
   void check(int e, const char* what);
   void launch(const ::LdLaunch& L, void* args);
   uint64_t alloc(size_t bytes);
-  void hc(bool head, const uint16_t* x, const float* fn, const float* base, const float* scale, int T, int hc, int D, float norm_eps,
-          float hc_eps, int iters, uint16_t* u, float* post, float* comb);
   Api api_;
   void* module_ = nullptr;
   std::map<std::string, void*> fns_;

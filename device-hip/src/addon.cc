@@ -3,6 +3,7 @@
 
 #include "addon.h"
 #include "deepseek.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 
@@ -62,14 +63,8 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
-  init_dequant(env, exports);
-  void init_dequant_fp4(Napi::Env, Napi::Object); init_dequant_fp4(env, exports);  // dequant_fp4.cc (NVFP4)
-  init_gemm(env, exports);
-  init_ops(env, exports);
-  init_attention(env, exports);
-  init_deepseek(env, exports);
-  void init_gpt_oss(Napi::Env, Napi::Object); init_gpt_oss(env, exports);  // gpt_oss.cc (router, SwiGLU)
-  void init_decode(Napi::Env, Napi::Object); init_decode(env, exports);  // decode.cc (KV-cache attention); declared here, addon.h is the kernels'
+  // Every op of the table (device-hip/ops/table.ts): its reader, its outputs, its kernel ld::emu::<op>.
+  ops::register_emulated(env, exports);
   return exports;
 }
 

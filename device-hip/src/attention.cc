@@ -15,29 +15,18 @@
 #include <vector>
 
 #include "addon.h"
+#include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 
 namespace ld {
 namespace {
 
-Napi::Value attention(const Napi::CallbackInfo& info) {
-  const char* fn = "attentionF16";
-  need_args(info, 11, fn);
-  const int T = arg_int(info, 3, fn, "T", 1), Hq = arg_int(info, 4, fn, "Hq", 1), Hkv = arg_int(info, 5, fn, "Hkv", 1);
-  const int D = arg_int(info, 6, fn, "D", 1), Dv = arg_int(info, 7, fn, "Dv", 1);
-  const float scale = static_cast<float>(arg_num(info, 8, fn, "scale"));
-  const int window = arg_int(info, 9, fn, "window", 0);
-  if (Hq % Hkv != 0) {
-    throw_range(info.Env(), std::string(fn) + ": Hq " + std::to_string(Hq) + " is not a multiple of Hkv " + std::to_string(Hkv));
-  }
-  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * Hq * D, "T×Hq×D " + dims({T, Hq, D}));
-  auto k = arg_array_len<uint16_t>(info, 1, fn, "k", (size_t)T * Hkv * D, "T×Hkv×D " + dims({T, Hkv, D}));
-  auto v = arg_array_len<uint16_t>(info, 2, fn, "v", (size_t)T * Hkv * Dv, "T×Hkv×Dv " + dims({T, Hkv, Dv}));
-  const float* sinks = nullptr;
-  if (!info[10].IsNull() && !info[10].IsUndefined()) sinks = arg_array_len<float>(info, 10, fn, "sinks", (size_t)Hq, "Hq " + dims({Hq})).data;
-
-  auto y = new_array<uint16_t>(info.Env(), (size_t)T * Hq * Dv);
-  uint16_t* yo = y.Data();
+void attention(const ops::AttentionF16Args& a, ops::AttentionF16Out& o) {
+  const int T = a.T, Hq = a.Hq, Hkv = a.Hkv, D = a.D, Dv = a.Dv, window = a.window;
+  const float scale = a.scale;
+  const Span<const uint16_t> q = a.q, k = a.k, v = a.v;
+  const float* sinks = a.sinks.data;
+  uint16_t* yo = o.y.Data();
   const int group = Hq / Hkv;
   const int nthreads = omp_get_max_threads();
   // Per thread: scores/probabilities [T] and the output accumulator [Dv].
@@ -70,13 +59,10 @@ Napi::Value attention(const Napi::CallbackInfo& info) {
     }
     for (int d = 0; d < Dv; d++) yo[(size_t)th * Dv + d] = ld_f32_to_f16(acc[d]);
   }
-  return y;
 }
 
 }  // namespace
 
-void init_attention(Napi::Env env, Napi::Object exports) {
-  exports.Set("attentionF16", Napi::Function::New(env, attention));
-}
+void emu::attentionF16(const ops::AttentionF16Args& a, ops::AttentionF16Out& o) { attention(a, o); }
 
 }  // namespace ld

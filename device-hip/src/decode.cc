@@ -22,60 +22,20 @@
 #include <vector>
 
 #include "addon.h"
+#include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 
 namespace ld {
 namespace {
 
-// An Int32Array argument of exactly `want` elements (addon.h reads only u8/u16/f32 arrays).
-Span<const int32_t> arg_i32(const Napi::CallbackInfo& info, size_t i, const char* fn, const char* name, size_t want) {
-  const Napi::Value v = info[i];
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array) {
-    throw_type(info.Env(), std::string(fn) + ": " + name + " must be an Int32Array");
-  }
-  Napi::TypedArrayOf<int32_t> a = v.As<Napi::TypedArrayOf<int32_t>>();
-  if (a.ElementLength() != want) {
-    throw_range(info.Env(), std::string(fn) + ": " + name + " has " + std::to_string(a.ElementLength()) +
-                                " elements, expected B = " + std::to_string(want));
-  }
-  return {a.Data(), a.ElementLength()};
-}
-
-Napi::Value attention_decode(const Napi::CallbackInfo& info) {
-  const char* fn = "attentionDecodeF16";
-  need_args(info, 16, fn);
-  const int B = arg_int(info, 3, fn, "B", 1), Tq = arg_int(info, 4, fn, "Tq", 1);
-  const int Bc = arg_int(info, 5, fn, "Bc", 1), cap = arg_int(info, 6, fn, "cap", 1);
-  const int Hq = arg_int(info, 9, fn, "Hq", 1), Hkv = arg_int(info, 10, fn, "Hkv", 1);
-  const int D = arg_int(info, 11, fn, "D", 1), Dv = arg_int(info, 12, fn, "Dv", 1);
-  const float scale = static_cast<float>(arg_num(info, 13, fn, "scale"));
-  const int window = arg_int(info, 14, fn, "window", 0);
-  if (Hq % Hkv != 0) {
-    throw_range(info.Env(), std::string(fn) + ": Hq " + std::to_string(Hq) + " is not a multiple of Hkv " + std::to_string(Hkv));
-  }
-  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)B * Tq * Hq * D, "B×Tq×Hq×D " + dims({B, Tq, Hq, D}));
-  auto k = arg_array_len<uint16_t>(info, 1, fn, "k", (size_t)Bc * cap * Hkv * D, "Bc×cap×Hkv×D " + dims({Bc, cap, Hkv, D}));
-  auto v = arg_array_len<uint16_t>(info, 2, fn, "v", (size_t)Bc * cap * Hkv * Dv, "Bc×cap×Hkv×Dv " + dims({Bc, cap, Hkv, Dv}));
-  auto slot = arg_i32(info, 7, fn, "slot", (size_t)B);
-  auto start = arg_i32(info, 8, fn, "start", (size_t)B);
-  const float* sinks = nullptr;
-  if (!info[15].IsNull() && !info[15].IsUndefined()) sinks = arg_array_len<float>(info, 15, fn, "sinks", (size_t)Hq, "Hq " + dims({Hq})).data;
-  // Every check before the parallel region: an exception must not escape OpenMP.
-  for (int b = 0; b < B; b++) {
-    if (slot.data[b] < 0 || slot.data[b] >= Bc) {
-      throw_range(info.Env(), std::string(fn) + ": slot[" + std::to_string(b) + "] = " + std::to_string(slot.data[b]) +
-                                  " is outside the cache's " + std::to_string(Bc) + " sequences");
-    }
-    // positions past cap wrap (a ring) only when every key a query sees is still held: window + Tq − 1 ≤ cap
-    if (start.data[b] < 0 || ((long long)start.data[b] + Tq > cap && !(window > 0 && (long long)window + Tq - 1 <= cap))) {
-      throw_range(info.Env(), std::string(fn) + ": start[" + std::to_string(b) + "] = " + std::to_string(start.data[b]) +
-                                  " + Tq " + std::to_string(Tq) + " does not fit the cache capacity " + std::to_string(cap) +
-                                  " (a ring needs window + Tq − 1 ≤ cap)");
-    }
-  }
-
-  auto y = new_array<uint16_t>(info.Env(), (size_t)B * Tq * Hq * Dv);
-  uint16_t* yo = y.Data();
+// The slot and start checks (inside the cache; a ring only when window + Tq − 1 ≤ cap) are the reader's.
+void attention_decode(const ops::AttentionDecodeF16Args& a, ops::AttentionDecodeF16Out& o) {
+  const int B = a.B, Tq = a.Tq, cap = a.cap, Hq = a.Hq, Hkv = a.Hkv, D = a.D, Dv = a.Dv, window = a.window;
+  const float scale = a.scale;
+  const Span<const uint16_t> q = a.q, k = a.k, v = a.v;
+  const Span<const int32_t> slot = a.slot, start = a.start;
+  const float* sinks = a.sinks.data;
+  uint16_t* yo = o.y.Data();
   const int group = Hq / Hkv;
   const int rows = B * Tq * Hq;
   const int nthreads = omp_get_max_threads();
@@ -113,13 +73,10 @@ Napi::Value attention_decode(const Napi::CallbackInfo& info) {
     }
     for (int d = 0; d < Dv; d++) yo[(size_t)r * Dv + d] = ld_f32_to_f16(acc[d]);
   }
-  return y;
 }
 
 }  // namespace
 
-void init_decode(Napi::Env env, Napi::Object exports) {
-  exports.Set("attentionDecodeF16", Napi::Function::New(env, attention_decode));
-}
+void emu::attentionDecodeF16(const ops::AttentionDecodeF16Args& a, ops::AttentionDecodeF16Out& o) { attention_decode(a, o); }
 
 }  // namespace ld

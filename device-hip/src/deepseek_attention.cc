@@ -24,6 +24,7 @@
 
 #include "deepseek.h"
 #include "ld_deepseek.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 namespace {
@@ -31,19 +32,14 @@ namespace {
 constexpr size_t kParallelMin = 1 << 15;
 
 // compressPoolF16(K, Z, ape, T, ratio, dc, overlap) → f16 [⌊T/ratio⌋, dc].
-Napi::Value compress_pool(const Napi::CallbackInfo& info) {
-  const char* fn = "compressPoolF16";
-  need_args(info, 7, fn);
-  const int T = arg_int(info, 3, fn, "T", 1), r = arg_int(info, 4, fn, "ratio", 1), dc = arg_int(info, 5, fn, "dc", 1);
-  const bool overlap = arg_bool(info, 6, fn, "overlap");
+void compress_pool(const ops::CompressPoolF16Args& a, ops::CompressPoolF16Out& o) {
+  const int T = a.T, r = a.ratio, dc = a.dc;
+  const bool overlap = a.overlap;
   const int w = (overlap ? 2 : 1) * dc;
-  auto K = arg_array_len<float>(info, 0, fn, "K", (size_t)T * w, "T×c·dc " + dims({T, w}));
-  auto Z = arg_array_len<float>(info, 1, fn, "Z", (size_t)T * w, "T×c·dc " + dims({T, w}));
-  auto ape = arg_array_len<float>(info, 2, fn, "ape", (size_t)r * w, "ratio×c·dc " + dims({r, w}));
+  const Span<const float> K = a.K, Z = a.Z, ape = a.ape;
   const int B = T / r;
   const int n = overlap ? 2 * r : r;
-  auto y = new_array<uint16_t>(info.Env(), (size_t)B * dc);
-  uint16_t* yo = y.Data();
+  uint16_t* yo = o.y.Data();
   const int nthreads = omp_get_max_threads();
   std::vector<float> scratch((size_t)nthreads * 2 * n);
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -71,25 +67,15 @@ Napi::Value compress_pool(const Napi::CallbackInfo& info) {
     }
     yo[bc] = ld_f32_to_f16(ld_softmax_pool(score, kv, n));
   }
-  return y;
 }
 
 // indexerTopkF16(q, w, e, T, nh, hd, B, ratio, t0, topk, scale) → { scores: f32 [T, B], picks: Int32 [T, topk] }.
-Napi::Value indexer_topk(const Napi::CallbackInfo& info) {
-  const char* fn = "indexerTopkF16";
-  need_args(info, 11, fn);
-  const int T = arg_int(info, 3, fn, "T", 1), nh = arg_int(info, 4, fn, "nh", 1), hd = arg_int(info, 5, fn, "hd", 1);
-  const int B = arg_int(info, 6, fn, "B", 0), r = arg_int(info, 7, fn, "ratio", 1), t0 = arg_int(info, 8, fn, "t0", 0);
-  const int topk = arg_int(info, 9, fn, "topk", 1);
-  const float scale = static_cast<float>(arg_num(info, 10, fn, "scale"));
-  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * nh * hd, "T×nh×hd " + dims({T, nh, hd}));
-  auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)T * nh, "T×nh " + dims({T, nh}));
-  auto e = arg_array_len<uint16_t>(info, 2, fn, "e", (size_t)B * hd, "B×hd " + dims({B, hd}));
-  const Napi::Env env = info.Env();
-  auto scores = new_array<float>(env, (size_t)T * B);
-  auto picks = new_array<int32_t>(env, (size_t)T * topk);
-  float* so = scores.Data();
-  int32_t* po = picks.Data();
+void indexer_topk(const ops::IndexerTopkF16Args& a, ops::IndexerTopkF16Out& o) {
+  const int T = a.T, nh = a.nh, hd = a.hd, B = a.B, r = a.ratio, t0 = a.t0, topk = a.topk;
+  const float scale = a.scale;
+  const Span<const uint16_t> q = a.q, w = a.w, e = a.e;
+  float* so = o.scores.Data();
+  int32_t* po = o.picks.Data();
   const int nthreads = omp_get_max_threads();
   std::vector<float> wsc((size_t)nthreads * nh);
   std::vector<int> idx((size_t)nthreads * (B > 0 ? B : 1));
@@ -117,32 +103,17 @@ Napi::Value indexer_topk(const Napi::CallbackInfo& info) {
     int32_t* pt = po + (size_t)t * topk;
     for (int j = 0; j < topk; j++) pt[j] = j < k ? ix[j] : -1;
   }
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("scores", scores);
-  out.Set("picks", picks);
-  return out;
 }
 
 // sparseAttentionF16(q, kv, comp, T, H, D, B, window, cand, K, sinks, scale) → f16 [T, H, D].
-Napi::Value sparse_attention(const Napi::CallbackInfo& info) {
-  const char* fn = "sparseAttentionF16";
-  need_args(info, 12, fn);
-  const int T = arg_int(info, 3, fn, "T", 1), H = arg_int(info, 4, fn, "H", 1), D = arg_int(info, 5, fn, "D", 1);
-  const int B = arg_int(info, 6, fn, "B", 0), window = arg_int(info, 7, fn, "window", 0), K = arg_int(info, 9, fn, "K", 0);
-  const float scale = static_cast<float>(arg_num(info, 11, fn, "scale"));
-  auto q = arg_array_len<uint16_t>(info, 0, fn, "q", (size_t)T * H * D, "T×H×D " + dims({T, H, D}));
-  auto kv = arg_array_len<uint16_t>(info, 1, fn, "kv", (size_t)T * D, "T×D " + dims({T, D}));
-  auto comp = arg_array_len<uint16_t>(info, 2, fn, "comp", (size_t)B * D, "B×D " + dims({B, D}));
-  auto cand = arg_i32_len(info, 8, fn, "cand", (size_t)T * K, "T×K " + dims({T, K}));
-  auto sinks = arg_array_len<float>(info, 10, fn, "sinks", (size_t)H, "H " + dims({H}));
-  for (size_t i = 0; i < cand.len; i++) {
-    if (cand.data[i] < -1 || cand.data[i] >= B) {
-      throw_range(info.Env(), std::string(fn) + ": cand[" + std::to_string(i / K) + "][" + std::to_string(i % K) + "] = " +
-                                  std::to_string(cand.data[i]) + " is neither −1 nor a compressed row in [0, " + std::to_string(B) + ")");
-    }
-  }
-  auto y = new_array<uint16_t>(info.Env(), (size_t)T * H * D);
-  uint16_t* yo = y.Data();
+// cand's entries are −1 or a row of comp (the reader's range check).
+void sparse_attention(const ops::SparseAttentionF16Args& a, ops::SparseAttentionF16Out& o) {
+  const int T = a.T, H = a.H, D = a.D, window = a.window, K = a.K;
+  const float scale = a.scale;
+  const Span<const uint16_t> q = a.q, kv = a.kv, comp = a.comp;
+  const Span<const int32_t> cand = a.cand;
+  const Span<const float> sinks = a.sinks;
+  uint16_t* yo = o.y.Data();
   const int nthreads = omp_get_max_threads();
   // Per thread: row pointers and scores of the candidates [T + K], the output accumulator [D].
   const size_t per = (size_t)T + K;
@@ -168,15 +139,12 @@ Napi::Value sparse_attention(const Napi::CallbackInfo& info) {
     for (int c = 0; c < n; c++) axpy_f16(ld_f16_to_f32(ld_f32_to_f16(z[c] / l)), rw[c], acc, D);
     for (int d = 0; d < D; d++) yo[(size_t)th * D + d] = ld_f32_to_f16(acc[d]);
   }
-  return y;
 }
 
 }  // namespace
 
-void init_deepseek_attention(Napi::Env env, Napi::Object exports) {
-  exports.Set("compressPoolF16", Napi::Function::New(env, compress_pool));
-  exports.Set("indexerTopkF16", Napi::Function::New(env, indexer_topk));
-  exports.Set("sparseAttentionF16", Napi::Function::New(env, sparse_attention));
-}
+void emu::compressPoolF16(const ops::CompressPoolF16Args& a, ops::CompressPoolF16Out& o) { compress_pool(a, o); }
+void emu::indexerTopkF16(const ops::IndexerTopkF16Args& a, ops::IndexerTopkF16Out& o) { indexer_topk(a, o); }
+void emu::sparseAttentionF16(const ops::SparseAttentionF16Args& a, ops::SparseAttentionF16Out& o) { sparse_attention(a, o); }
 
 }  // namespace ld

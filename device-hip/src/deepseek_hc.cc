@@ -16,6 +16,7 @@
 
 #include "deepseek.h"
 #include "ld_deepseek.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 namespace {
@@ -39,20 +40,10 @@ struct HcArgs {
   float norm_eps, hc_eps;
 };
 
-// Reads (x, fn, base, scale, T, hc, D, normEps, hcEps) at argument positions 0..8; nmix rows of fn.
-HcArgs read_hc_args(const Napi::CallbackInfo& info, const char* fn_name, bool head) {
-  const int T = arg_int(info, 4, fn_name, "T", 1), hc = arg_int(info, 5, fn_name, "hc", 1), D = arg_int(info, 6, fn_name, "D", 1);
-  const long long width = (long long)hc * D;
-  if (width > 2147483647LL) throw_range(info.Env(), std::string(fn_name) + ": hc·D " + std::to_string(width) + " exceeds 2^31 − 1");
-  const int nmix = head ? hc : (2 + hc) * hc;
-  HcArgs a{T, hc, D, nmix, {}, {}, {}, {}, 0.0f, 0.0f};
-  a.x = arg_array_len<uint16_t>(info, 0, fn_name, "x", (size_t)T * width, "T×hc×D " + dims({T, hc, D}));
-  a.fn = arg_array_len<float>(info, 1, fn_name, "fn", (size_t)nmix * width, std::string(head ? "hc" : "(2+hc)·hc") + "×hc·D " + dims({nmix, width}));
-  a.base = arg_array_len<float>(info, 2, fn_name, "base", (size_t)nmix, dims({nmix}));
-  a.scale = arg_array_len<float>(info, 3, fn_name, "scale", head ? 1 : 3, head ? "[1]" : "[3]");
-  a.norm_eps = static_cast<float>(arg_num(info, 7, fn_name, "normEps"));
-  a.hc_eps = static_cast<float>(arg_num(info, 8, fn_name, "hcEps"));
-  return a;
+// The checked arguments of hcPreF16 / hcHeadF16 (ops_args.generated.h) with the row count of fn.
+template <class A>
+HcArgs hc_args(const A& g, int nmix) {
+  return {g.T, g.hc, g.D, nmix, g.x, g.fn, g.base, g.scale, g.normEps, g.hcEps};
 }
 
 // m_j = dot(x̂, fn_j)·ρ for j < nmix; xf is the widened row [hc·D].
@@ -68,20 +59,14 @@ void widen_row(const uint16_t* h, float* f, size_t n) {
 
 // hcPreF16(x, fn, base, scale, T, hc, D, normEps, hcEps, iters) → { u: f16 [T, D], post: f32 [T, hc],
 // comb: f32 [T, hc, hc] (C[t][j][k]) }.
-Napi::Value hc_pre(const Napi::CallbackInfo& info) {
-  const char* fn = "hcPreF16";
-  need_args(info, 10, fn);
-  const HcArgs a = read_hc_args(info, fn, false);
-  const int iters = arg_int(info, 9, fn, "iters", 1);
+void hc_pre(const ops::HcPreF16Args& g, ops::HcPreF16Out& o) {
+  const HcArgs a = hc_args(g, (2 + g.hc) * g.hc);
+  const int iters = g.iters;
   const int T = a.T, hc = a.hc, D = a.D;
   const size_t width = (size_t)hc * D;
-  const Napi::Env env = info.Env();
-  auto u = new_array<uint16_t>(env, (size_t)T * D);
-  auto post = new_array<float>(env, (size_t)T * hc);
-  auto comb = new_array<float>(env, (size_t)T * hc * hc);
-  uint16_t* uo = u.Data();
-  float* po = post.Data();
-  float* co = comb.Data();
+  uint16_t* uo = o.u.Data();
+  float* po = o.post.Data();
+  float* co = o.comb.Data();
   const int nthreads = omp_get_max_threads();
   const size_t per = width + (size_t)a.nmix + hc;
   std::vector<float> scratch((size_t)nthreads * per);
@@ -102,22 +87,14 @@ Napi::Value hc_pre(const Napi::CallbackInfo& info) {
     ld_sinkhorn_f32(C, hc, iters, a.hc_eps);
     for (int i = 0; i < D; i++) uo[(size_t)t * D + i] = ld_f32_to_f16(ld_hc_collapse(pre, xt + i, hc, (size_t)D));
   }
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("u", u);
-  out.Set("post", post);
-  out.Set("comb", comb);
-  return out;
 }
 
 // hcHeadF16(x, fn [hc, hc·D], base [hc], scale [1], T, hc, D, normEps, hcEps) → f16 [T, D].
-Napi::Value hc_head(const Napi::CallbackInfo& info) {
-  const char* fn = "hcHeadF16";
-  need_args(info, 9, fn);
-  const HcArgs a = read_hc_args(info, fn, true);
+void hc_head(const ops::HcHeadF16Args& g, ops::HcHeadF16Out& o) {
+  const HcArgs a = hc_args(g, g.hc);
   const int T = a.T, hc = a.hc, D = a.D;
   const size_t width = (size_t)hc * D;
-  auto v = new_array<uint16_t>(info.Env(), (size_t)T * D);
-  uint16_t* vo = v.Data();
+  uint16_t* vo = o.u.Data();
   const int nthreads = omp_get_max_threads();
   const size_t per = width + 2 * (size_t)hc;
   std::vector<float> scratch((size_t)nthreads * per);
@@ -132,20 +109,14 @@ Napi::Value hc_head(const Napi::CallbackInfo& info) {
     for (int j = 0; j < hc; j++) pre[j] = ld_hc_pre_weight(a.scale.data[0], m[j], a.base.data[j], a.hc_eps);
     for (int i = 0; i < D; i++) vo[(size_t)t * D + i] = ld_f32_to_f16(ld_hc_collapse(pre, xt + i, hc, (size_t)D));
   }
-  return v;
 }
 
 // hcPostF16(f [T, D], x [T, hc, D], post f32 [T, hc], comb f32 [T, hc, hc], T, hc, D) → f16 [T, hc, D].
-Napi::Value hc_post(const Napi::CallbackInfo& info) {
-  const char* fn = "hcPostF16";
-  need_args(info, 7, fn);
-  const int T = arg_int(info, 4, fn, "T", 1), hc = arg_int(info, 5, fn, "hc", 1), D = arg_int(info, 6, fn, "D", 1);
-  auto f = arg_array_len<uint16_t>(info, 0, fn, "f", (size_t)T * D, "T×D " + dims({T, D}));
-  auto x = arg_array_len<uint16_t>(info, 1, fn, "x", (size_t)T * hc * D, "T×hc×D " + dims({T, hc, D}));
-  auto post = arg_array_len<float>(info, 2, fn, "post", (size_t)T * hc, "T×hc " + dims({T, hc}));
-  auto comb = arg_array_len<float>(info, 3, fn, "comb", (size_t)T * hc * hc, "T×hc×hc " + dims({T, hc, hc}));
-  auto y = new_array<uint16_t>(info.Env(), x.len);
-  uint16_t* yo = y.Data();
+void hc_post(const ops::HcPostF16Args& a, ops::HcPostF16Out& o) {
+  const int T = a.T, hc = a.hc, D = a.D;
+  const Span<const uint16_t> f = a.f, x = a.x;
+  const Span<const float> post = a.post, comb = a.comb;
+  uint16_t* yo = o.y.Data();
 #pragma omp parallel for schedule(static) if (x.len * hc >= kParallelMin)
   for (int tk = 0; tk < T * hc; tk++) {
     const int t = tk / hc, k = tk % hc;
@@ -157,7 +128,6 @@ Napi::Value hc_post(const Napi::CallbackInfo& info) {
       yo[(size_t)tk * D + i] = ld_f32_to_f16(ld_hc_expand(pk, ld_f16_to_f32(ft[i]), C, k, xt + i, hc, (size_t)D));
     }
   }
-  return y;
 }
 
 }  // namespace
@@ -165,10 +135,8 @@ Napi::Value hc_post(const Napi::CallbackInfo& info) {
 // The AVX2 kernel serves the Avx512 level too: a 256-bit lane vector is the LD_LANES order itself.
 float dot_f32(const float* x, const float* w, int k) { return g_simd != Simd::Scalar ? dot_f32_avx2(x, w, k) : ld_dot_f32(x, w, k); }
 
-void init_deepseek_hc(Napi::Env env, Napi::Object exports) {
-  exports.Set("hcPreF16", Napi::Function::New(env, hc_pre));
-  exports.Set("hcPostF16", Napi::Function::New(env, hc_post));
-  exports.Set("hcHeadF16", Napi::Function::New(env, hc_head));
-}
+void emu::hcPreF16(const ops::HcPreF16Args& a, ops::HcPreF16Out& o) { hc_pre(a, o); }
+void emu::hcHeadF16(const ops::HcHeadF16Args& a, ops::HcHeadF16Out& o) { hc_head(a, o); }
+void emu::hcPostF16(const ops::HcPostF16Args& a, ops::HcPostF16Out& o) { hc_post(a, o); }
 
 }  // namespace ld

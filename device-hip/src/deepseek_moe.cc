@@ -20,6 +20,7 @@
 
 #include "deepseek.h"
 #include "ld_deepseek.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 namespace {
@@ -28,32 +29,15 @@ constexpr size_t kParallelMin = 1 << 15;
 
 // routerF32(logits, bias | null, T, E, topk, routeScale, given | null) → { ids: Int32 [T, topk],
 // weights: f32 [T, topk], scores: f32 [T, E] }.
-Napi::Value router(const Napi::CallbackInfo& info) {
-  const char* fn = "routerF32";
-  need_args(info, 7, fn);
-  const int T = arg_int(info, 2, fn, "T", 1), E = arg_int(info, 3, fn, "E", 1), k = arg_int(info, 4, fn, "topk", 1);
-  if (k > E) throw_range(info.Env(), std::string(fn) + ": topk " + std::to_string(k) + " exceeds E " + std::to_string(E));
-  const float route_scale = static_cast<float>(arg_num(info, 5, fn, "routeScale"));
-  auto logits = arg_array_len<float>(info, 0, fn, "logits", (size_t)T * E, "T×E " + dims({T, E}));
-  const float* bias = arg_is_null(info, 1) ? nullptr : arg_array_len<float>(info, 1, fn, "bias", (size_t)E, "E " + dims({E})).data;
-  const int32_t* given = nullptr;
-  if (!arg_is_null(info, 6)) {
-    auto g = arg_i32_len(info, 6, fn, "given", (size_t)T * k, "T×topk " + dims({T, k}));
-    for (size_t i = 0; i < g.len; i++) {
-      if (g.data[i] < 0 || g.data[i] >= E) {
-        throw_range(info.Env(), std::string(fn) + ": given[" + std::to_string(i / k) + "][" + std::to_string(i % k) + "] = " +
-                                    std::to_string(g.data[i]) + " is outside [0, " + std::to_string(E) + ")");
-      }
-    }
-    given = g.data;
-  }
-  const Napi::Env env = info.Env();
-  auto ids = new_array<int32_t>(env, (size_t)T * k);
-  auto weights = new_array<float>(env, (size_t)T * k);
-  auto scores = new_array<float>(env, (size_t)T * E);
-  int32_t* io = ids.Data();
-  float* wo = weights.Data();
-  float* so = scores.Data();
+void router(const ops::RouterF32Args& a, ops::RouterF32Out& o) {
+  const int T = a.T, E = a.E, k = a.topk;
+  const float route_scale = a.routeScale;
+  const Span<const float> logits = a.logits;
+  const float* bias = a.bias.data;
+  const int32_t* given = a.given.data;
+  int32_t* io = o.ids.Data();
+  float* wo = o.weights.Data();
+  float* so = o.scores.Data();
   const int nthreads = omp_get_max_threads();
   std::vector<float> selv((size_t)nthreads * E);
   std::vector<int> order((size_t)nthreads * E);
@@ -77,24 +61,15 @@ Napi::Value router(const Napi::CallbackInfo& info) {
     for (int j = 0; j < k; j++) sum += s[it[j]];
     for (int j = 0; j < k; j++) wo[(size_t)t * k + j] = (route_scale * s[it[j]]) / sum;
   }
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("ids", ids);
-  out.Set("weights", weights);
-  out.Set("scores", scores);
-  return out;
 }
 
 // swigluRowsF16(gate, up, rows, cols, rowWeights | null, limit) → f16 [rows, cols].
-Napi::Value swiglu_rows(const Napi::CallbackInfo& info) {
-  const char* fn = "swigluRowsF16";
-  need_args(info, 6, fn);
-  const int rows = arg_int(info, 2, fn, "rows", 1), cols = arg_int(info, 3, fn, "cols", 1);
-  auto g = arg_array_len<uint16_t>(info, 0, fn, "gate", (size_t)rows * cols, "rows×cols " + dims({rows, cols}));
-  auto u = arg_array_len<uint16_t>(info, 1, fn, "up", (size_t)rows * cols, "rows×cols " + dims({rows, cols}));
-  const float* rw = arg_is_null(info, 4) ? nullptr : arg_array_len<float>(info, 4, fn, "rowWeights", (size_t)rows, "rows " + dims({rows})).data;
-  const float limit = static_cast<float>(arg_num(info, 5, fn, "limit"));
-  auto y = new_array<uint16_t>(info.Env(), g.len);
-  uint16_t* yo = y.Data();
+void swiglu_rows(const ops::SwigluRowsF16Args& a, ops::SwigluRowsF16Out& o) {
+  const int rows = a.rows, cols = a.cols;
+  const Span<const uint16_t> g = a.gate, u = a.up;
+  const float* rw = a.rowWeights.data;
+  const float limit = a.limit;
+  uint16_t* yo = o.y.Data();
 #pragma omp parallel for schedule(static) if (g.len >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     for (int c = 0; c < cols; c++) {
@@ -104,32 +79,21 @@ Napi::Value swiglu_rows(const Napi::CallbackInfo& info) {
       yo[i] = ld_f32_to_f16(v);
     }
   }
-  return y;
 }
 
 // moeCombineF16(y [R, D], rowToken Int32 [R], shared [T, D], T, D) → f16 [T, D].
-Napi::Value moe_combine(const Napi::CallbackInfo& info) {
-  const char* fn = "moeCombineF16";
-  need_args(info, 5, fn);
-  const int T = arg_int(info, 3, fn, "T", 1), D = arg_int(info, 4, fn, "D", 1);
-  auto rt = arg_i32(info, 1, fn, "rowToken");
+void moe_combine(const ops::MoeCombineF16Args& a, ops::MoeCombineF16Out& o) {
+  const int T = a.T, D = a.D;
+  const Span<const int32_t> rt = a.rowToken;
+  const Span<const uint16_t> y = a.y, shared = a.shared;
   const size_t R = rt.len;
-  auto y = arg_array_len<uint16_t>(info, 0, fn, "y", R * D, "R×D " + dims({(long long)R, D}));
-  auto shared = arg_array_len<uint16_t>(info, 2, fn, "shared", (size_t)T * D, "T×D " + dims({T, D}));
   // Rows of each token, in increasing row order (CSR), built before the parallel region.
   std::vector<size_t> start((size_t)T + 1, 0);
-  for (size_t r = 0; r < R; r++) {
-    if (rt.data[r] < 0 || rt.data[r] >= T) {
-      throw_range(info.Env(), std::string(fn) + ": rowToken[" + std::to_string(r) + "] = " + std::to_string(rt.data[r]) +
-                                  " is outside [0, " + std::to_string(T) + ")");
-    }
-    start[(size_t)rt.data[r] + 1]++;
-  }
+  for (size_t r = 0; r < R; r++) start[(size_t)rt.data[r] + 1]++;  // rowToken in [0, T): the reader's range check
   for (int t = 0; t < T; t++) start[t + 1] += start[t];
   std::vector<size_t> rows(R), fill(start.begin(), start.end() - 1);
   for (size_t r = 0; r < R; r++) rows[fill[rt.data[r]]++] = r;
-  auto out = new_array<uint16_t>(info.Env(), (size_t)T * D);
-  uint16_t* oo = out.Data();
+  uint16_t* oo = o.out.Data();
 #pragma omp parallel for schedule(static) if ((R + T) * (size_t)D >= kParallelMin)
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < D; i++) {
@@ -139,15 +103,12 @@ Napi::Value moe_combine(const Napi::CallbackInfo& info) {
       oo[(size_t)t * D + i] = ld_f32_to_f16(acc);
     }
   }
-  return out;
 }
 
 }  // namespace
 
-void init_deepseek_moe(Napi::Env env, Napi::Object exports) {
-  exports.Set("routerF32", Napi::Function::New(env, router));
-  exports.Set("swigluRowsF16", Napi::Function::New(env, swiglu_rows));
-  exports.Set("moeCombineF16", Napi::Function::New(env, moe_combine));
-}
+void emu::routerF32(const ops::RouterF32Args& a, ops::RouterF32Out& o) { router(a, o); }
+void emu::swigluRowsF16(const ops::SwigluRowsF16Args& a, ops::SwigluRowsF16Out& o) { swiglu_rows(a, o); }
+void emu::moeCombineF16(const ops::MoeCombineF16Args& a, ops::MoeCombineF16Out& o) { moe_combine(a, o); }
 
 }  // namespace ld

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "addon.h"
+#include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 
 namespace ld {
@@ -112,52 +113,13 @@ void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
   }
 }
 
-Napi::Value dequant(const Napi::CallbackInfo& info) {
-  const char* fn = "dequantToF16";
-  const Napi::Env env = info.Env();
-  need_args(info, 9, fn);
-  const int kind = arg_int(info, 0, fn, "kind", 0);
-  if (kind > F32) throw_range(env, std::string(fn) + ": kind must be 0..4 (mxfp4, fp8-block, bf16, f16, f32), got " + std::to_string(kind));
-  const bool f32s = arg_bool(info, 3, fn, "scaleIsF32");
-  const int out = arg_int(info, 4, fn, "out", 1), in = arg_int(info, 5, fn, "in", 1);
-  const int bo = arg_int(info, 6, fn, "blockOut", 1), bi = arg_int(info, 7, fn, "blockIn", 1);
-  const int fault = arg_int(info, 8, fn, "fault", 0);
-  if (fault >= LD_FAULT_COUNT) throw_range(env, std::string(fn) + ": fault must be 0.." + std::to_string(LD_FAULT_COUNT - 1) + ", got " + std::to_string(fault));
-  const size_t count = (size_t)out * in;
-  const std::string shape = dims({out, in});
-  const bool has_scale = !info[2].IsNull() && !info[2].IsUndefined();
-
-  if (kind == MXFP4) {
-    if (in % 32 != 0) throw_range(env, std::string(fn) + ": mxfp4 weight " + shape + ": in must be a multiple of 32");
-    if (bo != 1 || bi != 32) throw_range(env, std::string(fn) + ": mxfp4 block must be [1, 32], got " + dims({bo, bi}));
-    if (!has_scale || f32s) throw_type(env, std::string(fn) + ": mxfp4 weight " + shape + " needs E8M0 scale bytes (scaleIsF32 false)");
-    auto w = arg_array_len<uint8_t>(info, 1, fn, "weight", count / 2, "packed " + dims({out, in / 2}));
-    auto s = arg_array_len<uint8_t>(info, 2, fn, "scale", count / 32, "E8M0 " + dims({out, in / 32}));
-    auto y = new_array<uint16_t>(env, count);
-    dequant_mxfp4(w.data, s.data, out, in, fault, y.Data());
-    return y;
-  }
-  if (kind == FP8) {
-    if (!has_scale) throw_type(env, std::string(fn) + ": fp8-block weight " + shape + " needs a scale");
-    const long long R = (out + (long long)bo - 1) / bo, C = (in + (long long)bi - 1) / bi;
-    auto w = arg_array_len<uint8_t>(info, 1, fn, "weight", count, "E4M3 " + shape);
-    auto s = arg_array_len<uint8_t>(info, 2, fn, "scale", (size_t)(R * C) * (f32s ? 4 : 1),
-                                    std::string(f32s ? "4 bytes × F32 " : "E8M0 ") + dims({R, C}));
-    auto y = new_array<uint16_t>(env, count);
-    dequant_fp8(w.data, s.data, f32s, out, in, bo, bi, fault, y.Data());
-    return y;
-  }
-  if (has_scale) throw_type(env, std::string(fn) + ": plain weight " + shape + " takes no scale (pass null)");
-  const size_t esz = kind == F32 ? 4 : 2;
-  auto w = arg_array_len<uint8_t>(info, 1, fn, "weight", count * esz,
-                                  std::to_string(esz) + " bytes × " + shape);
-  auto y = new_array<uint16_t>(env, count);
-  dequant_plain(static_cast<Kind>(kind), w.data, count, y.Data());
-  return y;
-}
-
 }  // namespace
 
-void init_dequant(Napi::Env env, Napi::Object exports) { exports.Set("dequantToF16", Napi::Function::New(env, dequant)); }
+// The checks (kind, block, scale presence, lengths) are the reader's: here kind picks the kernel.
+void emu::dequantToF16(const ops::DequantToF16Args& a, ops::DequantToF16Out& o) {
+  if (a.kind == MXFP4) dequant_mxfp4(a.weight.data, a.scale.data, a.out, a.inDim, a.fault, o.y.Data());
+  else if (a.kind == FP8) dequant_fp8(a.weight.data, a.scale.data, a.scaleIsF32, a.out, a.inDim, a.blockOut, a.blockIn, a.fault, o.y.Data());
+  else dequant_plain(static_cast<Kind>(a.kind), a.weight.data, (size_t)a.out * a.inDim, o.y.Data());
+}
 
 }  // namespace ld

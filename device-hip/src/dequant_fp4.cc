@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "addon.h"
-#include "dequant_fp4_args.h"
+#include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 
 namespace ld {
@@ -38,13 +38,6 @@ void dequant_nvfp4(const uint8_t* packed, const uint8_t* scales, int out, int in
   }
 }
 
-Napi::Value dequant_nvfp4_js(const Napi::CallbackInfo& info) {
-  const Nvfp4In a = nvfp4_args(info, "dequantNvfp4ToF16");
-  auto y = new_array<uint16_t>(info.Env(), (size_t)a.out * a.in);
-  dequant_nvfp4(a.w.data, a.s.data, a.out, a.in, a.global, a.divisor ? 1 : 0, a.fault, y.Data());
-  return y;
-}
-
 // bitsandbytes 4-bit (spec/fp4-formats.md §5): one block of `blocksize` flat elements at a time; its absmax
 // (double-dequantized when stored as codes) is formed once and the block's 16 values looked up.
 void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
@@ -60,19 +53,15 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
   }
 }
 
-Napi::Value dequant_bnb4_js(const Napi::CallbackInfo& info) {
-  const Bnb4In a = bnb4_args(info, "dequantBnb4ToF16");
-  auto y = new_array<uint16_t>(info.Env(), a.n);
-  dequant_bnb4(a.w.data, a.absmax.data, a.codes ? 1 : 0, a.quant_map.data, a.nested_absmax.data, a.nested_map.data, a.nested_offset, a.nested_blocksize, a.n,
-               a.blocksize, a.fault, y.Data());
-  return y;
-}
-
 }  // namespace
 
-void init_dequant_fp4(Napi::Env env, Napi::Object exports) {
-  exports.Set("dequantNvfp4ToF16", Napi::Function::New(env, dequant_nvfp4_js));
-  exports.Set("dequantBnb4ToF16", Napi::Function::New(env, dequant_bnb4_js));
+void emu::dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o) {
+  dequant_nvfp4(a.weight.data, a.scale.data, a.out, a.inDim, a.globalScale, a.globalIsDivisor ? 1 : 0, a.fault, o.y.Data());
+}
+
+void emu::dequantBnb4ToF16(const ops::DequantBnb4ToF16Args& a, ops::DequantBnb4ToF16Out& o) {
+  dequant_bnb4(a.weight.data, a.absmax.data, a.absmaxIsCodes ? 1 : 0, a.quantMap.data, a.nestedAbsmax.data, a.nestedQuantMap.data, a.nestedOffset,
+               a.nestedBlocksize, (size_t)a.out * a.inDim, a.blocksize, a.fault, o.y.Data());
 }
 
 }  // namespace ld

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "addon.h"
+#include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 
 namespace ld {
@@ -212,24 +213,6 @@ void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, fl
   else gemm_scalar(x, w, m, k, n, alpha, out_f16, out_f32);
 }
 
-Napi::Value gemm_entry(const Napi::CallbackInfo& info, bool f32_out) {
-  const char* fn = f32_out ? "gemmF16F32" : "gemmF16";
-  need_args(info, f32_out ? 5 : 6, fn);
-  const int m = arg_int(info, 2, fn, "m", 1), k = arg_int(info, 3, fn, "k", 1), n = arg_int(info, 4, fn, "n", 1);
-  auto x = arg_array_len<uint16_t>(info, 0, fn, "x", (size_t)m * k, "m×k " + dims({m, k}));
-  auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)n * k, "n×k " + dims({n, k}));
-  const float alpha = f32_out ? 1.0f : static_cast<float>(arg_num(info, 5, fn, "alpha"));
-  const Napi::Env env = info.Env();
-  if (f32_out) {
-    auto y = new_array<float>(env, (size_t)m * n);
-    gemm_dispatch(x.data, w.data, m, k, n, 1.0f, nullptr, y.Data());
-    return y;
-  }
-  auto y = new_array<uint16_t>(env, (size_t)m * n);
-  gemm_dispatch(x.data, w.data, m, k, n, alpha, y.Data(), nullptr);
-  return y;
-}
-
 }  // namespace
 
 float dot_f16(const uint16_t* x, const uint16_t* w, int k) {
@@ -244,9 +227,8 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int n) {
   for (int d = 0; d < n; d++) acc[d] = fmaf(p, ld_f16_to_f32(v[d]), acc[d]);
 }
 
-void init_gemm(Napi::Env env, Napi::Object exports) {
-  exports.Set("gemmF16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return gemm_entry(info, false); }));
-  exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& info) { return gemm_entry(info, true); }));
-}
+void emu::gemmF16(const ops::GemmF16Args& a, ops::GemmF16Out& o) { gemm_dispatch(a.x.data, a.w.data, a.m, a.k, a.n, a.alpha, o.y.Data(), nullptr); }
+
+void emu::gemmF16F32(const ops::GemmF16F32Args& a, ops::GemmF16F32Out& o) { gemm_dispatch(a.x.data, a.w.data, a.m, a.k, a.n, 1.0f, nullptr, o.y.Data()); }
 
 }  // namespace ld

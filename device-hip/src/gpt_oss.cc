@@ -15,37 +15,20 @@
 
 #include "deepseek.h"
 #include "ld_gpt_oss.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 namespace {
 
 constexpr size_t kParallelMin = 1 << 15;
 
-// ossRouterF32(logits [T, E], bias [E] | null, T, E, topk, given Int32 [T, topk] | null)
-//   → { ids: Int32 [T, topk] ascending, weights: f32 [T, topk] }.
-Napi::Value oss_router(const Napi::CallbackInfo& info) {
-  const char* fn = "ossRouterF32";
-  need_args(info, 6, fn);
-  const int T = arg_int(info, 2, fn, "T", 1), E = arg_int(info, 3, fn, "E", 1), k = arg_int(info, 4, fn, "topk", 1);
-  if (k > E) throw_range(info.Env(), std::string(fn) + ": topk " + std::to_string(k) + " exceeds E " + std::to_string(E));
-  auto logits = arg_array_len<float>(info, 0, fn, "logits", (size_t)T * E, "T×E " + dims({T, E}));
-  const float* bias = arg_is_null(info, 1) ? nullptr : arg_array_len<float>(info, 1, fn, "bias", (size_t)E, "E " + dims({E})).data;
-  const int32_t* given = nullptr;
-  if (!arg_is_null(info, 5)) {
-    auto g = arg_i32_len(info, 5, fn, "given", (size_t)T * k, "T×topk " + dims({T, k}));
-    for (size_t i = 0; i < g.len; i++) {
-      if (g.data[i] < 0 || g.data[i] >= E) {
-        throw_range(info.Env(), std::string(fn) + ": given[" + std::to_string(i / k) + "][" + std::to_string(i % k) + "] = " +
-                                    std::to_string(g.data[i]) + " is outside [0, " + std::to_string(E) + ")");
-      }
-    }
-    given = g.data;
-  }
-  const Napi::Env env = info.Env();
-  auto ids = new_array<int32_t>(env, (size_t)T * k);
-  auto weights = new_array<float>(env, (size_t)T * k);
-  int32_t* io = ids.Data();
-  float* wo = weights.Data();
+void oss_router(const ops::OssRouterF32Args& a, ops::OssRouterF32Out& o) {
+  const int T = a.T, E = a.E, k = a.topk;
+  const Span<const float> logits = a.logits;
+  const float* bias = a.bias.data;
+  const int32_t* given = a.given.data;
+  int32_t* io = o.ids.Data();
+  float* wo = o.weights.Data();
   const int nthreads = omp_get_max_threads();
   std::vector<float> zv((size_t)nthreads * E);
   std::vector<int> order((size_t)nthreads * E);
@@ -66,35 +49,23 @@ Napi::Value oss_router(const Napi::CallbackInfo& info) {
     std::sort(it, it + k);
     ld_oss_router_weights(row, bias, it, k, wo + (size_t)t * k);
   }
-  Napi::Object out = Napi::Object::New(env);
-  out.Set("ids", ids);
-  out.Set("weights", weights);
-  return out;
 }
 
-// ossSwigluF16(h [rows, 2I], rows, I, limit, alpha) → f16 [rows, I].
-Napi::Value oss_swiglu(const Napi::CallbackInfo& info) {
-  const char* fn = "ossSwigluF16";
-  need_args(info, 5, fn);
-  const int rows = arg_int(info, 1, fn, "rows", 1), I = arg_int(info, 2, fn, "I", 1);
-  auto h = arg_array_len<uint16_t>(info, 0, fn, "h", (size_t)rows * 2 * I, "rows×2I " + dims({rows, 2 * I}));
-  const float limit = static_cast<float>(arg_num(info, 3, fn, "limit"));
-  const float alpha = static_cast<float>(arg_num(info, 4, fn, "alpha"));
-  auto y = new_array<uint16_t>(info.Env(), (size_t)rows * I);
-  uint16_t* yo = y.Data();
+void oss_swiglu(const ops::OssSwigluF16Args& a, ops::OssSwigluF16Out& o) {
+  const int rows = a.rows, I = a.I;
+  const Span<const uint16_t> h = a.h;
+  const float limit = a.limit, alpha = a.alpha;
+  uint16_t* yo = o.y.Data();
 #pragma omp parallel for schedule(static) if ((size_t)rows * I >= kParallelMin)
   for (int r = 0; r < rows; r++) {
     const uint16_t* hr = h.data + (size_t)r * 2 * I;
     for (int i = 0; i < I; i++) yo[(size_t)r * I + i] = ld_oss_swiglu_f16(hr[2 * i], hr[2 * i + 1], limit, alpha);
   }
-  return y;
 }
 
 }  // namespace
 
-void init_gpt_oss(Napi::Env env, Napi::Object exports) {
-  exports.Set("ossRouterF32", Napi::Function::New(env, oss_router));
-  exports.Set("ossSwigluF16", Napi::Function::New(env, oss_swiglu));
-}
+void emu::ossRouterF32(const ops::OssRouterF32Args& a, ops::OssRouterF32Out& o) { oss_router(a, o); }
+void emu::ossSwigluF16(const ops::OssSwigluF16Args& a, ops::OssSwigluF16Out& o) { oss_swiglu(a, o); }
 
 }  // namespace ld

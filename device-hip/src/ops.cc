@@ -10,6 +10,7 @@
 
 #include "addon.h"
 #include "ld_numerics.h"
+#include "ops_emulated.generated.h"
 
 namespace ld {
 namespace {
@@ -17,146 +18,80 @@ namespace {
 constexpr size_t kParallelMin = 1 << 15;  // below this, an OpenMP fork costs more than the loop
 
 // rmsnorm: ms = (Σ x² in the ld lane order) / dim; r = 1/sqrtf(ms + eps); y = f16((x·r)·w).
-Napi::Value rmsnorm(const Napi::CallbackInfo& info) {
-  const char* fn = "rmsnormF16";
-  need_args(info, 5, fn);
-  const int rows = arg_int(info, 2, fn, "rows", 1), dim = arg_int(info, 3, fn, "dim", 1);
-  auto x = arg_array_len<uint16_t>(info, 0, fn, "x", (size_t)rows * dim, "rows×dim " + dims({rows, dim}));
-  auto w = arg_array_len<uint16_t>(info, 1, fn, "w", (size_t)dim, "dim " + dims({dim}));
-  const float eps = static_cast<float>(arg_num(info, 4, fn, "eps"));
-  auto y = new_array<uint16_t>(info.Env(), x.len);
-  uint16_t* yo = y.Data();
-#pragma omp parallel for schedule(static) if (x.len >= kParallelMin)
+void rmsnorm(const ops::RmsnormF16Args& a, ops::RmsnormF16Out& o) {
+  const int rows = a.rows, dim = a.dim;
+  uint16_t* yo = o.y.Data();
+#pragma omp parallel for schedule(static) if (a.x.len >= kParallelMin)
   for (int r = 0; r < rows; r++) {
-    const uint16_t* xr = x.data + (size_t)r * dim;
-    const float inv = ld_rms_inv(dot_f16(xr, xr, dim), dim, eps);
-    for (int d = 0; d < dim; d++) yo[(size_t)r * dim + d] = ld_rmsnorm_elem_f16(xr[d], inv, w.data[d]);
+    const uint16_t* xr = a.x.data + (size_t)r * dim;
+    const float inv = ld_rms_inv(dot_f16(xr, xr, dim), dim, a.eps);
+    for (int d = 0; d < dim; d++) yo[(size_t)r * dim + d] = ld_rmsnorm_elem_f16(xr[d], inv, a.w.data[d]);
   }
-  return y;
 }
 
 // RoPE on dims [off, off+rot) of each head; pairs (j, j+rot/2) (HF rotate_half) or (2j, 2j+1)
 // (interleaved). a' = a·c − b·s, b' = a·s + b·c with each product rounded (no fma), then f16.
-Napi::Value rope(const Napi::CallbackInfo& info) {
-  const char* fn = "ropeF16";
-  need_args(info, 9, fn);
-  const int T = arg_int(info, 3, fn, "tokens", 1), H = arg_int(info, 4, fn, "heads", 1), D = arg_int(info, 5, fn, "headDim", 1);
-  const int off = arg_int(info, 6, fn, "rotOffset", 0), rot = arg_int(info, 7, fn, "rotDim", 2);
-  const bool inter = arg_bool(info, 8, fn, "interleaved");
-  if (rot % 2 != 0 || (long long)off + rot > D) {
-    throw_range(info.Env(), std::string(fn) + ": rotOffset " + std::to_string(off) + " + rotDim " + std::to_string(rot) +
-                                " must fit in headDim " + std::to_string(D) + " with rotDim even");
-  }
-  const int half = rot / 2;
-  auto x = arg_array_len<uint16_t>(info, 0, fn, "x", (size_t)T * H * D, "tokens×heads×headDim " + dims({T, H, D}));
-  auto c = arg_array_len<float>(info, 1, fn, "cos", (size_t)T * half, "tokens×rotDim/2 " + dims({T, half}));
-  auto s = arg_array_len<float>(info, 2, fn, "sin", (size_t)T * half, "tokens×rotDim/2 " + dims({T, half}));
-  auto y = new_array<uint16_t>(info.Env(), x.len);
-  uint16_t* yo = y.Data();
-  std::copy(x.data, x.data + x.len, yo);
-#pragma omp parallel for schedule(static) if (x.len >= kParallelMin)
+void rope(const ops::RopeF16Args& a, ops::RopeF16Out& o) {
+  const int T = a.tokens, H = a.heads, D = a.headDim, off = a.rotOffset, half = a.rotDim / 2;
+  const bool inter = a.interleaved;
+  uint16_t* yo = o.y.Data();
+  std::copy(a.x.data, a.x.data + a.x.len, yo);
+#pragma omp parallel for schedule(static) if (a.x.len >= kParallelMin)
   for (int th = 0; th < T * H; th++) {
     const int t = th / H;
     uint16_t* head = yo + (size_t)th * D + off;
     for (int j = 0; j < half; j++) {
       const int ia = ld_rope_index_a(j, inter), ib = ld_rope_index_b(j, half, inter);
-      const uint16_t a = head[ia], b = head[ib];
-      const float cs = c.data[(size_t)t * half + j], sn = s.data[(size_t)t * half + j];
-      head[ia] = ld_rope_a_f16(a, b, cs, sn);
-      head[ib] = ld_rope_b_f16(a, b, cs, sn);
+      const uint16_t x0 = head[ia], x1 = head[ib];
+      const float cs = a.cos.data[(size_t)t * half + j], sn = a.sin.data[(size_t)t * half + j];
+      head[ia] = ld_rope_a_f16(x0, x1, cs, sn);
+      head[ib] = ld_rope_b_f16(x0, x1, cs, sn);
     }
   }
-  return y;
 }
 
 // SwiGLU: g, u in f32; clamp (limit > 0) written with comparisons so a NaN passes through as NaN, like
 // torch.clamp (fminf would replace it by the limit and hide the bug); y = f16((g / (1 + exp(−g))) · u).
-Napi::Value swiglu(const Napi::CallbackInfo& info) {
-  const char* fn = "swigluF16";
-  need_args(info, 3, fn);
-  auto g = arg_array<uint16_t>(info, 0, fn, "gate");
-  auto u = arg_array_len<uint16_t>(info, 1, fn, "up", g.len, "gate's length");
-  const float limit = static_cast<float>(arg_num(info, 2, fn, "limit"));
-  auto y = new_array<uint16_t>(info.Env(), g.len);
-  uint16_t* yo = y.Data();
-  const long long n = (long long)g.len;
-#pragma omp parallel for schedule(static) if (g.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) {
-    yo[i] = ld_swiglu_f16(g.data[i], u.data[i], limit);
-  }
-  return y;
+void swiglu(const ops::SwigluF16Args& a, ops::SwigluF16Out& o) {
+  uint16_t* yo = o.y.Data();
+  const long long n = (long long)a.gate.len;
+#pragma omp parallel for schedule(static) if (a.gate.len >= kParallelMin)
+  for (long long i = 0; i < n; i++) yo[i] = ld_swiglu_f16(a.gate.data[i], a.up.data[i], a.limit);
 }
 
-Napi::Value add(const Napi::CallbackInfo& info) {
-  const char* fn = "addF16";
-  need_args(info, 2, fn);
-  auto a = arg_array<uint16_t>(info, 0, fn, "a");
-  auto b = arg_array_len<uint16_t>(info, 1, fn, "b", a.len, "a's length");
-  auto y = new_array<uint16_t>(info.Env(), a.len);
-  uint16_t* yo = y.Data();
-  const long long n = (long long)a.len;
-#pragma omp parallel for schedule(static) if (a.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) yo[i] = ld_add_f16(a.data[i], b.data[i]);
-  return y;
+void add(const ops::AddF16Args& a, ops::AddF16Out& o) {
+  uint16_t* yo = o.y.Data();
+  const long long n = (long long)a.a.len;
+#pragma omp parallel for schedule(static) if (a.a.len >= kParallelMin)
+  for (long long i = 0; i < n; i++) yo[i] = ld_add_f16(a.a.data[i], a.b.data[i]);
 }
 
-Napi::Value mul_scalar(const Napi::CallbackInfo& info) {
-  const char* fn = "mulScalarF16";
-  need_args(info, 2, fn);
-  auto a = arg_array<uint16_t>(info, 0, fn, "a");
-  const float s = static_cast<float>(arg_num(info, 1, fn, "s"));
-  auto y = new_array<uint16_t>(info.Env(), a.len);
-  uint16_t* yo = y.Data();
-  const long long n = (long long)a.len;
-#pragma omp parallel for schedule(static) if (a.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) yo[i] = ld_mul_scalar_f16(a.data[i], s);
-  return y;
+void mul_scalar(const ops::MulScalarF16Args& a, ops::MulScalarF16Out& o) {
+  uint16_t* yo = o.y.Data();
+  const long long n = (long long)a.a.len;
+#pragma omp parallel for schedule(static) if (a.a.len >= kParallelMin)
+  for (long long i = 0; i < n; i++) yo[i] = ld_mul_scalar_f16(a.a.data[i], a.s);
 }
 
-Napi::Value f32_to_f16(const Napi::CallbackInfo& info) {
-  need_args(info, 1, "f32ToF16");
-  auto a = arg_array<float>(info, 0, "f32ToF16", "x");
-  auto y = new_array<uint16_t>(info.Env(), a.len);
-  uint16_t* yo = y.Data();
-  const long long n = (long long)a.len;
-#pragma omp parallel for schedule(static) if (a.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) yo[i] = ld_f32_to_f16(a.data[i]);
-  return y;
-}
-
-Napi::Value f16_to_f32(const Napi::CallbackInfo& info) {
-  need_args(info, 1, "f16ToF32");
-  auto a = arg_array<uint16_t>(info, 0, "f16ToF32", "x");
-  auto y = new_array<float>(info.Env(), a.len);
-  float* yo = y.Data();
-  const long long n = (long long)a.len;
-#pragma omp parallel for schedule(static) if (a.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) yo[i] = ld_f16_to_f32(a.data[i]);
-  return y;
-}
-
-Napi::Value bf16_to_f16(const Napi::CallbackInfo& info) {
-  need_args(info, 1, "bf16ToF16");
-  auto a = arg_array<uint16_t>(info, 0, "bf16ToF16", "x");
-  auto y = new_array<uint16_t>(info.Env(), a.len);
-  uint16_t* yo = y.Data();
-  const long long n = (long long)a.len;
-#pragma omp parallel for schedule(static) if (a.len >= kParallelMin)
-  for (long long i = 0; i < n; i++) yo[i] = ld_bf16_to_f16(a.data[i]);
-  return y;
+// The exact conversions: one element function over the array.
+template <typename In, typename Out, Out (*F)(In)>
+void convert(Span<const In> x, Out* y) {
+  const long long n = (long long)x.len;
+#pragma omp parallel for schedule(static) if (x.len >= kParallelMin)
+  for (long long i = 0; i < n; i++) y[i] = F(x.data[i]);
 }
 
 }  // namespace
 
-void init_ops(Napi::Env env, Napi::Object exports) {
-  exports.Set("rmsnormF16", Napi::Function::New(env, rmsnorm));
-  exports.Set("ropeF16", Napi::Function::New(env, rope));
-  exports.Set("swigluF16", Napi::Function::New(env, swiglu));
-  exports.Set("addF16", Napi::Function::New(env, add));
-  exports.Set("mulScalarF16", Napi::Function::New(env, mul_scalar));
-  exports.Set("f32ToF16", Napi::Function::New(env, f32_to_f16));
-  exports.Set("f16ToF32", Napi::Function::New(env, f16_to_f32));
-  exports.Set("bf16ToF16", Napi::Function::New(env, bf16_to_f16));
-}
+namespace emu {
+void rmsnormF16(const ops::RmsnormF16Args& a, ops::RmsnormF16Out& o) { rmsnorm(a, o); }
+void ropeF16(const ops::RopeF16Args& a, ops::RopeF16Out& o) { rope(a, o); }
+void swigluF16(const ops::SwigluF16Args& a, ops::SwigluF16Out& o) { swiglu(a, o); }
+void addF16(const ops::AddF16Args& a, ops::AddF16Out& o) { add(a, o); }
+void mulScalarF16(const ops::MulScalarF16Args& a, ops::MulScalarF16Out& o) { mul_scalar(a, o); }
+void f32ToF16(const ops::F32ToF16Args& a, ops::F32ToF16Out& o) { convert<float, uint16_t, ld_f32_to_f16>(a.x, o.y.Data()); }
+void f16ToF32(const ops::F16ToF32Args& a, ops::F16ToF32Out& o) { convert<uint16_t, float, ld_f16_to_f32>(a.x, o.y.Data()); }
+void bf16ToF16(const ops::Bf16ToF16Args& a, ops::Bf16ToF16Out& o) { convert<uint16_t, uint16_t, ld_bf16_to_f16>(a.x, o.y.Data()); }
+}  // namespace emu
 
 }  // namespace ld
