@@ -260,6 +260,28 @@ void run(ldgpu::Backend& b) {
     report("swiglu_rows weights limit 7", go, ro);
   }
   {
+    // gpt-oss: the router with a softmax over the chosen biased logits, and the interleaved clamped SwiGLU
+    const int T = 29, E = 32, k = 4;
+    auto lg = f32s((size_t)T * E, -4, 4), bias = f32s(E, -0.5, 0.5);
+    for (int variant = 0; variant < 2; variant++) {
+      std::vector<int32_t> given((size_t)T * k);
+      for (size_t i = 0; i < given.size(); i++) given[i] = (int32_t)((i * 7 + 3) % E);
+      const int32_t* gv = variant == 1 ? given.data() : nullptr;
+      std::vector<int32_t> gi((size_t)T * k), ri(gi.size());
+      std::vector<float> gw((size_t)T * k), rw(gw.size());
+      b.ossRouterF32(lg.data(), bias.data(), T, E, k, gv, gi.data(), gw.data());
+      ldref::oss_router(lg.data(), bias.data(), gv, T, E, k, ri.data(), rw.data());
+      report(variant == 1 ? "oss_router ids (given)" : "oss_router ids", gi, ri);
+      report(variant == 1 ? "oss_router weights (given)" : "oss_router weights", gw, rw);
+    }
+    const int rows = 21, I = 90;
+    auto h = f16s((size_t)rows * 2 * I, 13);
+    std::vector<uint16_t> go((size_t)rows * I), ro(go.size());
+    b.ossSwigluF16(h.data(), rows, I, 7.0f, 1.702f, go.data());
+    ldref::oss_swiglu(h.data(), rows, I, 7.0f, 1.702f, ro.data());
+    report("oss_swiglu limit 7", go, ro);
+  }
+  {
     const int T = 97, nh = 4, hd = 40, ratio = 4, topk = 7, B = T / ratio;
     auto q = f16s((size_t)T * nh * hd, 2), w = f16s((size_t)T * nh, 1), e = f16s((size_t)B * hd, 2);
     for (int bl = 1; bl < B; bl += 2) std::copy(e.begin() + (size_t)(bl - 1) * hd, e.begin() + (size_t)bl * hd, e.begin() + (size_t)bl * hd);

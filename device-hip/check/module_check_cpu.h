@@ -46,6 +46,7 @@ inline const Kernel* kernels(size_t* n) {
       LD_CPU_KERNEL(ld_hc_post, LdHcPostArgs),               LD_CPU_KERNEL(ld_compress_pool, LdCompressPoolArgs),
       LD_CPU_KERNEL(ld_router, LdRouterArgs),                LD_CPU_KERNEL(ld_swiglu_rows, LdSwigluRowsArgs),
       LD_CPU_KERNEL(ld_indexer_topk, LdIndexerArgs),         LD_CPU_KERNEL(ld_sparse_attention, LdSparseAttnArgs),
+      LD_CPU_KERNEL(ld_oss_router, LdOssRouterArgs),         LD_CPU_KERNEL(ld_oss_swiglu, LdOssSwigluArgs),
       LD_CPU_KERNEL(ld_widen_check, LdWidenCheckArgs),
   };
   *n = sizeof table / sizeof table[0];
