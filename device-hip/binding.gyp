@@ -19,12 +19,13 @@
   'targets': [
     {
       'target_name': 'ld_device',
-      'include_dirs': ['include'],
+      'include_dirs': ['include', '../harness/contracts'],
       'sources': ['src/addon.cc', 'src/dequant.cc', 'src/dequant_fp4.cc', 'src/gemm.cc', 'src/ops.cc', 'src/attention.cc', 'src/decode.cc',
                   'src/deepseek_hc.cc', 'src/deepseek_attention.cc', 'src/deepseek_moe.cc', 'src/gpt_oss.cc'],
     },
     {
       'target_name': 'ld_reference',
+      'include_dirs': ['../harness/contracts'],
       'sources': ['../reference-cpu/native/gemm_f32.cc', '../reference-cpu/native/dequant_exact.cc', '../reference-cpu/native/check_f16.cc'],
     },
     # The `hip` backend (device-hip/hip): probes and drives an AMD GPU through a dlopen'ed libamdhip64 — no

@@ -41,8 +41,16 @@ export interface DeviceInfo {
   compiler: string;
 }
 
-/** The runner's ops (the table's `device` surface), and the addon's own two functions. */
+/** The device's FP16 rows of one stored weight, for the weights-first check's fused pass (harness/contracts/ld_row_source.h). */
+export type DeviceRowSource = { readonly __deviceRowSource: unique symbol };
+
+/** The runner's ops (the table's `device` surface), and the addon's own functions. */
 export interface DeviceNative extends DeviceOps {
+  /**
+   * dequantToF16's arguments → a producer of the same FP16 rows, pulled row range by row range by the reference's
+   * compare (checkExactVsF16Rows). The emulation has it; the hip backend does not (its weights come off the GPU).
+   */
+  dequantRowSource?: (...args: Parameters<DeviceOps['dequantToF16']>) => DeviceRowSource;
   info(): DeviceInfo;
   /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
@@ -50,8 +58,19 @@ export interface DeviceNative extends DeviceOps {
 
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
 export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
+  // dequantRowSource takes dequantToF16's arguments: the same generated checks, around the row source
+  const checks = validatedDeviceOps({ ...raw, dequantToF16: () => new Uint16Array(0) });
+  const rowSource = raw.dequantRowSource;
   return {
     ...validatedDeviceOps(raw),
+    ...(rowSource === undefined
+      ? {}
+      : {
+          dequantRowSource: (...args: Parameters<DeviceOps['dequantToF16']>) => {
+            checks.dequantToF16(...args);
+            return rowSource(...args);
+          },
+        }),
     info: () => raw.info(),
     setSimd(mode) {
       if (mode !== 'auto' && mode !== 'avx2' && mode !== 'scalar') throw new RangeError(`setSimd: mode must be 'auto', 'avx2' or 'scalar', got ${String(mode)}`);

@@ -4,7 +4,7 @@
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
-import { type DeviceNative, FAULT_CODES } from './binding.js';
+import { type DeviceNative, type DeviceRowSource, FAULT_CODES } from './binding.js';
 import type { FaultId } from '../harness/faults/plan.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
@@ -29,6 +29,17 @@ export class LinearCache {
       byFault.set(key, w);
     }
     return w;
+  }
+
+  /**
+   * The device's FP16 rows of lw as a row source for the weights-first check's fused pass, or null where the
+   * device has none (the hip backend) or the format is not dequantToF16's (NVFP4 and bitsandbytes have their own ops).
+   */
+  rowSource(lw: LinearWeight, fault: FaultId | null): DeviceRowSource | null {
+    if (this.N.dequantRowSource === undefined || lw.format === 'nvfp4' || lw.format === 'bnb4') return null;
+    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
+    return this.N.dequantRowSource(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }
 
   /**

@@ -33,6 +33,10 @@ export interface ExactVsF16 {
   bad: Uint8Array;
   over: Uint8Array;
   under: Uint8Array;
+  /** how many blocks each of the three flags */
+  badBlocks: number;
+  overBlocks: number;
+  underBlocks: number;
 }
 
 interface ReferenceAddon {
@@ -41,7 +45,9 @@ interface ReferenceAddon {
   dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
   firstNonFinite(w: Float32Array): number;
   checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
+  checkF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast: boolean): ExactVsF16;
   roundF16(x: Float32Array): Uint16Array;
+  nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
 }
@@ -101,6 +107,22 @@ export function firstNonFinite(w: Float32Array): number {
 export function checkExactVsF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16 {
   for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16');
   return native().checkF16(kind, weight, scale, out, inn, bo, bi, device);
+}
+
+/**
+ * The same compare in one fused pass: the device's FP16 rows come from `source`, the device emulation's row
+ * producer (device-hip's dequantRowSource), pulled into a small buffer per thread, so no FP16 or FP32 copy of
+ * the tensor exists. `fast` (the default) lets MXFP4 blocks that match bit for bit pass 32 values at a time
+ * (check_f16.cc); false compares every element, for the tests that hold both equal.
+ */
+export function checkExactVsF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast = true): ExactVsF16 {
+  for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16Rows');
+  return native().checkF16Rows(kind, weight, scale, out, inn, bo, bi, source, fast);
+}
+
+/** NaN encodings among stored bytes: E8M0 0xFF, E4M3 0x7F/0xFF, or little-endian float32 NaNs. */
+export function nanCodeCount(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number {
+  return native().nanCodes(bytes, kind);
 }
 
 /** float32 → binary16 bits by the reference side's native rounding (nearest-even), for tests. */

@@ -65,6 +65,9 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   // Every op of the table (device-hip/ops/table.ts): its reader, its outputs, its kernel ld::emu::<op>.
   ops::register_emulated(env, exports);
+  // The weights-first check's row source (dequant.cc): dequantToF16's rows, pulled by the reference's compare.
+  void init_row_source(Napi::Env, Napi::Object);
+  init_row_source(env, exports);
   return exports;
 }
 

@@ -9,11 +9,13 @@
 #include <omp.h>
 
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "addon.h"
 #include "ops_emulated.generated.h"
 #include "ld_numerics.h"
+#include "ld_row_source.h"
 
 namespace ld {
 namespace {
@@ -53,16 +55,46 @@ void mxfp4_row_scalar(const uint8_t* prow, const uint8_t* scales, const Mxfp4Tab
   }
 }
 
+// Two blocks per 256-bit step (vpshufb looks up within each 128-bit lane, so each lane holds one block's table);
+// an odd last block on its own. Same lookups as mxfp4_row_scalar, so the same bits.
 __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow, const uint8_t* scales,
                                                              const Mxfp4Table& t, int out, int in, int o, int fault,
                                                              uint16_t* y) {
   const int C = in / 32;
   const bool swap = fault == LD_FAULT_NIBBLE_SWAP;
-  const __m128i m0f = _mm_set1_epi8(0x0F);
-  for (int c = 0; c < C; c++) {
-    const uint8_t sb = *mx_scale_row(scales, out, C, o, c, fault);
+  // ld_scale_index is row-major (o·C + c) but under the two index faults: then it is asked per block
+  const bool row_major = fault != LD_FAULT_SCALE_AXIS && fault != LD_FAULT_SCALE_STRIDE;
+  const uint8_t* srow = row_major ? mx_scale_row(scales, out, C, o, 0, fault) : nullptr;
+  auto scale_of = [&](int c) { return row_major ? srow[c] : *mx_scale_row(scales, out, C, o, c, fault); };
+  const __m256i m0f = _mm256_set1_epi8(0x0F);
+  int c = 0;
+  for (; c + 2 <= C; c += 2) {
+    const uint8_t s0 = scale_of(c), s1 = scale_of(c + 1);
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(prow + c * 16));
+    __m256i ev = _mm256_and_si256(b, m0f), od = _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f);
+    if (swap) std::swap(ev, od);
+    const __m256i tl = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[s0]))),
+                                               _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[s1])), 1);
+    const __m256i th = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[s0]))),
+                                               _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[s1])), 1);
+    const __m256i i0 = _mm256_unpacklo_epi8(ev, od), i1 = _mm256_unpackhi_epi8(ev, od);  // per lane: elements 0..15, 16..31
+    const __m256i L0 = _mm256_shuffle_epi8(tl, i0), H0 = _mm256_shuffle_epi8(th, i0), L1 = _mm256_shuffle_epi8(tl, i1), H1 = _mm256_shuffle_epi8(th, i1);
+    const __m256i e0 = _mm256_unpacklo_epi8(L0, H0), e1 = _mm256_unpackhi_epi8(L0, H0), e2 = _mm256_unpacklo_epi8(L1, H1), e3 = _mm256_unpackhi_epi8(L1, H1);
+    __m128i* dst = reinterpret_cast<__m128i*>(y + c * 32);  // block c: dst[0..3], block c+1: dst[4..7]
+    _mm_storeu_si128(dst + 0, _mm256_castsi256_si128(e0));
+    _mm_storeu_si128(dst + 1, _mm256_castsi256_si128(e1));
+    _mm_storeu_si128(dst + 2, _mm256_castsi256_si128(e2));
+    _mm_storeu_si128(dst + 3, _mm256_castsi256_si128(e3));
+    _mm_storeu_si128(dst + 4, _mm256_extracti128_si256(e0, 1));
+    _mm_storeu_si128(dst + 5, _mm256_extracti128_si256(e1, 1));
+    _mm_storeu_si128(dst + 6, _mm256_extracti128_si256(e2, 1));
+    _mm_storeu_si128(dst + 7, _mm256_extracti128_si256(e3, 1));
+  }
+  const __m128i m0f128 = _mm_set1_epi8(0x0F);
+  for (; c < C; c++) {
+    const uint8_t sb = scale_of(c);
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(prow + c * 16));
-    __m128i ev = _mm_and_si128(b, m0f), od = _mm_and_si128(_mm_srli_epi16(b, 4), m0f);
+    __m128i ev = _mm_and_si128(b, m0f128), od = _mm_and_si128(_mm_srli_epi16(b, 4), m0f128);
     if (swap) std::swap(ev, od);
     const __m128i tl = _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[sb]));
     const __m128i th = _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[sb]));
@@ -88,17 +120,20 @@ void dequant_mxfp4(const uint8_t* packed, const uint8_t* scales, int out, int in
   }
 }
 
+// Row o of an FP8-block weight: each block's scale once, then the element function.
+void fp8_row(const uint8_t* w, const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault, int o, uint16_t* yrow) {
+  const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
+  for (size_t c = 0; c < C; c++) {
+    const float s = ld_fp8_scale(scales, f32s, R, C, (size_t)(o / bo), c, fault);
+    const size_t i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
+    for (size_t i = c * bi; i < i1; i++) yrow[i] = ld_fp8_value_f16(w[(size_t)o * in + i], s);
+  }
+}
+
 void dequant_fp8(const uint8_t* w, const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault,
                  uint16_t* y) {
-  const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
 #pragma omp parallel for schedule(static)
-  for (int o = 0; o < out; o++) {
-    for (size_t c = 0; c < C; c++) {
-      const float s = ld_fp8_scale(scales, f32s, R, C, (size_t)(o / bo), c, fault);
-      const size_t i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
-      for (size_t i = c * bi; i < i1; i++) y[(size_t)o * in + i] = ld_fp8_value_f16(w[(size_t)o * in + i], s);
-    }
-  }
+  for (int o = 0; o < out; o++) fp8_row(w, scales, f32s, out, in, bo, bi, fault, o, y + (size_t)o * in);
 }
 
 void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
@@ -113,7 +148,66 @@ void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
   }
 }
 
+// ---- the weights-first check's row source (harness/contracts/ld_row_source.h) ------------------------------
+// The same row functions as dequantToF16, pulled row range by row range by the reference's compare
+// (reference-cpu/native/check_f16.cc), so the device's FP16 tensor is never materialised.
+struct RowSourceState {
+  LdRowSource src;
+  ops::DequantToF16Args a;
+  std::unique_ptr<Mxfp4Table> mx;  // MXFP4 only
+  bool avx2;
+};
+
+void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
+  const RowSourceState* st = static_cast<const RowSourceState*>(self->state);
+  const ops::DequantToF16Args& a = st->a;
+  for (int64_t r = 0; r < n; r++) {
+    const int o = (int)(row0 + r);
+    uint16_t* yrow = dst + (size_t)r * a.inDim;
+    if (a.kind == MXFP4) {
+      const uint8_t* prow = a.weight.data + (size_t)o * (a.inDim / 2);
+      if (st->avx2) mxfp4_row_avx2(prow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
+      else mxfp4_row_scalar(prow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
+    } else if (a.kind == FP8) {
+      fp8_row(a.weight.data, a.scale.data, a.scaleIsF32, a.out, a.inDim, a.blockOut, a.blockIn, a.fault, o, yrow);
+    } else {
+      const size_t esz = a.kind == F32 ? 4 : 2;
+      dequant_plain(static_cast<Kind>(a.kind), a.weight.data + (size_t)o * a.inDim * esz, (size_t)a.inDim, yrow);
+    }
+  }
+}
+
+// dequantRowSource(dequantToF16's arguments) → an External LdRowSource (type-tagged). It holds references to the
+// weight and scale arrays, so they live as long as it does.
+Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  auto* st = new RowSourceState{};
+  try {
+    st->a = ops::read_dequantToF16(info, "dequantRowSource");
+  } catch (...) {
+    delete st;
+    throw;
+  }
+  if (st->a.kind == MXFP4) st->mx = std::make_unique<Mxfp4Table>(st->a.fault);
+  st->avx2 = g_avx2;
+  st->src = LdRowSource{source_rows, st->a.out, st->a.inDim, st};
+  struct Held {
+    RowSourceState* st;
+    Napi::Reference<Napi::Value> w, s;
+  };
+  auto* held = new Held{st, Napi::Persistent(info[1]), ops::op_is_null(info, 2) ? Napi::Reference<Napi::Value>() : Napi::Persistent(info[2])};
+  auto ext = Napi::External<LdRowSource>::New(env, &st->src, [held](Napi::Env, LdRowSource*) {
+    delete held->st;
+    delete held;
+  });
+  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
+  if (napi_type_tag_object(env, ext, &tag) != napi_ok) throw Napi::Error::New(env, "dequantRowSource: cannot tag the row source");
+  return ext;
+}
+
 }  // namespace
+
+void init_row_source(Napi::Env env, Napi::Object exports) { exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source)); }
 
 // The checks (kind, block, scale presence, lengths) are the reader's: here kind picks the kernel.
 void emu::dequantToF16(const ops::DequantToF16Args& a, ops::DequantToF16Out& o) {

@@ -50,7 +50,7 @@ describe('host reference of the HIP kernels == emulation', () => {
     const out = 40, inD = 96;
     const w = randomBytes(rand, (out * inD) / 2), s = Uint8Array.from(randomBytes(rand, (out * inD) / 32), (b) => 112 + (b % 30));
     s[3] = 0xff; // NaN scale
-    for (let f = 0; f <= 6; f++) same16(H.refDequantToF16(0, w, s, false, out, inD, 1, 32, f), N.dequantToF16(0, w, s, false, out, inD, 1, 32, f), `mxfp4 fault ${f}`);
+    for (let f = 0; f <= 11; f++) same16(H.refDequantToF16(0, w, s, false, out, inD, 1, 32, f), N.dequantToF16(0, w, s, false, out, inD, 1, 32, f), `mxfp4 fault ${f}`);
     const w8 = randomBytes(rand, 130 * 200);
     const s8 = Uint8Array.from(randomBytes(rand, 2 * 2), (b) => 118 + (b % 12));
     const sf = new Uint8Array(new Float32Array([0.002, 0.0031, 1e-4, 0.5]).buffer);

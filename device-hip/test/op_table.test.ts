@@ -140,7 +140,7 @@ function mutations(op: OpDecl): { what: string; args: unknown[] }[] {
         longer.set(arr);
         set(i, longer, 'one element longer');
         if (arr.length > 0) set(i, arr.slice(1), 'one element shorter');
-        set(i, new (Ctor === Float32Array ? Uint16Array : Float32Array)(arr.length), 'of another element type');
+        set(i, new ((Ctor as unknown) === Float32Array ? Uint16Array : Float32Array)(arr.length), 'of another element type');
         if (a.nullable) set(i, null, 'null');
         if (a.range !== undefined && arr.length > 0) {
           const bad = (arr as unknown as Int32Array).slice();

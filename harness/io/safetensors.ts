@@ -5,6 +5,7 @@
  * (offsets in range, no overlap, no holes, byte size = shape × dtype size) and reads tensors by byte
  * range, so a shard is never held in memory whole.
  */
+import { activeReadPool } from './read_pool.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
@@ -87,7 +88,7 @@ export class SafetensorsFile {
     return this.fd;
   }
 
-  /** Read one tensor's bytes (a fresh, 8-byte-aligned copy). */
+  /** Read one tensor's bytes (an 8-byte-aligned copy: fresh, or recycled inside withReadPool). */
   read(info: TensorInfo): Uint8Array {
     return this.readRange(info, 0, info.end - info.begin);
   }
@@ -98,7 +99,8 @@ export class SafetensorsFile {
     if (offset < 0 || length < 0 || info.begin + offset + length > info.end) {
       throw new InputError(`read of [${offset}, ${offset + length}) is outside the tensor's ${info.end - info.begin} bytes`, { file: this.file, tensor: info.name });
     }
-    const buf = new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+    // a recycled buffer inside withReadPool (harness/io/read_pool.ts), else a fresh one
+    const buf = activeReadPool()?.take(length) ?? new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
     let done = 0;
     while (done < length) {
       const got = fs.readSync(this.fd, buf, done, length - done, info.begin + offset + done);

@@ -11,17 +11,20 @@
  * underflow it (a non-zero weight that becomes ±0): those are properties of the checkpoint that an FP16
  * device path cannot represent, bug or not.
  *
- * Memory: one tensor at a time, in layer order — its stored bytes and its FP16 device copy, then both
- * dropped; the reference side decodes row by row inside the native compare and never holds an FP32 copy. Routed experts are checked one by one like any other tensor.
+ * Memory: one tensor at a time, in layer order — its stored bytes, then dropped. With the emulation the
+ * compare is one fused native pass: the device's rows come from its row source into a small buffer per thread
+ * and the reference decodes row by row beside them, so neither an FP16 nor an FP32 copy of the tensor exists
+ * (the device's FP16 tensor is made only to show a mismatch's evidence, or for the hip backend). Routed experts are checked one by one like any other tensor.
  */
 import { InputError } from '../errors.js';
 import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
 import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import { ReadPool, withReadPool } from '../io/read_pool.js';
 import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
-import { checkExactVsF16, type ExactVsF16 } from '../../reference-cpu/native.js';
-import type { DeviceNative } from '../../device-hip/binding.js';
+import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, nanCodeCount } from '../../reference-cpu/native.js';
+import type { DeviceNative, DeviceRowSource } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { applies, READINGS, reproduces, sameF16, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
@@ -147,23 +150,30 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     for (const n of byLayer.get(L + 1) ?? []) ck.prefetch(n);
     ahead = L;
   };
+  // One tensor's bytes at a time, in buffers recycled from the last tensor's (nothing read outlives its check).
+  const pool = new ReadPool();
   for (const [k, t] of todo.entries()) {
     enter(t.layer!);
     opt.onTensor?.(t.name, k, todo.length);
-    const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, storedLogicalShape(ck, t.name), qc);
-    tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
+    withReadPool(pool, () => {
+      const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, storedLogicalShape(ck, t.name), qc);
+      tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
+    });
   }
   const layers = todo.map((t) => t.layer!);
-  if (opt.fused !== undefined) {
+  const fused = opt.fused;
+  if (fused !== undefined) {
     const last = Math.min(opt.numLayers ?? 0, opt.layers === null ? Infinity : opt.layers.to + 1);
     ahead = -1;
     for (let L = opt.layers?.from ?? 0; L < last; L++) {
       enter(L);
-      for (const lw of opt.fused(L)) {
-        opt.onTensor?.(lw.name, tensors.length, tensors.length + 1);
-        tensors.push(checkTensor(lw, L, cache, faultAt(opt.faults, L)));
-        layers.push(L);
-      }
+      withReadPool(pool, () => {
+        for (const lw of fused(L)) {
+          opt.onTensor?.(lw.name, tensors.length, tensors.length + 1);
+          tensors.push(checkTensor(lw, L, cache, faultAt(opt.faults, L)));
+          layers.push(L);
+        }
+      });
     }
   }
   const sum = (f: (x: TensorCheck) => number) => tensors.reduce((n, x) => n + f(x), 0);
@@ -193,25 +203,19 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
 /** NaN encodings: E8M0 0xFF, E4M3 0x7F/0xFF (NVFP4) and NaN F32 scales in the scale, E4M3 0x7F/0xFF in an FP8 weight. */
 function nanCodes(lw: LinearWeight): { n: number; where: 'weight' | 'scale' | null } {
   const s = lw.scale!;
-  let inScale = 0;
   // bitsandbytes' U8 absmax codes have no NaN code (the loader has refused non-finite quant_map and nested values)
   if (lw.format === 'bnb4' && s.dtype === 'U8') return { n: 0, where: null };
-  if (s.dtype === 'F32') {
-    const dv = new DataView(s.bytes.buffer, s.bytes.byteOffset, s.bytes.byteLength);
-    for (let k = 0; k < s.bytes.byteLength / 4; k++) if (Number.isNaN(dv.getFloat32(4 * k, true))) inScale++;
-  } else if (s.dtype === 'F8_E4M3') {
-    for (const b of s.bytes) if ((b & 0x7f) === 0x7f) inScale++;
-  } else {
-    for (const b of s.bytes) if (b === 0xff) inScale++;
-  }
-  let inWeight = 0;
-  if (lw.format === 'fp8-block') for (const b of lw.weight.bytes) if ((b & 0x7f) === 0x7f) inWeight++;
+  // counted natively (reference-cpu/native/check_f16.cc): a per-byte loop here cost more than the compare
+  const inScale = nanCodeCount(s.bytes, s.dtype === 'F32' ? 'f32' : s.dtype === 'F8_E4M3' ? 'e4m3' : 'e8m0');
+  const inWeight = lw.format === 'fp8-block' ? nanCodeCount(lw.weight.bytes, 'e4m3') : 0;
   return { n: inScale + inWeight, where: inScale > 0 ? 'scale' : inWeight > 0 ? 'weight' : null };
 }
 
 /** The device's dequantization of one weight (LinearCache in the real run; a stand-in in tests). */
 export interface DeviceDequant {
   get(lw: LinearWeight, fault: FaultPlan['fault'] | null): Uint16Array;
+  /** the same rows as a row source for the fused pass (the emulation's LinearCache), or null: then get() */
+  rowSource?(lw: LinearWeight, fault: FaultPlan['fault'] | null): DeviceRowSource | null;
 }
 
 export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null): TensorCheck {
@@ -239,7 +243,11 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   const nan = nanCodes(lw);
   if (nan.n > 0) return { ...base, exact: false, nan_codes: nan.n, nan_in: nan.where };
 
-  const dev = cache.get(lw, fault);
+  // The device's FP16 tensor is materialised only where it is needed: bitsandbytes' compare, a device without a
+  // row source, and the evidence of a mismatch (the example and the catalog readings).
+  let devTensor: Uint16Array | null = null;
+  const device = (): Uint16Array => (devTensor ??= cache.get(lw, fault));
+  const source = lw.format === 'bnb4' ? null : (cache.rowSource?.(lw, fault) ?? null);
   // One native pass (reference-cpu/native/check_f16.cc), row by row: the exact value, its one FP16 rounding
   // by the reference side's rule, and per element:
   //   f16(device) == exact                → fine: an exact E2M1/E4M3 × 2^k value FP16 holds is its own
@@ -247,23 +255,28 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   //   rounding is ±Inf / a non-zero → ±0  → the block overflows / underflows FP16 (a checkpoint property);
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
-  // bitsandbytes' flat blocks straddle rows, which the native pass's [row, column] block grid cannot count
+  // With a row source the device's rows are pulled into the pass (fused: no FP16 tensor), otherwise compared
+  // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the native pass's
+  // [row, column] block grid cannot count.
   const e = exactOperands(lw);
-  const cmp = lw.format === 'bnb4' ? compareTs(lw, dev) : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, dev);
+  const cmp =
+    lw.format === 'bnb4'
+      ? compareTs(lw, device())
+      : source !== null
+        ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
+        : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
-  const { bad, over, under } = cmp;
   const firstBad = cmp.firstBad;
   const maxAbs = cmp.maxAbs;
   const nonFinite = cmp.nonFinite;
-  const count = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
   const out: TensorCheck = {
     ...base,
     exact: firstBad < 0,
-    bad_blocks: count(bad),
+    bad_blocks: cmp.badBlocks,
     max_abs: maxAbs,
-    overflow_blocks: count(over),
-    underflow_blocks: count(under),
+    overflow_blocks: cmp.overBlocks,
+    underflow_blocks: cmp.underBlocks,
     device_nonfinite: nonFinite,
   };
   if (firstBad >= 0) {
@@ -276,9 +289,9 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
       block,
       scale_byte: lw.scale!.dtype === 'F32' ? null : lw.scale!.bytes[block[0] * C + block[1]],
       reference: f16ToF32(f32ToF16Bits(dequantRowsExact(lw, o, 1)[i])),
-      device: f16ToF32(dev[firstBad]),
+      device: f16ToF32(device()[firstBad]),
     };
-    out.matches = WEIGHT_CAUSES.filter((c) => applies(c, lw) && reproduces(lw, READINGS[c], dev));
+    out.matches = WEIGHT_CAUSES.filter((c) => applies(c, lw) && reproduces(lw, READINGS[c], device()));
   }
   return out;
 }
@@ -314,7 +327,8 @@ function compareTs(lw: LinearWeight, dev: Uint16Array): ExactVsF16 {
     const e = Math.abs(f16ToF32(d) - f16ToF32(h));
     maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
   }
-  return { firstBad, maxAbs, nonFinite, firstReferenceNonFinite: -1, bad, over, under };
+  const ones = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
+  return { firstBad, maxAbs, nonFinite, firstReferenceNonFinite: -1, bad, over, under, badBlocks: ones(bad), overBlocks: ones(over), underBlocks: ones(under) };
 }
 
 /** NaN codes in the checkpoint are bad input (DESIGN §6 exit 2): name the tensor that holds them and its file. */

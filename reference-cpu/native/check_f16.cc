@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
+
 #include "dequant_exact.h"
+#include "ld_row_source.h"
 
 namespace {
 
@@ -70,6 +73,55 @@ const float* f16_values() {
 
 inline void flag(uint8_t* a, int64_t i) { __atomic_store_n(a + i, static_cast<uint8_t>(1), __ATOMIC_RELAXED); }
 
+struct Flags {
+  uint8_t *bad, *over, *under;
+};
+
+// One element: the reference's exact value r against the device's FP16 bits dv (flat index k, scale block blk),
+// by the rule at the top of this file.
+inline void compare_elem(float r, uint16_t dv, int64_t k, int64_t blk, const float* f16v, const Flags& f, Partial& p) {
+  if (!std::isfinite(r) && p.first_ref_nonfinite < 0) p.first_ref_nonfinite = k;
+  if (f16v[dv] == r) return;
+  const uint16_t h = round_f16(r);
+  if ((h & 0x7c00) == 0x7c00) flag(f.over, blk);
+  else if (r != 0 && (h & 0x7fff) == 0) flag(f.under, blk);
+  if ((dv & 0x7c00) == 0x7c00) p.non_finite++;
+  if (same_f16(h, dv)) return;
+  flag(f.bad, blk);
+  if (p.first_bad < 0 || k < p.first_bad) p.first_bad = k;
+  const double e = std::fabs(static_cast<double>(f16v[dv]) - static_cast<double>(f16v[h]));
+  p.max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(p.max_abs, e);
+}
+
+// The threads' partial results merged into checkF16's result object.
+Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, Napi::Uint8Array bad, Napi::Uint8Array over, Napi::Uint8Array under) {
+  Partial all;
+  for (const Partial& p : parts) {
+    if (p.first_bad >= 0 && (all.first_bad < 0 || p.first_bad < all.first_bad)) all.first_bad = p.first_bad;
+    all.max_abs = std::max(all.max_abs, p.max_abs);
+    all.non_finite += p.non_finite;
+    if (p.first_ref_nonfinite >= 0 && (all.first_ref_nonfinite < 0 || p.first_ref_nonfinite < all.first_ref_nonfinite)) all.first_ref_nonfinite = p.first_ref_nonfinite;
+  }
+  Napi::Object res = Napi::Object::New(env);
+  res.Set("firstBad", static_cast<double>(all.first_bad));
+  res.Set("maxAbs", all.max_abs);
+  res.Set("nonFinite", static_cast<double>(all.non_finite));
+  res.Set("firstReferenceNonFinite", static_cast<double>(all.first_ref_nonfinite));
+  res.Set("bad", bad);
+  res.Set("over", over);
+  res.Set("under", under);
+  // the flags counted here: a JS loop over ~3 × 262,144 flags per expert cost more than its compare
+  auto ones = [](Napi::Uint8Array a) {
+    int64_t n = 0;
+    for (size_t i = 0; i < a.ElementLength(); i++) n += a[i];
+    return static_cast<double>(n);
+  };
+  res.Set("badBlocks", ones(bad));
+  res.Set("overBlocks", ones(over));
+  res.Set("underBlocks", ones(under));
+  return res;
+}
+
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
 //   → { firstBad, maxAbs, nonFinite, firstReferenceNonFinite, bad, over, under } with the three Uint8Array block flags [⌈out/bo⌉·⌈in/bi⌉].
 Napi::Value check_f16(const Napi::CallbackInfo& info) {
@@ -104,7 +156,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 
   const int64_t C = (in + bi - 1) / bi, blocks = ((out + bo - 1) / bo) * C;
   auto bad = Napi::Uint8Array::New(env, blocks), over = Napi::Uint8Array::New(env, blocks), under = Napi::Uint8Array::New(env, blocks);
-  uint8_t *pb = bad.Data(), *po = over.Data(), *pu = under.Data();
+  const Flags flags{bad.Data(), over.Data(), under.Data()};
   const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
   std::vector<Partial> parts(nt);
   const float* f16v = f16_values();
@@ -117,40 +169,242 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
       exact_row(kind, w, s, o, in, bo, bi, row.data());
       const uint16_t* drow = dev + o * in;
       const int64_t brow = (o / bo) * C;
-      for (int64_t i = 0; i < in; i++) {
-        const float r = row[i];
-        const uint16_t dv = drow[i];
-        if (!std::isfinite(r) && p.first_ref_nonfinite < 0) p.first_ref_nonfinite = o * in + i;
-        if (f16v[dv] == r) continue;
-        const int64_t blk = brow + i / bi;
-        const uint16_t h = round_f16(r);
-        if ((h & 0x7c00) == 0x7c00) flag(po, blk);
-        else if (r != 0 && (h & 0x7fff) == 0) flag(pu, blk);
-        if ((dv & 0x7c00) == 0x7c00) p.non_finite++;
-        if (same_f16(h, dv)) continue;
-        flag(pb, blk);
-        if (p.first_bad < 0) p.first_bad = o * in + i;  // rows ascend within a thread: its first is its lowest
-        const double e = std::fabs(static_cast<double>(f16v[dv]) - static_cast<double>(f16v[h]));
-        p.max_abs = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(p.max_abs, e);
+      for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
+    }
+  }
+  return result(env, parts, bad, over, under);
+}
+
+// ---- the fused pass (issue 15): the device's rows pulled from its row source, never a whole FP16 tensor ----
+//
+// checkF16Rows(kind, weight, scale, out, in, bo, bi, source, fast) → checkF16's result, for the same device
+// values: `source` is the device emulation's producer of its FP16 rows (harness/contracts/ld_row_source.h),
+// called by each thread for its own rows into a buffer of kRows rows, and compared there, so reading the packed
+// bytes, both decodes and the compare happen in one pass over the tensor.
+//
+// MXFP4 (fast = true): per 32-element block, the reference's FP16 values of its 16 codes at the block's scale
+// byte come from a table built by this file's own rule (exact_row on every code, then round_f16), and 32 values
+// are compared with the device's at once (AVX2: two pshufb per 16 elements, one compare per 8). A block passes
+// there only if every one of its FP16 bits equals the reference's and its scale cannot lose range (no code at
+// that scale rounds to Inf, to ±0 from non-zero, or leaves float32); every other block goes through
+// compare_elem, element by element, as checkF16 does, so the result is checkF16's exactly (tested: fast and
+// slow, right and wrong devices). Other kinds: exact_row and compare_elem per row.
+constexpr int64_t kRows = 8;
+
+struct Mxfp4Ref {
+  alignas(16) uint8_t lo[256][16];
+  alignas(16) uint8_t hi[256][16];
+  float value[256][16];
+  bool lossy[256];
+};
+
+// The reference's own rule on all 256 × 16 (scale, code) pairs: exact_row over one block holding codes 0..15
+// twice, low nibble even, then round_f16.
+const Mxfp4Ref& mxfp4_ref() {
+  static const Mxfp4Ref t = [] {
+    Mxfp4Ref r{};
+    uint8_t w[16];
+    for (int j = 0; j < 16; j++) w[j] = static_cast<uint8_t>(((2 * j) & 15) | (((2 * j + 1) & 15) << 4));
+    float v[32];
+    for (int sb = 0; sb < 256; sb++) {
+      const uint8_t scale = static_cast<uint8_t>(sb);
+      exact_row(ExactKind::Mxfp4, w, &scale, 0, 32, 1, 32, v);
+      r.lossy[sb] = false;
+      for (int c = 0; c < 16; c++) {
+        const float x = v[c];
+        const uint16_t h = round_f16(x);
+        r.value[sb][c] = x;
+        r.lo[sb][c] = static_cast<uint8_t>(h & 0xff);
+        r.hi[sb][c] = static_cast<uint8_t>(h >> 8);
+        if (!std::isfinite(x) || (h & 0x7c00) == 0x7c00 || (x != 0 && (h & 0x7fff) == 0)) r.lossy[sb] = true;
+      }
+    }
+    return r;
+  }();
+  return t;
+}
+
+// Block c of row o, element by element (the slow path).
+void mxfp4_block_slow(const Mxfp4Ref& t, const uint8_t* wrow, uint8_t sb, const uint16_t* drow, int64_t o, int64_t in, int64_t c, int64_t blk, const float* f16v,
+                      const Flags& f, Partial& p) {
+  for (int j = 0; j < 16; j++) {
+    const uint8_t b = wrow[c * 16 + j];
+    const int64_t i = c * 32 + 2 * j;
+    compare_elem(t.value[sb][b & 15], drow[i], o * in + i, blk, f16v, f, p);
+    compare_elem(t.value[sb][b >> 4], drow[i + 1], o * in + i + 1, blk, f16v, f, p);
+  }
+}
+
+bool g_avx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+
+// same[c] ← block c of the row (scale bytes srow[c]) matches bit for bit and its scale cannot lose range (AVX2,
+// two blocks per 256-bit step: vpshufb looks up within each 128-bit lane, so each lane holds one block's table).
+__attribute__((target("avx2"))) inline __m256i mxfp4_pair_eq(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t c) {
+  const __m256i m0f = _mm256_set1_epi8(0x0f);
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wrow + c * 16));  // blocks c, c+1
+  const __m256i ev = _mm256_and_si256(b, m0f), od = _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f);
+  const __m256i tl = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[srow[c]]))),
+                                             _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[srow[c + 1]])), 1);
+  const __m256i th = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[srow[c]]))),
+                                             _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[srow[c + 1]])), 1);
+  // per lane: codes of elements 0..15 (i0) and 16..31 (i1) of that lane's block
+  const __m256i i0 = _mm256_unpacklo_epi8(ev, od), i1 = _mm256_unpackhi_epi8(ev, od);
+  const __m256i L0 = _mm256_shuffle_epi8(tl, i0), H0 = _mm256_shuffle_epi8(th, i0), L1 = _mm256_shuffle_epi8(tl, i1), H1 = _mm256_shuffle_epi8(th, i1);
+  // per lane: f16 of elements 0..7, 8..15, 16..23, 24..31
+  const __m256i e0 = _mm256_unpacklo_epi8(L0, H0), e1 = _mm256_unpackhi_epi8(L0, H0), e2 = _mm256_unpacklo_epi8(L1, H1), e3 = _mm256_unpackhi_epi8(L1, H1);
+  const __m128i* d = reinterpret_cast<const __m128i*>(drow + c * 32);  // block c: d[0..3], block c+1: d[4..7]
+#define LD_DEV_PAIR(q) _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(d + (q))), _mm_loadu_si128(d + 4 + (q)), 1)
+  __m256i eq = _mm256_cmpeq_epi16(e0, LD_DEV_PAIR(0));
+  eq = _mm256_and_si256(eq, _mm256_cmpeq_epi16(e1, LD_DEV_PAIR(1)));
+  eq = _mm256_and_si256(eq, _mm256_cmpeq_epi16(e2, LD_DEV_PAIR(2)));
+  return _mm256_and_si256(eq, _mm256_cmpeq_epi16(e3, LD_DEV_PAIR(3)));
+#undef LD_DEV_PAIR
+}
+
+__attribute__((target("avx2"))) void mxfp4_row_same_avx2(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t C, uint8_t* same) {
+  int64_t c = 0;
+  for (; c + 2 <= C; c += 2) {
+    const int m = _mm256_movemask_epi8(mxfp4_pair_eq(t, wrow, srow, drow, c));
+    same[c] = static_cast<uint8_t>((m & 0xffff) == 0xffff && !t.lossy[srow[c]]);
+    same[c + 1] = static_cast<uint8_t>((static_cast<unsigned>(m) >> 16) == 0xffff && !t.lossy[srow[c + 1]]);
+  }
+  for (; c < C; c++) {  // an odd last block, 128 bits
+    const __m128i m0f = _mm_set1_epi8(0x0f);
+    const uint8_t sb = srow[c];
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 16));
+    const __m128i ev = _mm_and_si128(b, m0f), od = _mm_and_si128(_mm_srli_epi16(b, 4), m0f);
+    const __m128i tl = _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[sb])), th = _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[sb]));
+    const __m128i i0 = _mm_unpacklo_epi8(ev, od), i1 = _mm_unpackhi_epi8(ev, od);
+    const __m128i L0 = _mm_shuffle_epi8(tl, i0), H0 = _mm_shuffle_epi8(th, i0), L1 = _mm_shuffle_epi8(tl, i1), H1 = _mm_shuffle_epi8(th, i1);
+    const __m128i* d = reinterpret_cast<const __m128i*>(drow + c * 32);
+    __m128i eq = _mm_cmpeq_epi16(_mm_unpacklo_epi8(L0, H0), _mm_loadu_si128(d));
+    eq = _mm_and_si128(eq, _mm_cmpeq_epi16(_mm_unpackhi_epi8(L0, H0), _mm_loadu_si128(d + 1)));
+    eq = _mm_and_si128(eq, _mm_cmpeq_epi16(_mm_unpacklo_epi8(L1, H1), _mm_loadu_si128(d + 2)));
+    eq = _mm_and_si128(eq, _mm_cmpeq_epi16(_mm_unpackhi_epi8(L1, H1), _mm_loadu_si128(d + 3)));
+    same[c] = static_cast<uint8_t>(_mm_movemask_epi8(eq) == 0xffff && !t.lossy[sb]);
+  }
+}
+
+// The same test without SIMD.
+void mxfp4_row_same(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t C, uint8_t* same) {
+  for (int64_t c = 0; c < C; c++) {
+    const uint8_t sb = srow[c];
+    bool ok = !t.lossy[sb];
+    for (int j = 0; j < 16 && ok; j++) {
+      const uint8_t b = wrow[c * 16 + j];
+      const uint16_t e = static_cast<uint16_t>(t.lo[sb][b & 15] | (t.hi[sb][b & 15] << 8)), od = static_cast<uint16_t>(t.lo[sb][b >> 4] | (t.hi[sb][b >> 4] << 8));
+      ok = drow[c * 32 + 2 * j] == e && drow[c * 32 + 2 * j + 1] == od;
+    }
+    same[c] = static_cast<uint8_t>(ok);
+  }
+}
+
+Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  const char* fn = "checkF16Rows";
+  if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast)");
+  const ExactKind kind = exact_kind_arg(info, fn);
+  int64_t d[4];
+  const char* names[4] = {"out", "in", "bo", "bi"};
+  for (int a = 0; a < 4; a++) {
+    const Napi::Value v = info[3 + a];
+    const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
+    if (!(x >= 1 && x <= 2147483647.0 && x == std::floor(x))) throw Napi::RangeError::New(env, std::string("checkF16Rows: ") + names[a] + " must be a positive integer");
+    d[a] = static_cast<int64_t>(x);
+  }
+  const int64_t out = d[0], in = d[1], bo = d[2], bi = d[3];
+  if (kind == ExactKind::Mxfp4 && (in % 32 != 0 || bo != 1 || bi != 32)) throw Napi::RangeError::New(env, "checkF16Rows: mxfp4 needs in divisible by 32 and [1, 32] blocks");
+  if (kind == ExactKind::Table4FlatF32) throw Napi::RangeError::New(env, "checkF16Rows: flat bitsandbytes blocks straddle rows; use checkF16");
+  size_t wbytes = 0, sbytes = 0;
+  exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
+  auto bytes_arg = [&](size_t i, const char* name, size_t want) {
+    if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, std::string("checkF16Rows: ") + name + " must be a Uint8Array");
+    auto a = info[i].As<Napi::Uint8Array>();
+    if (a.ByteLength() < want) throw Napi::RangeError::New(env, std::string("checkF16Rows: ") + name + " holds " + std::to_string(a.ByteLength()) + " bytes, need " + std::to_string(want));
+    return static_cast<const uint8_t*>(a.Data());
+  };
+  const uint8_t* w = bytes_arg(1, "weight", wbytes);
+  const uint8_t* s = bytes_arg(2, "scale", sbytes);
+  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
+  bool tagged = false;
+  if (!info[7].IsExternal() || napi_check_object_type_tag(env, info[7], &tag, &tagged) != napi_ok || !tagged) {
+    throw Napi::TypeError::New(env, "checkF16Rows: source must be a device row source (dequantRowSource)");
+  }
+  const LdRowSource* src = info[7].As<Napi::External<LdRowSource>>().Data();
+  if (src->out != out || src->in != in) throw Napi::RangeError::New(env, "checkF16Rows: the row source is [" + std::to_string(src->out) + "×" + std::to_string(src->in) + "], the weight [" + std::to_string(out) + "×" + std::to_string(in) + "]");
+  const bool fast = info[8].IsBoolean() && info[8].As<Napi::Boolean>().Value();
+
+  const int64_t C = (in + bi - 1) / bi, blocks = ((out + bo - 1) / bo) * C;
+  auto bad = Napi::Uint8Array::New(env, blocks), over = Napi::Uint8Array::New(env, blocks), under = Napi::Uint8Array::New(env, blocks);
+  const Flags flags{bad.Data(), over.Data(), under.Data()};
+  const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
+  std::vector<Partial> parts(nt);
+  const float* f16v = f16_values();
+  const bool mx = kind == ExactKind::Mxfp4;
+  if (mx) mxfp4_ref();  // built before the threads start
+#pragma omp parallel num_threads(nt)
+  {
+    Partial& p = parts[omp_get_thread_num()];
+    std::vector<uint16_t> dev(static_cast<size_t>(kRows * in));
+    std::vector<float> row(mx ? 0 : in);
+    std::vector<uint8_t> same(mx ? C : 0, 0);
+    const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t r0 = 0; r0 < out; r0 += kRows) {
+      const int64_t n = std::min(kRows, out - r0);
+      src->rows(src, r0, n, dev.data());
+      for (int64_t o = r0; o < r0 + n; o++) {
+        const uint16_t* drow = dev.data() + (o - r0) * in;
+        const int64_t brow = (o / bo) * C;
+        if (mx) {
+          const uint8_t* wrow = w + o * (in / 2);
+          const uint8_t* srow = s + o * C;
+          if (!fast) std::fill(same.begin(), same.end(), 0);
+          else if (g_avx2) mxfp4_row_same_avx2(*t, wrow, srow, drow, C, same.data());
+          else mxfp4_row_same(*t, wrow, srow, drow, C, same.data());
+          for (int64_t c = 0; c < C; c++) {
+            if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p);
+          }
+        } else {
+          exact_row(kind, w, s, o, in, bo, bi, row.data());
+          for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
+        }
       }
     }
   }
-  Partial all;
-  for (const Partial& p : parts) {
-    if (p.first_bad >= 0 && (all.first_bad < 0 || p.first_bad < all.first_bad)) all.first_bad = p.first_bad;
-    all.max_abs = std::max(all.max_abs, p.max_abs);
-    all.non_finite += p.non_finite;
-    if (p.first_ref_nonfinite >= 0 && (all.first_ref_nonfinite < 0 || p.first_ref_nonfinite < all.first_ref_nonfinite)) all.first_ref_nonfinite = p.first_ref_nonfinite;
+  return result(env, parts, bad, over, under);
+}
+
+// nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32') → how many NaN encodings the stored bytes hold:
+// E8M0 0xFF; E4M3 "fn" S.1111.111 (0x7F, 0xFF); little-endian float32 NaNs (exponent all ones, mantissa ≠ 0).
+// The weights check refuses a tensor holding any (harness/weights/check.ts); counted here, not per byte in JS.
+Napi::Value nan_codes(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array || !info[1].IsString()) {
+    throw Napi::TypeError::New(env, "nanCodes: expected (bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32')");
   }
-  Napi::Object res = Napi::Object::New(env);
-  res.Set("firstBad", static_cast<double>(all.first_bad));
-  res.Set("maxAbs", all.max_abs);
-  res.Set("nonFinite", static_cast<double>(all.non_finite));
-  res.Set("firstReferenceNonFinite", static_cast<double>(all.first_ref_nonfinite));
-  res.Set("bad", bad);
-  res.Set("over", over);
-  res.Set("under", under);
-  return res;
+  auto a = info[0].As<Napi::Uint8Array>();
+  const uint8_t* b = a.Data();
+  const size_t n = a.ByteLength();
+  const std::string kind = info[1].As<Napi::String>().Utf8Value();
+  int64_t count = 0;
+  if (kind == "e8m0") {
+    for (size_t i = 0; i < n; i++) count += b[i] == 0xff;
+  } else if (kind == "e4m3") {
+    for (size_t i = 0; i < n; i++) count += (b[i] & 0x7f) == 0x7f;
+  } else if (kind == "f32") {
+    if (n % 4 != 0) throw Napi::RangeError::New(env, "nanCodes: f32 bytes must be a multiple of 4, got " + std::to_string(n));
+    for (size_t i = 0; i < n; i += 4) {
+      const uint32_t u = static_cast<uint32_t>(b[i]) | (static_cast<uint32_t>(b[i + 1]) << 8) | (static_cast<uint32_t>(b[i + 2]) << 16) | (static_cast<uint32_t>(b[i + 3]) << 24);
+      count += (u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu) != 0;
+    }
+  } else {
+    throw Napi::RangeError::New(env, "nanCodes: kind must be 'e8m0', 'e4m3' or 'f32', got '" + kind + "'");
+  }
+  return Napi::Number::New(env, static_cast<double>(count));
 }
 
 // roundF16(Float32Array) → Uint16Array: the rounding above, exposed so tests hold it to f32ToF16Bits.
@@ -168,5 +422,7 @@ Napi::Value round_f16_fn(const Napi::CallbackInfo& info) {
 
 void register_check_f16(Napi::Env env, Napi::Object exports) {
   exports.Set("checkF16", Napi::Function::New(env, check_f16));
+  exports.Set("checkF16Rows", Napi::Function::New(env, check_f16_rows));
+  exports.Set("nanCodes", Napi::Function::New(env, nan_codes));
   exports.Set("roundF16", Napi::Function::New(env, round_f16_fn));
 }

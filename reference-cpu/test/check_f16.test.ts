@@ -12,7 +12,9 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, type ExactVsF16, roundF16Native } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, roundF16Native } from '../native.js';
+import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
+import { LinearCache } from '../../device-hip/linear.js';
 
 function tsCompare(lw: LinearWeight, dev: Uint16Array): Omit<ExactVsF16, 'firstReferenceNonFinite'> {
   const ref = dequantLinearTs(lw);
@@ -35,7 +37,8 @@ function tsCompare(lw: LinearWeight, dev: Uint16Array): Omit<ExactVsF16, 'firstR
     const e = Math.abs(f16ToF32(d) - f16ToF32(h));
     maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
   }
-  return { firstBad, maxAbs, nonFinite, bad, over, under };
+  const ones = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
+  return { firstBad, maxAbs, nonFinite, bad, over, under, badBlocks: ones(bad), overBlocks: ones(over), underBlocks: ones(under) };
 }
 
 const bytes = (r: Rng, n: number, f = (b: number) => b) => Uint8Array.from({ length: n }, () => f(r.int(256)));
@@ -111,3 +114,55 @@ describe('checkF16 (native fused compare)', () => {
     for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
   });
 });
+
+describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from its row source)', () => {
+  const N = loadDeviceNative();
+  const cache = new LinearCache(N);
+  const flat = (x: ExactVsF16) => ({ ...x, bad: Array.from(x.bad), over: Array.from(x.over), under: Array.from(x.under) });
+  // MXFP4 with every E8M0 byte but NaN's (0 … 254: FP16 underflow, float32 subnormals, overflow, and 6·2^127,
+  // which leaves float32), and the usual cases; each with the correct device and each injected fault.
+  const full = (r: Rng, out: number, inn: number): LinearWeight => {
+    const lw = weights(r, 'mxfp4', out, inn);
+    return { ...lw, scale: { ...lw.scale!, bytes: Uint8Array.from(lw.scale!.bytes, (_, i) => i % 255) } };
+  };
+  const CASES = [['mxfp4 all scales', 96, 512], ['mxfp4', 1024, 256], ['mxfp4', 40, 96], ['fp8-e8m0', 300, 200], ['fp8-f32', 1024, 256]] as const;
+  CASES.forEach(([what, out, inn], c) => {
+    it(`${what} [${out}×${inn}]: the fused pass (fast and element by element) is checkF16 over the device's whole tensor, for the right device and every fault`, () => {
+      const r = new Rng(1200 + c);
+      const lw = what === 'mxfp4 all scales' ? full(r, out, inn) : weights(r, what, out, inn);
+      let caught = 0;
+      for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
+        const f = fault as keyof typeof FAULT_CODES | null;
+        const dev = cache.dequant(lw, f);
+        const want = flat(checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], dev));
+        const src = cache.rowSource(lw, f);
+        expect(src).not.toBeNull();
+        for (const fast of [true, false]) {
+          const got = flat(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src, fast));
+          expect(got, `${fault ?? 'no fault'}, fast ${fast}`).toEqual(want);
+        }
+        if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
+        else if (want.firstBad >= 0) caught++;
+      }
+      expect(caught, 'faults that apply to the format are caught').toBeGreaterThanOrEqual(what.startsWith('mxfp4') ? 6 : 3);
+      if (what === 'mxfp4 all scales') {
+        const w = flat(checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, 1, 32, cache.dequant(lw, null)));
+        expect(w.firstReferenceNonFinite, '6·2^127 leaves float32').toBeGreaterThanOrEqual(0);
+        expect(w.over.some((x) => x === 1) && w.under.some((x) => x === 1)).toBe(true);
+      }
+    });
+  });
+
+  it('refuses what is not a row source, and a row source of another shape, by name', () => {
+    const r = new Rng(7);
+    const lw = weights(r, 'mxfp4', 64, 64);
+    const args = [kindOf(lw), lw.weight.bytes, lw.scale!.bytes, 64, 64, 1, 32] as const;
+    expect(() => checkExactVsF16Rows(...args, {})).toThrow(/source must be a device row source/);
+    expect(() => checkExactVsF16Rows(...args, null)).toThrow(/source must be a device row source/);
+    const other = weights(r, 'mxfp4', 32, 64);
+    expect(() => checkExactVsF16Rows(...args, cache.rowSource(other, null))).toThrow(/row source is \[32×64\], the weight \[64×64\]/);
+    // dequantRowSource checks dequantToF16's arguments with its messages
+    expect(() => N.dequantRowSource!(0, lw.weight.bytes, lw.scale!.bytes, false, 64, 63, 1, 32, 0)).toThrow(/dequantToF16: mxfp4 weight \[64×63\]: in must be a multiple of 32/);
+  });
+});
+

@@ -1,11 +1,12 @@
 /**
  * `npm run bench`: every benchmark, each printing ratios measured side by side in one run.
- * `npm run bench -- --wide` adds the real-width DeepSeek-V4 benchmarks: the streaming diff (writes ~9 and ~17 GB)
+ * `npm run bench -- --wide` adds the real-width DeepSeek-V4 benchmarks: the weights check per layer, the streaming diff (writes ~9 and ~17 GB)
  * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache), and gpt-oss at
  * gpt-oss-20b's widths (2 and 4 layers, ~3.3 and ~4.2 GB): diff per layer, peak RSS, decode KV cache vs recompute.
  */
 import { benchGemm } from './gemm.js';
 import { benchDequantFormats } from './dequant_formats.js';
+import { benchWeightsCheck } from './weights_check.js';
 import { benchDiff } from './diff.js';
 import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
@@ -18,6 +19,8 @@ console.log('== GEMM and dequant ==');
 await benchGemm();
 console.log('\n== dequantization per format, against memcpy ==');
 await benchDequantFormats();
+console.log('\n== the weights-first check, against memcpy ==');
+await benchWeightsCheck(wide);
 console.log('\n== whole diff ==');
 await benchDiff(wide);
 console.log('\n== the verdict: extra mode and floor pass ==');

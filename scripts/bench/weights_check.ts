@@ -1,0 +1,151 @@
+/**
+ * The weights-first check's throughput (issue 15), in GB/s of packed input, side by side with a memcpy of the same
+ * packed bytes timed in the same run:
+ *   - per tensor, a routed expert's MXFP4 [2048×4096] and an FP8-block [2048×4096] attention weight, sixteen of
+ *     them (64 MiB of MXFP4: past the last-level cache, as a layer's experts are): the fused pass (the device
+ *     emulation's rows pulled into the reference's compare, checkExactVsF16Rows) against the pass it replaced
+ *     (the device's whole FP16 tensor, then checkExactVsF16);
+ *   - with --wide, per layer of `deepseek-v4-wide` (2 layers, real widths, generated on first use into
+ *     $LAYERDIFF_BENCH_DIR or /tmp/layerdiff-bench like the diff benchmark's): the whole check of the layer as a
+ *     diff runs it (reading its ~3.3 GB of packed bytes from the page cache, every tensor), against a memcpy pass
+ *     over the same bytes, and the 43-layer extrapolation (stated as such: layers of the released model are
+ *     these widths).
+ *
+ *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide]
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { loadDeviceNative } from '../../device-hip/binding.js';
+import { LinearCache } from '../../device-hip/linear.js';
+import type { LinearWeight } from '../../harness/formats/linear.js';
+import { Checkpoint } from '../../harness/io/checkpoint.js';
+import { Rng } from '../../harness/rng.js';
+import { checkWeights, quantizedWeights } from '../../harness/weights/check.js';
+import { exactOperands } from '../../reference-cpu/dequant.js';
+import { checkExactVsF16, checkExactVsF16Rows } from '../../reference-cpu/native.js';
+import { timeBlocks } from './gemm.js';
+
+const O = 2048;
+const I = 4096;
+const COUNT = 16;
+
+function bytes(r: Rng, n: number, lo = 0, hi = 255): Uint8Array {
+  const b = new Uint8Array(n);
+  for (let i = 0; i < n; i++) b[i] = lo + r.int(hi - lo + 1);
+  return b;
+}
+
+function experts(format: 'mxfp4' | 'fp8-block'): LinearWeight[] {
+  const r = new Rng(format === 'mxfp4' ? 15 : 16);
+  const n = O * I;
+  return Array.from({ length: COUNT }, (_, e): LinearWeight => {
+    const name = `layers.0.ffn.experts.${e}.w1.weight`;
+    if (format === 'mxfp4') {
+      return { name, out: O, in: I, format, encoding: 'deepseek-mxfp4', block: [1, 32],
+        weight: { name, dtype: 'I8', shape: [O, I / 2], bytes: bytes(r, n / 2) },
+        // E8M0 scales as training leaves them (2^-9 … 2^6): no FP16 range loss, every block on the fast path
+        scale: { name: name.replace('weight', 'scale'), dtype: 'F8_E8M0', shape: [O, I / 32], bytes: bytes(r, n / 32, 118, 133) } };
+    }
+    const codes = bytes(r, n);
+    for (let i = 0; i < n; i++) if ((codes[i] & 0x7f) === 0x7f) codes[i]--;
+    return { name, out: O, in: I, format, encoding: 'fp8-block', block: [128, 128],
+      weight: { name, dtype: 'F8_E4M3', shape: [O, I], bytes: codes },
+      scale: { name: name.replace('weight', 'scale'), dtype: 'F8_E8M0', shape: [O / 128, I / 128], bytes: bytes(r, (n / 128) / 128, 118, 126) } };
+  });
+}
+
+const packedBytes = (lw: LinearWeight) => lw.weight.bytes.length + lw.scale!.bytes.length;
+
+export async function benchWeightsCheck(wide: boolean): Promise<Record<string, number>> {
+  const cache = new LinearCache(loadDeviceNative());
+  const out: Record<string, number> = {};
+  console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   fused GB/s  ×memcpy   before GB/s  ×memcpy   memcpy GB/s`);
+  for (const format of ['mxfp4', 'fp8-block'] as const) {
+    const set = experts(format);
+    const total = set.reduce((n, lw) => n + packedBytes(lw), 0);
+    const dst = new Uint8Array(Math.max(...set.map(packedBytes)));
+    const fused = () => {
+      for (const lw of set) {
+        const e = exactOperands(lw);
+        const r = checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource(lw, null));
+        if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
+      }
+    };
+    const before = () => {
+      for (const lw of set) {
+        const e = exactOperands(lw);
+        checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
+      }
+    };
+    const copy = () => {
+      for (const lw of set) {
+        dst.set(lw.weight.bytes);
+        dst.set(lw.scale!.bytes);
+      }
+    };
+    const [fMs, bMs, cMs] = await timeBlocks([fused, before, copy], 3);
+    const gbps = (ms: number) => total / (ms * 1e6);
+    out[`${format}.fused_gbps`] = gbps(fMs);
+    out[`${format}.fused_vs_memcpy`] = cMs / fMs;
+    out[`${format}.before_gbps`] = gbps(bMs);
+    out[`${format}.before_vs_memcpy`] = cMs / bMs;
+    out[`${format}.memcpy_gbps`] = gbps(cMs);
+    console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(fMs).toFixed(2).padStart(9)}   ${(cMs / fMs).toFixed(3).padStart(6)}   ${gbps(bMs).toFixed(2).padStart(10)}   ${(cMs / bMs).toFixed(3).padStart(6)}   ${gbps(cMs).toFixed(2).padStart(10)}`);
+  }
+  if (wide) Object.assign(out, await wideLayers());
+  return out;
+}
+
+/** The check of each layer of deepseek-v4-wide as a diff runs it, against a memcpy pass over the same bytes. */
+async function wideLayers(): Promise<Record<string, number>> {
+  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
+  const dir = path.join(base, 'deepseek-v4-wide-2');
+  if (!fs.existsSync(path.join(dir, 'config.json'))) {
+    const { writeDeepseekV4Wide } = await import('../../fixtures/deepseek_v4_wide.js');
+    console.log(`generating ${dir} (2 layers, real widths)…`);
+    writeDeepseekV4Wide(dir, { layers: 2 });
+  }
+  const ck = Checkpoint.open(dir);
+  const native = loadDeviceNative();
+  const out: Record<string, number> = {};
+  const numLayers = Number(ck.config.num_hidden_layers);
+  const perLayer: number[] = [];
+  for (let L = 0; L < numLayers; L++) {
+    const names = quantizedWeights(ck).filter((t) => t.layer === L).map((t) => t.name);
+    const scales = names.flatMap((n) => ck.names().filter((m) => m.startsWith(n.replace(/\.weight$/, '.')) && m !== n));
+    const all = [...names, ...scales];
+    const total = all.reduce((n, t) => n + ck.info(t).end - ck.info(t).begin, 0);
+    // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
+    for (const t of all) ck.read(t);
+    const t0 = performance.now();
+    const w = checkWeights(ck, native, { layers: { from: L, to: L }, faults: null, numLayers });
+    const checkMs = performance.now() - t0;
+    if (w.exact !== w.checked) throw new Error(`bench: layer ${L} has mismatched weights`);
+    const dst = new Uint8Array(Math.max(...all.map((t) => ck.info(t).end - ck.info(t).begin)));
+    let copyMs = 0;
+    for (const t of all) {
+      const b = ck.read(t);
+      const c0 = performance.now();
+      dst.set(b);
+      copyMs += performance.now() - c0;
+    }
+    perLayer.push(checkMs);
+    out[`wide.layer${L}.check_s`] = checkMs / 1000;
+    out[`wide.layer${L}.check_vs_memcpy`] = copyMs / checkMs;
+    console.log(`  deepseek-v4-wide layer ${L}: ${w.checked} tensors, ${(total / 1e9).toFixed(2)} GB packed: check ${(checkMs / 1000).toFixed(2)} s = ${(total / (checkMs * 1e6)).toFixed(2)} GB/s, memcpy of the same bytes ${(total / (copyMs * 1e6)).toFixed(2)} GB/s → ${(copyMs / checkMs).toFixed(3)}× memcpy`);
+  }
+  const mean = perLayer.reduce((a, b) => a + b, 0) / perLayer.length;
+  out['wide.check_43_layers_extrapolated_s'] = (43 * mean) / 1000;
+  console.log(`  extrapolated to the released model's 43 layers (the mean layer × 43, not measured): ${((43 * mean) / 1000).toFixed(0)} s of weights check`);
+  ck.close();
+  return out;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchWeightsCheck(process.argv.includes('--wide')).catch((e: unknown) => {
+    console.error(e);
+    process.exitCode = 1;
+  });
+}
