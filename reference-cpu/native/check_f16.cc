@@ -188,7 +188,8 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 // there only if every one of its FP16 bits equals the reference's and its scale cannot lose range (no code at
 // that scale rounds to Inf, to ±0 from non-zero, or leaves float32); every other block goes through
 // compare_elem, element by element, as checkF16 does, so the result is checkF16's exactly (tested: fast and
-// slow, right and wrong devices). Other kinds: exact_row and compare_elem per row.
+// slow, right and wrong devices). FP8 blocks (fast = true) likewise, with a table per scale block (256 codes under
+// that block's scale, by exact_row and round_f16). Other kinds: exact_row and compare_elem per row.
 constexpr int64_t kRows = 8;
 
 struct Mxfp4Ref {
@@ -302,6 +303,36 @@ void mxfp4_row_same(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow,
   }
 }
 
+// FP8 blocks: per scale block, the reference's FP16 values of the 256 codes (exact_row over a row holding codes
+// 0..255 under that block's stored scale, then round_f16) and whether the block's scale can lose range.
+struct Fp8Ref {
+  std::vector<uint16_t> f16;  // [(r·C + c)·256 + code]
+  std::vector<uint8_t> lossy;  // [r·C + c]
+};
+
+Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
+  Fp8Ref t;
+  t.f16.resize(static_cast<size_t>(blocks) * 256);
+  t.lossy.resize(static_cast<size_t>(blocks));
+  uint8_t codes[256];
+  for (int c = 0; c < 256; c++) codes[c] = static_cast<uint8_t>(c);
+  const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1;
+#pragma omp parallel for schedule(static) if (blocks >= 64)
+  for (int64_t b = 0; b < blocks; b++) {
+    float v[256];
+    exact_row(kind, codes, s + b * sz, 0, 256, 1, 256, v);
+    bool lossy = false;
+    for (int c = 0; c < 256; c++) {
+      const uint16_t h = round_f16(v[c]);
+      t.f16[b * 256 + c] = h;
+      // NaN codes (0x7F, 0xFF) decode to NaN: the caller has refused weights holding any, so they never mark a block
+      if ((c & 0x7f) != 0x7f && (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0))) lossy = true;
+    }
+    t.lossy[b] = lossy;
+  }
+  return t;
+}
+
 Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16Rows";
@@ -345,6 +376,8 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const float* f16v = f16_values();
   const bool mx = kind == ExactKind::Mxfp4;
   if (mx) mxfp4_ref();  // built before the threads start
+  const bool fp8 = fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
+  const Fp8Ref f8 = fp8 ? fp8_ref(kind, s, blocks) : Fp8Ref{};
 #pragma omp parallel num_threads(nt)
   {
     Partial& p = parts[omp_get_thread_num()];
@@ -367,6 +400,21 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
           else mxfp4_row_same(*t, wrow, srow, drow, C, same.data());
           for (int64_t c = 0; c < C; c++) {
             if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p);
+          }
+        } else if (fp8) {
+          // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
+          // block that does not (the slow path, element by element)
+          const uint8_t* wrow = w + o * in;
+          bool decoded = false;
+          for (int64_t c = 0; c < C; c++) {
+            const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
+            const uint16_t* t = f8.f16.data() + (brow + c) * 256;
+            uint32_t diff = f8.lossy[brow + c];
+            for (int64_t i = i0; i < i1; i++) diff |= static_cast<uint32_t>(t[wrow[i]] ^ drow[i]);  // no branch per element
+            if (diff == 0) continue;
+            if (!decoded) exact_row(kind, w, s, o, in, bo, bi, row.data());
+            decoded = true;
+            for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
           }
         } else {
           exact_row(kind, w, s, o, in, bo, bi, row.data());

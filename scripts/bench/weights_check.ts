@@ -21,6 +21,7 @@ import { loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
+import { ReadPool, withReadPool } from '../../harness/io/read_pool.js';
 import { Rng } from '../../harness/rng.js';
 import { checkWeights, quantizedWeights } from '../../harness/weights/check.js';
 import { exactOperands } from '../../reference-cpu/dequant.js';
@@ -118,7 +119,8 @@ async function wideLayers(): Promise<Record<string, number>> {
     const all = [...names, ...scales];
     const total = all.reduce((n, t) => n + ck.info(t).end - ck.info(t).begin, 0);
     // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
-    for (const t of all) ck.read(t);
+    const pool = new ReadPool();
+    for (const t of all) withReadPool(pool, () => ck.read(t));
     const t0 = performance.now();
     const w = checkWeights(ck, native, { layers: { from: L, to: L }, faults: null, numLayers });
     const checkMs = performance.now() - t0;
@@ -126,10 +128,12 @@ async function wideLayers(): Promise<Record<string, number>> {
     const dst = new Uint8Array(Math.max(...all.map((t) => ck.info(t).end - ck.info(t).begin)));
     let copyMs = 0;
     for (const t of all) {
-      const b = ck.read(t);
-      const c0 = performance.now();
-      dst.set(b);
-      copyMs += performance.now() - c0;
+      withReadPool(pool, () => {
+        const b = ck.read(t);
+        const c0 = performance.now();
+        dst.set(b);
+        copyMs += performance.now() - c0;
+      });
     }
     perLayer.push(checkMs);
     out[`wide.layer${L}.check_s`] = checkMs / 1000;
