@@ -122,33 +122,50 @@ Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, Napi::Uint
   return res;
 }
 
+// The arguments both compares share: (kind, weight, scale, out, in, bo, bi) at positions 0..6, checked.
+struct WeightArgs {
+  ExactKind kind;
+  int64_t out, in, bo, bi;
+  const uint8_t *w, *s;
+};
+
+WeightArgs weight_args(const Napi::CallbackInfo& info, const char* fn) {
+  const Napi::Env env = info.Env();
+  WeightArgs a{};
+  a.kind = exact_kind_arg(info, fn);
+  int64_t d[4];
+  const char* names[4] = {"out", "in", "bo", "bi"};
+  for (int k = 0; k < 4; k++) {
+    const Napi::Value v = info[3 + k];
+    const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
+    if (!(x >= 1 && x <= 2147483647.0 && x == std::floor(x))) throw Napi::RangeError::New(env, std::string(fn) + ": " + names[k] + " must be a positive integer");
+    d[k] = static_cast<int64_t>(x);
+  }
+  a.out = d[0], a.in = d[1], a.bo = d[2], a.bi = d[3];
+  if (a.kind == ExactKind::Mxfp4 && a.in % 32 != 0) throw Napi::RangeError::New(env, std::string(fn) + ": mxfp4 needs in divisible by 32");
+  size_t wbytes = 0, sbytes = 0;
+  exact_sizes(a.kind, a.out, a.in, a.bo, a.bi, &wbytes, &sbytes);
+  auto bytes_arg = [&](size_t i, const char* name, size_t want) {
+    if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, std::string(fn) + ": " + name + " must be a Uint8Array");
+    auto b = info[i].As<Napi::Uint8Array>();
+    if (b.ByteLength() < want) throw Napi::RangeError::New(env, std::string(fn) + ": " + name + " holds " + std::to_string(b.ByteLength()) + " bytes, need " + std::to_string(want));
+    return static_cast<const uint8_t*>(b.Data());
+  };
+  a.w = bytes_arg(1, "weight", wbytes);
+  a.s = bytes_arg(2, "scale", sbytes);
+  return a;
+}
+
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
 //   → { firstBad, maxAbs, nonFinite, firstReferenceNonFinite, bad, over, under } with the three Uint8Array block flags [⌈out/bo⌉·⌈in/bi⌉].
 Napi::Value check_f16(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16";
   if (info.Length() < 8) throw Napi::TypeError::New(env, "checkF16: expected (kind, weight, scale, out, in, bo, bi, device)");
-  const ExactKind kind = exact_kind_arg(info, fn);
-  int64_t d[4];
-  const char* names[4] = {"out", "in", "bo", "bi"};
-  for (int a = 0; a < 4; a++) {
-    const Napi::Value v = info[3 + a];
-    const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
-    if (!(x >= 1 && x <= 2147483647.0 && x == std::floor(x))) throw Napi::RangeError::New(env, std::string("checkF16: ") + names[a] + " must be a positive integer");
-    d[a] = static_cast<int64_t>(x);
-  }
-  const int64_t out = d[0], in = d[1], bo = d[2], bi = d[3];
-  if (kind == ExactKind::Mxfp4 && in % 32 != 0) throw Napi::RangeError::New(env, "checkF16: mxfp4 needs in divisible by 32");
-  size_t wbytes = 0, sbytes = 0;
-  exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
-  auto bytes_arg = [&](size_t i, const char* name, size_t want) {
-    if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, std::string("checkF16: ") + name + " must be a Uint8Array");
-    auto a = info[i].As<Napi::Uint8Array>();
-    if (a.ByteLength() < want) throw Napi::RangeError::New(env, std::string("checkF16: ") + name + " holds " + std::to_string(a.ByteLength()) + " bytes, need " + std::to_string(want));
-    return static_cast<const uint8_t*>(a.Data());
-  };
-  const uint8_t* w = bytes_arg(1, "weight", wbytes);
-  const uint8_t* s = bytes_arg(2, "scale", sbytes);
+  const WeightArgs wa = weight_args(info, fn);
+  const ExactKind kind = wa.kind;
+  const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
+  const uint8_t *w = wa.w, *s = wa.s;
   if (!info[7].IsTypedArray() || info[7].As<Napi::TypedArray>().TypedArrayType() != napi_uint16_array) throw Napi::TypeError::New(env, "checkF16: device must be a Uint16Array");
   auto devArr = info[7].As<Napi::Uint16Array>();
   if (devArr.ElementLength() != static_cast<size_t>(out * in)) throw Napi::RangeError::New(env, "checkF16: device has " + std::to_string(devArr.ElementLength()) + " values, want out×in = " + std::to_string(out * in));
@@ -337,28 +354,12 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16Rows";
   if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast)");
-  const ExactKind kind = exact_kind_arg(info, fn);
-  int64_t d[4];
-  const char* names[4] = {"out", "in", "bo", "bi"};
-  for (int a = 0; a < 4; a++) {
-    const Napi::Value v = info[3 + a];
-    const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : 0;
-    if (!(x >= 1 && x <= 2147483647.0 && x == std::floor(x))) throw Napi::RangeError::New(env, std::string("checkF16Rows: ") + names[a] + " must be a positive integer");
-    d[a] = static_cast<int64_t>(x);
-  }
-  const int64_t out = d[0], in = d[1], bo = d[2], bi = d[3];
-  if (kind == ExactKind::Mxfp4 && (in % 32 != 0 || bo != 1 || bi != 32)) throw Napi::RangeError::New(env, "checkF16Rows: mxfp4 needs in divisible by 32 and [1, 32] blocks");
+  const WeightArgs wa = weight_args(info, fn);
+  const ExactKind kind = wa.kind;
+  const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
+  const uint8_t *w = wa.w, *s = wa.s;
+  if (kind == ExactKind::Mxfp4 && (bo != 1 || bi != 32)) throw Napi::RangeError::New(env, "checkF16Rows: mxfp4 needs [1, 32] blocks");
   if (kind == ExactKind::Table4FlatF32) throw Napi::RangeError::New(env, "checkF16Rows: flat bitsandbytes blocks straddle rows; use checkF16");
-  size_t wbytes = 0, sbytes = 0;
-  exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
-  auto bytes_arg = [&](size_t i, const char* name, size_t want) {
-    if (!info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, std::string("checkF16Rows: ") + name + " must be a Uint8Array");
-    auto a = info[i].As<Napi::Uint8Array>();
-    if (a.ByteLength() < want) throw Napi::RangeError::New(env, std::string("checkF16Rows: ") + name + " holds " + std::to_string(a.ByteLength()) + " bytes, need " + std::to_string(want));
-    return static_cast<const uint8_t*>(a.Data());
-  };
-  const uint8_t* w = bytes_arg(1, "weight", wbytes);
-  const uint8_t* s = bytes_arg(2, "scale", sbytes);
   static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
   bool tagged = false;
   if (!info[7].IsExternal() || napi_check_object_type_tag(env, info[7], &tag, &tagged) != napi_ok || !tagged) {
