@@ -7,6 +7,7 @@
  * RoPE is rotate_half with base rope_theta; attention is causal GQA scaled by head_dim^−½. With attention_bias
  * (q/k/v/o) or mlp_bias (gate/up/down) each projection adds its bias after the product (nn.Linear).
  */
+import { ReadPool, withReadPool } from '../harness/io/read_pool.js';
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
@@ -35,18 +36,23 @@ export function decodeStored(t: StoredTensor): Float32Array {
  */
 export function headLogits(m: { forEachHeadChunk(rows: number, fn: (r0: number, chunk: StoredTensor) => void): void }, x: Float32Array, S: number, D: number, V: number): Float32Array {
   const out = new Float32Array(S * V);
-  m.forEachHeadChunk(4096, (r0, chunk) => {
-    const n = chunk.shape[0];
-    const kind = NATIVE_PLAIN[chunk.dtype];
-    let part: Float32Array;
-    if (kind === undefined) part = matmul(x, S, D, decodeStored(chunk), n);
-    else {
-      const r = linearExact(x, S, kind, chunk.bytes, NO_SCALE, n, D, 1, 1, 0, n);
-      if (r.firstNonFinite >= 0) decodeStored(chunk); // a NaN/Inf weight: the named InputError
-      part = r.y;
-    }
-    for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-  });
+  // each chunk's bytes are read into the buffer the last chunk's were (released once its product is taken)
+  const pool = new ReadPool();
+  withReadPool(pool, () =>
+    m.forEachHeadChunk(4096, (r0, chunk) => {
+      const n = chunk.shape[0];
+      const kind = NATIVE_PLAIN[chunk.dtype];
+      let part: Float32Array;
+      if (kind === undefined) part = matmul(x, S, D, decodeStored(chunk), n);
+      else {
+        const r = linearExact(x, S, kind, chunk.bytes, NO_SCALE, n, D, 1, 1, 0, n);
+        if (r.firstNonFinite >= 0) decodeStored(chunk); // a NaN/Inf weight: the named InputError
+        part = r.y;
+      }
+      for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
+      pool.release();
+    }),
+  );
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -153,10 +154,39 @@ void dequant_fp8(const uint8_t* w, const uint8_t* scales, bool f32s, int out, in
   for (int o = 0; o < out; o++) fp8_row(w, tab.data(), in, bo, bi, o, y + (size_t)o * in);
 }
 
+// BF16 → f16 eight at a time: the widening is a shift (exact), the narrowing the hardware's round to nearest even
+// (vcvtps2ph), which is ld_f32_to_f16 for every non-NaN value (IEEE 754 binary16 rounding, subnormals and overflow
+// to Inf included; tested on all 65,536 patterns against the scalar rule). A group holding a NaN goes through
+// ld_bf16_to_f16, whose NaN is canonical where the hardware would keep payload bits.
+__attribute__((target("avx2,f16c"))) void bf16_to_f16_avx2(const uint8_t* b, size_t n, uint16_t* y) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * i))), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    if (!_mm256_testz_si256(nan, nan)) {
+      for (size_t j = i; j < i + 8; j++) y[j] = ld_bf16_to_f16((uint16_t)(b[2 * j] | (b[2 * j + 1] << 8)));
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_castsi256_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; i++) y[i] = ld_bf16_to_f16((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8)));
+}
+
 void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
   const long long nn = (long long)n;
   if (kind == F16) {
     std::memcpy(y, b, n * 2);  // little-endian host: the stored bytes are the f16 bits
+    return;
+  }
+  if (kind == BF16 && g_avx2) {
+    // chunks of 64 Ki elements over the threads (a head chunk of 4096 rows is 16 Mi elements)
+    const long long chunk = 1 << 16, chunks = (nn + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (n >= (1 << 17))
+    for (long long c = 0; c < chunks; c++) {
+      const long long i0 = c * chunk, len = std::min(chunk, nn - i0);
+      bf16_to_f16_avx2(b + 2 * i0, (size_t)len, y + i0);
+    }
     return;
   }
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))

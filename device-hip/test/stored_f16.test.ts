@@ -4,7 +4,7 @@
  * exact BF16 widening, for all 65,536 patterns (NaNs included: both see the same widened bits).
  */
 import { describe, expect, it } from 'vitest';
-import { decodeToF32 } from '../../harness/formats/dtypes.js';
+import { decodeToF32, f32ToF16Bits } from '../../harness/formats/dtypes.js';
 import { loadDeviceNative } from '../binding.js';
 import { storedToF16 } from '../linear.js';
 
@@ -17,5 +17,19 @@ describe('storedToF16', () => {
     expect(Array.from(storedToF16(N, t))).toEqual(Array.from(want));
     const vec = { ...t, shape: [65536] };
     expect(Array.from(storedToF16(N, vec))).toEqual(Array.from(want));
+    // and against the TypeScript rounding (harness/formats/dtypes.ts), at every SIMD level and an odd length
+    const ts = Array.from(decodeToF32('BF16', bytes, 65536), (v) => f32ToF16Bits(v));
+    for (const level of ['auto', 'scalar'] as const) {
+      N.setSimd(level);
+      const got = N.dequantToF16(2, bytes, null, false, 1, 65536, 1, 1, 0);
+      for (let i = 0; i < 65536; i++) {
+        // a NaN is any NaN in the TypeScript rule; the device's is canonical (0x7e00 with the sign)
+        if (Number.isNaN(decodeToF32('BF16', bytes.subarray(2 * i, 2 * i + 2), 1)[0])) expect(got[i] & 0x7fff, `NaN ${i}`).toBe(0x7e00);
+        else if (got[i] !== ts[i]) expect.fail(`${level}: bf16 0x${i.toString(16)} → 0x${got[i].toString(16)}, want 0x${ts[i].toString(16)}`);
+      }
+      const odd = N.dequantToF16(2, bytes.subarray(2, 2 + 2 * 40001), null, false, 1, 40001, 1, 1, 0);
+      expect(Array.from(odd)).toEqual(Array.from(want.subarray(1, 40002)));
+    }
+    N.setSimd('auto');
   });
 });
