@@ -59,6 +59,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_io import rel_l2, write_safetensors  # noqa: E402  (the shared output code)
+
 # ---------------------------------------------------------------------------------------------
 # safetensors (spec §2.1): u64 LE header length N, N bytes of JSON, raw little-endian data.
 
@@ -543,33 +546,6 @@ def forward(cfg: Cfg, ck: Checkpoint, tokens: np.ndarray, ab: Ablation, stats: d
 
 # ---------------------------------------------------------------------------------------------
 # output
-
-def write_safetensors(path: str, tensors: list[tuple[str, np.ndarray]], meta: dict):
-    header = {"__metadata__": meta}
-    off = 0
-    blobs = []
-    for name, x in tensors:
-        if x.dtype == np.int64:
-            dt, b = "I64", x.astype("<i8").tobytes()
-        else:
-            dt, b = "F32", x.astype("<f4").tobytes()
-        header[name] = {"dtype": dt, "shape": list(x.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
-def rel_l2(a, b):
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
 
 def main():
     root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
