@@ -6,7 +6,7 @@ import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type DeviceNative, type DeviceRowSource, FAULT_CODES } from './binding.js';
 import type { FaultId } from '../harness/faults/plan.js';
-import { ReadPool, withReadPool } from '../harness/io/read_pool.js';
+import { sharedReadPool, withReadPool } from '../harness/io/read_pool.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
@@ -105,13 +105,15 @@ export function deviceHeadLogits(N: DeviceNative, m: { forEachHeadChunk(rows: nu
   const xh = N.f32ToF16(x);
   const out = new Float32Array(S * V);
   // each chunk's bytes are read into the buffer the last chunk's were (released once its product is taken)
-  const pool = new ReadPool();
+  // (the process's pool: warm buffers the layers released)
+  const pool = sharedReadPool();
+  const mark = pool.mark();
   withReadPool(pool, () =>
     m.forEachHeadChunk(4096, (r0, chunk) => {
       const n = chunk.shape[0];
       const part = N.gemmF16F32(xh, storedToF16(N, chunk), S, D, n);
       for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-      pool.release();
+      pool.release(mark);
     }),
   );
   return out;

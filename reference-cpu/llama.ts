@@ -7,7 +7,7 @@
  * RoPE is rotate_half with base rope_theta; attention is causal GQA scaled by head_dim^−½. With attention_bias
  * (q/k/v/o) or mlp_bias (gate/up/down) each projection adds its bias after the product (nn.Linear).
  */
-import { ReadPool, withReadPool } from '../harness/io/read_pool.js';
+import { sharedReadPool, withReadPool } from '../harness/io/read_pool.js';
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
@@ -37,7 +37,9 @@ export function decodeStored(t: StoredTensor): Float32Array {
 export function headLogits(m: { forEachHeadChunk(rows: number, fn: (r0: number, chunk: StoredTensor) => void): void }, x: Float32Array, S: number, D: number, V: number): Float32Array {
   const out = new Float32Array(S * V);
   // each chunk's bytes are read into the buffer the last chunk's were (released once its product is taken)
-  const pool = new ReadPool();
+  // (the process's pool: warm buffers the layers released)
+  const pool = sharedReadPool();
+  const mark = pool.mark();
   withReadPool(pool, () =>
     m.forEachHeadChunk(4096, (r0, chunk) => {
       const n = chunk.shape[0];
@@ -50,7 +52,7 @@ export function headLogits(m: { forEachHeadChunk(rows: number, fn: (r0: number, 
         part = r.y;
       }
       for (let s = 0; s < S; s++) out.set(part.subarray(s * n, (s + 1) * n), s * V + r0);
-      pool.release();
+      pool.release(mark);
     }),
   );
   return out;

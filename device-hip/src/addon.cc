@@ -4,6 +4,7 @@
 #include "addon.h"
 #include "deepseek.h"
 #include "ops_emulated.generated.h"
+#include "ld_allocator.h"
 
 namespace ld {
 
@@ -61,6 +62,7 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
 }  // namespace
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
+  ld_tune_allocator();  // large typed arrays reused, not re-faulted (harness/contracts/ld_allocator.h)
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   // Every op of the table (device-hip/ops/table.ts): its reader, its outputs, its kernel ld::emu::<op>.

@@ -27,6 +27,7 @@ import { floorRatio, type MetricName, newNonFinite, type Policy, type StageKind,
 import { answerQuestions, logitReasons, type Questions, questionsPass } from '../compare/questions.js';
 import { carriedFrom } from '../compare/carried.js';
 import { type Act, act } from '../formats/tensor.js';
+import { enterReadPool, outsideReadPool, sharedReadPool } from '../io/read_pool.js';
 import { writeSafetensors } from '../io/safetensors.js';
 import type { LayerContext, LayerResult, ModelDef, StagePath } from '../models/path.js';
 
@@ -293,106 +294,115 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     ref = model.reference.embed(tokens);
   }
 
+  // Each layer's reads (its weights, its routed experts) go into the process's pool and are handed back when the
+  // layer is done: the next layer reads into the same warm buffers (harness/io/read_pool.ts). Nothing read in a
+  // layer outlives it: its outputs are computed arrays, and a golden run's stages are read outside the pool.
+  const pool = sharedReadPool();
   for (let L = golden ? from : 0; L <= to && !stop(); L++) {
-    if (L < from) {
-      // stages before the range: reference only, to produce the range's input
-      ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
-      continue;
-    }
-    if (L === from && from > 0) save?.input(ref);
-    const w = model.loadLayer(L);
-    const ctx: LayerContext = { tokens, positions, forcedSelections: null };
-    let refOut: LayerResult;
-    [refOut, tRef] = golden ? timed(() => golden.stage(`layer.${L}`)) : timed(() => model.reference.layer(L, ref, w, ctx));
-    save?.stage(`layer.${L}`, refOut);
-    const forcedCtx: LayerContext = { ...ctx, forcedSelections: refOut.selections };
-    const isoCtx: LayerContext = opt.freeSelection ? ctx : forcedCtx;
-    const hasChoices = refOut.selections !== null && Object.keys(refOut.selections).length > 0;
-    const devIn = dev ?? ref;
-    const devFIn = devF ?? ref;
-    let tDev = 0;
-    let acc: LayerResult | null = null;
-    let iso: LayerResult | null = null;
-    let forced: LayerResult | null = null;
-    let t: number;
-    if (doAcc) [acc, tDev] = timed(() => model.device.layer(L, devIn, w, ctx));
-    if (doForced) {
-      // without top-k choices, or on the same input with the same choices, the forced run is the free one
-      if (acc !== null && devFIn === devIn && !hasChoices) forced = acc;
-      else {
-        [forced, t] = timed(() => model.device.layer(L, devFIn, w, forcedCtx));
+    const scope = enterReadPool(pool);
+    try {
+      if (L < from) {
+        // stages before the range: reference only, to produce the range's input
+        ref = model.reference.layer(L, ref, model.loadLayer(L), { tokens, positions, forcedSelections: null }).out;
+        continue;
+      }
+      if (L === from && from > 0) save?.input(ref);
+      const w = model.loadLayer(L);
+      const ctx: LayerContext = { tokens, positions, forcedSelections: null };
+      let refOut: LayerResult;
+      [refOut, tRef] = golden ? timed(() => outsideReadPool(() => golden.stage(`layer.${L}`))) : timed(() => model.reference.layer(L, ref, w, ctx));
+      save?.stage(`layer.${L}`, refOut);
+      const forcedCtx: LayerContext = { ...ctx, forcedSelections: refOut.selections };
+      const isoCtx: LayerContext = opt.freeSelection ? ctx : forcedCtx;
+      const hasChoices = refOut.selections !== null && Object.keys(refOut.selections).length > 0;
+      const devIn = dev ?? ref;
+      const devFIn = devF ?? ref;
+      let tDev = 0;
+      let acc: LayerResult | null = null;
+      let iso: LayerResult | null = null;
+      let forced: LayerResult | null = null;
+      let t: number;
+      if (doAcc) [acc, tDev] = timed(() => model.device.layer(L, devIn, w, ctx));
+      if (doForced) {
+        // without top-k choices, or on the same input with the same choices, the forced run is the free one
+        if (acc !== null && devFIn === devIn && !hasChoices) forced = acc;
+        else {
+          [forced, t] = timed(() => model.device.layer(L, devFIn, w, forcedCtx));
+          tDev += t;
+        }
+      }
+      if (doIso) {
+        [iso, t] = timed(() => model.device.layer(L, ref, w, isoCtx));
         tDev += t;
       }
+      // the floor pass: the reference on its input as FP16 holds it, with its own choices, storing its sublayer
+      // outputs and the residual stream between them in FP16 as the device does, output rounded to FP16
+      let floorRun: LayerResult | null = null;
+      let tFloor = 0;
+      if (doFloor) [floorRun, tFloor] = timed(() => model.reference.layer(L, roundActF16(ref), w, { ...forcedCtx, fp16Storage: true }));
+      const isoFloor = floorFrom(floorRun?.out ?? null, refOut.out);
+      let floor: StageResult['floor'] | undefined;
+      if (isoFloor !== null) {
+        driftSum = addFloors(driftSum, isoFloor);
+        lastLayerFloor = isoFloor;
+        floor = { isolated: isoFloor, accumulated_forced: driftSum };
+      }
+      const flips = (r: LayerResult | null) => selectionFlips(refOut, r);
+      const stage = `layer.${L}`;
+      // own error is judged per sub-stage too: a sublayer's error (attention, FFN) is small next to the residual
+      // stream it is added to, so a layer-output floor would hide a sublayer bug that its own floor shows
+      const subFloors = iso !== null && floorRun !== null ? substageFloors(refOut, floorRun) : null;
+      const layerScoreError = scoreErrors(refOut, iso);
+      const flipsIso = iso !== null && opt.freeSelection ? judgeFlips(L, refOut, iso, 'isolated', policy.behaviour.flip_factor, layerScoreError) : null;
+      // --free-selection: a token whose own choice flipped benignly (a near-tie) computes another expert or block
+      // set, so its rows measure that choice, not the kernels; own error is judged on the other tokens (the
+      // flip itself is judged above). isoRaw keeps what the device computed, for dumps and the repeat spread.
+      const isoRaw = iso;
+      if (iso !== null && flipsIso !== null && flipsIso.benign_tokens.length > 0) iso = rowsFromReference(iso, refOut, flipsIso.benign_tokens);
+      const subMetrics = substageMetrics(refOut, iso ?? acc);
+      const subStatus: Record<string, Status> = {};
+      if (iso !== null && subMetrics !== undefined) {
+        for (const [k, m] of Object.entries(subMetrics)) subStatus[k] = verdict(m, policy, { stage: `${stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null });
+      }
+      const flipsAcc = acc !== null ? judgeFlips(L, refOut, acc, 'accumulated', policy.behaviour.flip_factor, layerScoreError) : null;
+      if (refOut.selections !== null) choosesTopk = true;
+      for (const t of flipsAcc?.benign_tokens ?? []) benignFlipped.add(t);
+      // a scoring-bug flip fails the layer where the device chose against the reference's margins: in the free
+      // accumulated run (behaviour) when that run decides, and always on the reference's own input (--free-selection)
+      const bugAcc = (flipsAcc?.scoring_bug ?? 0) > 0 && opt.mode !== 'accumulated-forced' && opt.mode !== 'isolated';
+      const bugIso = (flipsIso?.scoring_bug ?? 0) > 0;
+      const s = record(
+        {
+          name: stage,
+          accumulated: acc ? compareActs(acc.out, refOut.out, flips(acc)) : null,
+          accumulated_forced: forced ? compareActs(forced.out, refOut.out, flips(forced)) : null,
+          isolated: iso ? compareActs(iso.out, refOut.out, flips(iso)) : null,
+          substages: subMetrics,
+          ...(subFloors !== null ? { substage_floor: subFloors } : {}),
+          ...(iso !== null && subMetrics !== undefined ? { substage_status: subStatus } : {}),
+          ...(floor !== undefined ? { floor } : {}),
+          ...(flipsAcc !== null || flipsIso !== null ? { flips: { accumulated: flipsAcc, isolated: flipsIso } } : {}),
+          ...spreads(
+            spread(acc?.out ?? null, () => model.device.layer(L, devIn, w, ctx).out),
+            spread(isoRaw?.out ?? null, () => model.device.layer(L, ref, w, isoCtx).out),
+          ),
+          time_ms: { reference: tRef, device: tDev, ...(doFloor ? { floor: tFloor } : {}) },
+        },
+        { reference: refOut.out, device: acc?.out ?? null, device_isolated: isoRaw?.out ?? null },
+        bugAcc || bugIso ? 'fail' : 'pass',
+      );
+      if (s.status === 'fail' && opt.drill !== false) {
+        s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy, floorRun);
+      }
+      if (s.status === 'fail' && opt.captureRepro === true && repro === null) {
+        repro = { layer: L, stage, referenceInput: ref, deviceInput: doAcc ? devIn : null, referenceOutput: refOut.out };
+      }
+      ref = refOut.out;
+      dev = acc?.out ?? null;
+      devF = forced?.out ?? null;
+    } finally {
+      scope.exit();
     }
-    if (doIso) {
-      [iso, t] = timed(() => model.device.layer(L, ref, w, isoCtx));
-      tDev += t;
-    }
-    // the floor pass: the reference on its input as FP16 holds it, with its own choices, storing its sublayer
-    // outputs and the residual stream between them in FP16 as the device does, output rounded to FP16
-    let floorRun: LayerResult | null = null;
-    let tFloor = 0;
-    if (doFloor) [floorRun, tFloor] = timed(() => model.reference.layer(L, roundActF16(ref), w, { ...forcedCtx, fp16Storage: true }));
-    const isoFloor = floorFrom(floorRun?.out ?? null, refOut.out);
-    let floor: StageResult['floor'] | undefined;
-    if (isoFloor !== null) {
-      driftSum = addFloors(driftSum, isoFloor);
-      lastLayerFloor = isoFloor;
-      floor = { isolated: isoFloor, accumulated_forced: driftSum };
-    }
-    const flips = (r: LayerResult | null) => selectionFlips(refOut, r);
-    const stage = `layer.${L}`;
-    // own error is judged per sub-stage too: a sublayer's error (attention, FFN) is small next to the residual
-    // stream it is added to, so a layer-output floor would hide a sublayer bug that its own floor shows
-    const subFloors = iso !== null && floorRun !== null ? substageFloors(refOut, floorRun) : null;
-    const layerScoreError = scoreErrors(refOut, iso);
-    const flipsIso = iso !== null && opt.freeSelection ? judgeFlips(L, refOut, iso, 'isolated', policy.behaviour.flip_factor, layerScoreError) : null;
-    // --free-selection: a token whose own choice flipped benignly (a near-tie) computes another expert or block
-    // set, so its rows measure that choice, not the kernels; own error is judged on the other tokens (the
-    // flip itself is judged above). isoRaw keeps what the device computed, for dumps and the repeat spread.
-    const isoRaw = iso;
-    if (iso !== null && flipsIso !== null && flipsIso.benign_tokens.length > 0) iso = rowsFromReference(iso, refOut, flipsIso.benign_tokens);
-    const subMetrics = substageMetrics(refOut, iso ?? acc);
-    const subStatus: Record<string, Status> = {};
-    if (iso !== null && subMetrics !== undefined) {
-      for (const [k, m] of Object.entries(subMetrics)) subStatus[k] = verdict(m, policy, { stage: `${stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null });
-    }
-    const flipsAcc = acc !== null ? judgeFlips(L, refOut, acc, 'accumulated', policy.behaviour.flip_factor, layerScoreError) : null;
-    if (refOut.selections !== null) choosesTopk = true;
-    for (const t of flipsAcc?.benign_tokens ?? []) benignFlipped.add(t);
-    // a scoring-bug flip fails the layer where the device chose against the reference's margins: in the free
-    // accumulated run (behaviour) when that run decides, and always on the reference's own input (--free-selection)
-    const bugAcc = (flipsAcc?.scoring_bug ?? 0) > 0 && opt.mode !== 'accumulated-forced' && opt.mode !== 'isolated';
-    const bugIso = (flipsIso?.scoring_bug ?? 0) > 0;
-    const s = record(
-      {
-        name: stage,
-        accumulated: acc ? compareActs(acc.out, refOut.out, flips(acc)) : null,
-        accumulated_forced: forced ? compareActs(forced.out, refOut.out, flips(forced)) : null,
-        isolated: iso ? compareActs(iso.out, refOut.out, flips(iso)) : null,
-        substages: subMetrics,
-        ...(subFloors !== null ? { substage_floor: subFloors } : {}),
-        ...(iso !== null && subMetrics !== undefined ? { substage_status: subStatus } : {}),
-        ...(floor !== undefined ? { floor } : {}),
-        ...(flipsAcc !== null || flipsIso !== null ? { flips: { accumulated: flipsAcc, isolated: flipsIso } } : {}),
-        ...spreads(
-          spread(acc?.out ?? null, () => model.device.layer(L, devIn, w, ctx).out),
-          spread(isoRaw?.out ?? null, () => model.device.layer(L, ref, w, isoCtx).out),
-        ),
-        time_ms: { reference: tRef, device: tDev, ...(doFloor ? { floor: tFloor } : {}) },
-      },
-      { reference: refOut.out, device: acc?.out ?? null, device_isolated: isoRaw?.out ?? null },
-      bugAcc || bugIso ? 'fail' : 'pass',
-    );
-    if (s.status === 'fail' && opt.drill !== false) {
-      s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy, floorRun);
-    }
-    if (s.status === 'fail' && opt.captureRepro === true && repro === null) {
-      repro = { layer: L, stage, referenceInput: ref, deviceInput: doAcc ? devIn : null, referenceOutput: refOut.out };
-    }
-    ref = refOut.out;
-    dev = acc?.out ?? null;
-    devF = forced?.out ?? null;
   }
 
   if (to === model.numLayers - 1 && !stop()) {

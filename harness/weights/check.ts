@@ -21,7 +21,7 @@ import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
 import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
-import { ReadPool, withReadPool } from '../io/read_pool.js';
+import { sharedReadPool, withReadPool } from '../io/read_pool.js';
 import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
 import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, nanCodeCount } from '../../reference-cpu/native.js';
 import type { DeviceNative, DeviceRowSource } from '../../device-hip/binding.js';
@@ -150,8 +150,9 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     for (const n of byLayer.get(L + 1) ?? []) ck.prefetch(n);
     ahead = L;
   };
-  // One tensor's bytes at a time, in buffers recycled from the last tensor's (nothing read outlives its check).
-  const pool = new ReadPool();
+  // One tensor's bytes at a time, in buffers recycled from the last tensor's (nothing read outlives its check);
+  // the process's pool, so the diff's layers then read into the same warm buffers.
+  const pool = sharedReadPool();
   for (const [k, t] of todo.entries()) {
     enter(t.layer!);
     opt.onTensor?.(t.name, k, todo.length);

@@ -20,6 +20,7 @@
 #include <napi.h>
 
 #include "dequant_exact.h"
+#include "ld_allocator.h"
 #include <omp.h>
 
 #include <algorithm>
@@ -343,6 +344,7 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
+  ld_tune_allocator();  // large typed arrays reused, not re-faulted (harness/contracts/ld_allocator.h)
   g_simd = best_simd();
   exports.Set("gemmF32", Napi::Function::New(env, gemm_f32));
   exports.Set("linearExact", Napi::Function::New(env, linear_exact));
