@@ -138,9 +138,9 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
       const rows = new Uint16Array(n * H);
       slots.forEach((slot, i) => rows.set(mIn.subarray(Math.floor(slot / K) * H, (Math.floor(slot / K) + 1) * H), i * H));
       const ex = w.expert(e);
-      const hh = this.addBias(N.gemmF16(rows, this.linears.dequant(ex.gate_up, fault), n, H, 2 * I, 1), n, ex.gate_up_bias);
+      const hh = this.addBias(this.linears.productOnce(rows, n, ex.gate_up, fault), n, ex.gate_up_bias);
       const actv = this.G.ossSwigluF16(hh, n, I, swigluLimit, GPT_OSS_ALPHA);
-      const y = this.addBias(N.gemmF16(actv, this.linears.dequant(ex.down, fault), n, I, H, fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1), n, ex.down_bias);
+      const y = this.addBias(this.linears.productOnce(actv, n, ex.down, fault, fault === 'fp16-overflow' ? OVERFLOW_ALPHA : 1), n, ex.down_bias);
       slots.forEach((slot, i) => {
         ys.push(N.mulScalarF16(y.subarray(i * H, (i + 1) * H), r.weights[slot]));
         rowToken.push(Math.floor(slot / K));

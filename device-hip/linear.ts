@@ -12,12 +12,15 @@ const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
 const EMPTY_F32 = new Float32Array(0);
 
+/** A fault's code for the native ops (0: none, or a fault the dequantization does not take). */
+const faultCode = (fault: FaultId | null): number => (fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0);
+
 export class LinearCache {
   private readonly cache = new WeakMap<LinearWeight, Map<string, Uint16Array>>();
   constructor(private readonly N: DeviceNative) {}
 
   get(lw: LinearWeight, fault: FaultId | null): Uint16Array {
-    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const code = faultCode(fault);
     const key = String(code);
     let byFault = this.cache.get(lw);
     if (byFault === undefined) {
@@ -38,9 +41,19 @@ export class LinearCache {
    */
   rowSource(lw: LinearWeight, fault: FaultId | null): DeviceRowSource | null {
     if (this.N.dequantRowSource === undefined || lw.format === 'nvfp4' || lw.format === 'bnb4') return null;
-    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const code = faultCode(fault);
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantRowSource(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
+  }
+
+  /**
+   * x f16 [rows, lw.in] · Wᵀ → f16 [rows, lw.out] (FP32 accumulation, gemmF16's bits) for a weight used once: an
+   * MXFP4 weight through the fused MXFP4 GEMM (gemmMxfp4F16: rows decoded inside the product, as the GPU kernel
+   * does, so no 16 MiB f16 copy of a routed expert is written and dropped), any other through dequant + gemmF16.
+   */
+  productOnce(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1): Uint16Array {
+    if (lw.format === 'mxfp4') return this.N.gemmMxfp4F16(x, lw.weight.bytes, lw.scale!.bytes, rows, lw.in, lw.out, alpha, faultCode(fault));
+    return this.N.gemmF16(x, this.dequant(lw, fault), rows, lw.in, lw.out, alpha);
   }
 
   /**
@@ -52,7 +65,7 @@ export class LinearCache {
     // dequantToF16 would only copy it (memcpy in dequant.cc), so hand out a view and hold it once.
     const b = lw.weight.bytes;
     if (lw.format === 'plain' && lw.weight.dtype === 'F16' && b.byteOffset % 2 === 0 && b.byteLength === lw.out * lw.in * 2) return new Uint16Array(b.buffer, b.byteOffset, lw.out * lw.in);
-    const code = fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0;
+    const code = faultCode(fault);
     if (lw.format === 'nvfp4') {
       const g = lw.global!;
       return this.N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);

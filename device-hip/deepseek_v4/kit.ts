@@ -30,10 +30,10 @@ export class Kit {
    * `transient`: dequantize for this call only (routed experts: one expert's FP16 copy alive at a time).
    */
   lin(x: Uint16Array, rows: number, lw: LinearWeight, alpha = 1, transient = false): Uint16Array {
-    const w = transient ? this.linears.dequant(lw, this.fault) : this.w16(lw);
     // fault fp16-accumulate: every FP16-output product of the layer with an FP16 running sum
-    if (this.fault === 'fp16-accumulate') return gemmF16AccumulateF16(x, w, rows, lw.in, lw.out, alpha);
-    return this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha);
+    if (this.fault === 'fp16-accumulate') return gemmF16AccumulateF16(x, transient ? this.linears.dequant(lw, this.fault) : this.w16(lw), rows, lw.in, lw.out, alpha);
+    if (transient) return this.linears.productOnce(x, rows, lw, this.fault, alpha);
+    return this.N.gemmF16(x, this.w16(lw), rows, lw.in, lw.out, alpha);
   }
 
   /** The same product with FP32 output: the router, the compressor projections (fp32 in DeepSeek's code). */

@@ -64,6 +64,12 @@ export interface DeviceOps {
   dequantBnb4ToF16(weight: Uint8Array, absmax: Uint8Array, absmaxIsCodes: boolean, quantMap: Float32Array, nestedAbsmax: Float32Array, nestedQuantMap: Float32Array, nestedOffset: number, nestedBlocksize: number, out: number, inDim: number, blocksize: number, fault: number): Uint16Array;
   /** y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ), FP32 accumulation in the ld lane order. */
   gemmF16(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number, alpha: number): Uint16Array;
+  /**
+   * The fused MXFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, rows of
+   * packed [n, k/2] (low nibble = even k) and E8M0 scales [n, k/32], fault as for dequantToF16. The same bits as
+   * gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a routed expert's would be 16 MiB).
+   */
+  gemmMxfp4F16(x: Uint16Array, packed: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, alpha: number, fault: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
   gemmF16F32(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number): Float32Array;
   /** y = f16((x·r)·w) per row, r = 1/sqrt(mean(x²) + eps). */
@@ -149,6 +155,20 @@ export function validatedDeviceOps(raw: DeviceOps): DeviceOps {
       arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
       arr($fn, 'w', w, Uint16Array, false, [n, k], "n×k");
       return raw.gemmF16(x, w, m, k, n, alpha);
+    },
+    gemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault) {
+      const $fn = 'gemmMxfp4F16';
+      int($fn, 'm', m, 1);
+      int($fn, 'k', k, 32);
+      int($fn, 'n', n, 1);
+      num($fn, 'alpha', alpha);
+      int($fn, 'fault', fault, 0);
+      if (!(k % 32 === 0)) throw new RangeError(`${$fn}: mxfp4 weight [${n}×${k}]: k must be a multiple of 32`);
+      if (!(fault <= 11)) throw new RangeError(`${$fn}: fault must be 0..${11}, got ${fault}`);
+      arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
+      arr($fn, 'packed', packed, Uint8Array, false, [n, div(k, 2)], "n×k/2");
+      arr($fn, 'scale', scale, Uint8Array, false, [n, div(k, 32)], "n×k/32");
+      return raw.gemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault);
     },
     gemmF16F32(x, w, m, k, n) {
       const $fn = 'gemmF16F32';
@@ -462,8 +482,6 @@ export function validatedGptOssNative(raw: GptOssNative): GptOssNative {
 }
 
 export interface HostRefOps {
-  /** the fused MXFP4 GEMM: packed [n, k/2], E8M0 scale [n, k/32] */
-  refGemmMxfp4F16(x: Uint16Array, packed: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, alpha: number, fault: number): Uint16Array;
   /** row softmax as the attention kernels do it, P = f16(e/l); z f32 [rows, n], sinks f32 [rows] or null */
   refSoftmaxF16(z: Float32Array, sinks: Float32Array | null, rows: number, n: number): Uint16Array;
   /** y[r] = x[token[r]] */
@@ -475,20 +493,6 @@ export interface HostRefOps {
 /** HostRefOps's argument checks around any implementation (the emulation's, the hip backend's, the host reference). */
 export function validatedHostRefOps(raw: HostRefOps): HostRefOps {
   return {
-    refGemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault) {
-      const $fn = 'refGemmMxfp4F16';
-      int($fn, 'm', m, 1);
-      int($fn, 'k', k, 32);
-      int($fn, 'n', n, 1);
-      num($fn, 'alpha', alpha);
-      int($fn, 'fault', fault, 0);
-      if (!(k % 32 === 0)) throw new RangeError(`${$fn}: k must be a multiple of 32, got ${k}`);
-      if (!(fault <= 11)) throw new RangeError(`${$fn}: fault must be 0..${11}, got ${fault}`);
-      arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
-      arr($fn, 'packed', packed, Uint8Array, false, [n, div(k, 2)], "n×k/2");
-      arr($fn, 'scale', scale, Uint8Array, false, [n, div(k, 32)], "n×k/32");
-      return raw.refGemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault);
-    },
     refSoftmaxF16(z, sinks, rows, n) {
       const $fn = 'refSoftmaxF16';
       int($fn, 'rows', rows, 1);
@@ -519,9 +523,9 @@ export function validatedHostRefOps(raw: HostRefOps): HostRefOps {
 
 /** Every op of the table by surface, for the tests and for the hip backend's wiring. */
 export const OP_NAMES = {
-  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
+  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmMxfp4F16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
   decode: ['attentionDecodeF16'],
   deepseek: ['hcPreF16', 'hcPostF16', 'hcHeadF16', 'compressPoolF16', 'indexerTopkF16', 'sparseAttentionF16', 'routerF32', 'swigluRowsF16', 'moeCombineF16'],
   gptOss: ['ossRouterF32', 'ossSwigluF16'],
-  hostRef: ['refGemmMxfp4F16', 'refSoftmaxF16', 'refMoeGatherF16', 'refSinkhornF32'],
+  hostRef: ['refSoftmaxF16', 'refMoeGatherF16', 'refSinkhornF32'],
 } as const;

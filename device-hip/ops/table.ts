@@ -190,6 +190,20 @@ by nestedQuantMap [256] · nestedAbsmax[⌊b/nestedBlocksize⌋] + nestedOffset 
     example: { m: 2, k: 8, n: 3, alpha: 1 },
   },
   {
+    name: 'gemmMxfp4F16',
+    surface: 'device',
+    doc: `The fused MXFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, rows of
+packed [n, k/2] (low nibble = even k) and E8M0 scales [n, k/32], fault as for dequantToF16. The same bits as
+gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a routed expert's would be 16 MiB).`,
+    args: [arr('x', 'f16', ['m', 'k']), arr('packed', 'u8', ['n', 'div(k, 2)'], { label: 'n×k/2' }), arr('scale', 'u8', ['n', 'div(k, 32)'], { label: 'n×k/32' }),
+      int('m', 1), int('k', 32), int('n', 1), f32('alpha'), int('fault', 0)],
+    checks: [{ expr: 'k % 32 == 0', message: 'mxfp4 weight [${n}×${k}]: k must be a multiple of 32' }, FAULT_CHECK],
+    returns: [out('y', 'f16', ['m', 'n'])],
+    gpu: 'gemm(x, nullptr, packed, scale, m, k, n, alpha, fault, y, nullptr)',
+    ref: 'gemm(x, nullptr, packed, scale, m, k, n, alpha, fault, y, nullptr)',
+    example: { m: 2, k: 64, n: 3, alpha: 1, fault: 0 },
+  },
+  {
     name: 'gemmF16F32',
     surface: 'device',
     doc: 'The same product with FP32 output (logits, routers).',
@@ -433,17 +447,6 @@ Causality of cand is the caller's: the kernel checks only that each entry is −
   },
 
   // ---- host reference only (ld_host_ref.h): the device check's expected values of kernels without an op ----
-  {
-    name: 'refGemmMxfp4F16',
-    surface: 'hostRef',
-    doc: 'the fused MXFP4 GEMM: packed [n, k/2], E8M0 scale [n, k/32]',
-    args: [arr('x', 'f16', ['m', 'k']), arr('packed', 'u8', ['n', 'div(k, 2)'], { label: 'n×k/2' }), arr('scale', 'u8', ['n', 'div(k, 32)'], { label: 'n×k/32' }),
-      int('m', 1), int('k', 32), int('n', 1), f32('alpha'), int('fault', 0)],
-    checks: [{ expr: 'k % 32 == 0', message: 'k must be a multiple of 32, got ${k}' }, FAULT_CHECK],
-    returns: [out('y', 'f16', ['m', 'n'])],
-    ref: 'gemm(x, nullptr, packed, scale, m, k, n, alpha, fault, y, nullptr)',
-    example: { m: 2, k: 64, n: 3, alpha: 1, fault: 0 },
-  },
   {
     name: 'refSoftmaxF16',
     surface: 'hostRef',

@@ -18,26 +18,12 @@
 #include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 #include "ld_row_source.h"
+#include "mxfp4_rows.h"
 
 namespace ld {
 namespace {
 
 enum Kind { MXFP4 = 0, FP8 = 1, BF16 = 2, F16 = 3, F32 = 4 };
-
-// f16 bits of every (scale byte, nibble) pair, split into low and high bytes for pshufb lookups.
-struct Mxfp4Table {
-  alignas(16) uint8_t lo[256][16];
-  alignas(16) uint8_t hi[256][16];
-  explicit Mxfp4Table(int fault) {
-    for (int s = 0; s < 256; s++) {
-      for (int c = 0; c < 16; c++) {
-        const uint16_t h = ld_mxfp4_value_f16(c, (uint8_t)s, fault);
-        lo[s][c] = (uint8_t)(h & 0xFF);
-        hi[s][c] = (uint8_t)(h >> 8);
-      }
-    }
-  }
-};
 
 inline const uint8_t* mx_scale_row(const uint8_t* scales, int out, int C, int o, int c, int fault) {
   return scales + ld_scale_index((size_t)out, (size_t)C, (size_t)o, (size_t)c, fault);
@@ -112,14 +98,8 @@ __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow
 
 void dequant_mxfp4(const uint8_t* packed, const uint8_t* scales, int out, int in, int fault, uint16_t* y) {
   const Mxfp4Table t(fault);
-  const bool avx2 = g_avx2;
 #pragma omp parallel for schedule(static)
-  for (int o = 0; o < out; o++) {
-    const uint8_t* prow = packed + (size_t)o * (in / 2);
-    uint16_t* yrow = y + (size_t)o * in;
-    if (avx2) mxfp4_row_avx2(prow, scales, t, out, in, o, fault, yrow);
-    else mxfp4_row_scalar(prow, scales, t, out, in, o, fault, yrow);
-  }
+  for (int o = 0; o < out; o++) mxfp4_row(packed + (size_t)o * (in / 2), scales, t, out, in, o, fault, y + (size_t)o * in);
 }
 
 // An FP8-block weight's values per scale block: the element function at the block's scale (ld_fp8_scale, faults
@@ -203,7 +183,6 @@ struct RowSourceState {
   ops::DequantToF16Args a;
   std::unique_ptr<Mxfp4Table> mx;  // MXFP4 only
   std::vector<uint16_t> fp8;       // FP8 blocks only: fp8_tables
-  bool avx2;
 };
 
 void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
@@ -213,9 +192,7 @@ void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst
     const int o = (int)(row0 + r);
     uint16_t* yrow = dst + (size_t)r * a.inDim;
     if (a.kind == MXFP4) {
-      const uint8_t* prow = a.weight.data + (size_t)o * (a.inDim / 2);
-      if (st->avx2) mxfp4_row_avx2(prow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
-      else mxfp4_row_scalar(prow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
+      mxfp4_row(a.weight.data + (size_t)o * (a.inDim / 2), a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
     } else if (a.kind == FP8) {
       fp8_row(a.weight.data, st->fp8.data(), a.inDim, a.blockOut, a.blockIn, o, yrow);
     } else {
@@ -238,7 +215,6 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
   }
   if (st->a.kind == MXFP4) st->mx = std::make_unique<Mxfp4Table>(st->a.fault);
   if (st->a.kind == FP8) st->fp8 = fp8_tables(st->a.scale.data, st->a.scaleIsF32, st->a.out, st->a.inDim, st->a.blockOut, st->a.blockIn, st->a.fault);
-  st->avx2 = g_avx2;
   st->src = LdRowSource{source_rows, st->a.out, st->a.inDim, st};
   struct Held {
     RowSourceState* st;
@@ -255,6 +231,11 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, int out, int in, int o, int fault, uint16_t* y) {
+  if (g_avx2) mxfp4_row_avx2(prow, scales, t, out, in, o, fault, y);
+  else mxfp4_row_scalar(prow, scales, t, out, in, o, fault, y);
+}
 
 void init_row_source(Napi::Env env, Napi::Object exports) { exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source)); }
 

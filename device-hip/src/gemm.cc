@@ -21,6 +21,7 @@
 #include "addon.h"
 #include "ops_emulated.generated.h"
 #include "ld_numerics.h"
+#include "mxfp4_rows.h"
 
 namespace ld {
 namespace {
@@ -108,22 +109,45 @@ __attribute__((target("avx2,fma,f16c"))) void widen_f16(const uint16_t* h, float
   for (; i < n; i++) f[i] = ld_f16_to_f32(h[i]);
 }
 
-// Panel [len/8][NR][8] of W rows [j0, j0+nr) over k [k0, k0+len), widened; rows past nr are zeros (their
+// Panel [len/8][NR][8] of a block's nr W rows (row j at w + j·k) over k [k0, k0+len), widened; rows past nr are zeros (their
 // tiles are computed and never stored, so one tile shape serves every block).
-__attribute__((target("avx2,fma,f16c"))) void fill_panel(const uint16_t* w, int k, int j0, int nr, int NR, int k0,
-                                                         int len, float* panel) {
+__attribute__((target("avx2,fma,f16c"))) void fill_panel(const uint16_t* w, int k, int nr, int NR, int k0, int len,
+                                                         float* panel) {
   for (int kk = 0; kk < len; kk += 8) {
     for (int j = 0; j < NR; j++) {
       __m256 v = _mm256_setzero_ps();
-      if (j < nr) v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)(j0 + j) * k + k0 + kk)));
+      if (j < nr) v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)j * k + k0 + kk)));
       _mm256_store_ps(panel + kk * NR + j * 8, v);
     }
   }
 }
 
+// Where the W rows come from. F16Rows: an f16 matrix in memory. Mxfp4Rows (the fused MXFP4 GEMM): packed rows,
+// a block of NR at a time decoded (mxfp4_rows.h, dequantToF16's row function) into a per-thread buffer that
+// stays in L2 while the block's slices pass over it. The kernel and the order of every sum are the same for both,
+// so gemmMxfp4F16(x, W) has the bits of gemmF16(x, dequantToF16(W)).
+struct F16Rows {
+  static constexpr bool kBuffered = false;
+  const uint16_t* w;
+  int k;
+  const uint16_t* rows(int j0, int, uint16_t*) const { return w + (size_t)j0 * k; }
+};
+
+struct Mxfp4Rows {
+  static constexpr bool kBuffered = true;
+  const uint8_t* packed;
+  const uint8_t* scales;
+  const Mxfp4Table* t;
+  int n, k, fault;
+  const uint16_t* rows(int j0, int nr, uint16_t* buf) const {
+    for (int j = 0; j < nr; j++) mxfp4_row(packed + (size_t)(j0 + j) * (k / 2), scales, *t, n, k, j0 + j, fault, buf + (size_t)j * k);
+    return buf;
+  }
+};
+
 // out_f16 != nullptr: f16(alpha·dot) into it; else the f32 dot into out_f32.
-template <class Isa>
-void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
+template <class Isa, class Src>
+void gemm_simd(const uint16_t* xh, const Src& src, int m, int k, int n, float alpha, uint16_t* out_f16,
                float* out_f32) {
   constexpr int NR = Isa::NR;
   // Small products (a decode step's q/k/v projections) run on one thread: waking the OpenMP pool costs more
@@ -140,6 +164,7 @@ void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float
   }
   const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8;
   std::vector<float> scratch((size_t)nthreads * (panel_n + accn));
+  std::vector<uint16_t> rowbufs(Src::kBuffered ? (size_t)nthreads * NR * k : 0);
 
 #pragma omp parallel num_threads(nthreads)
   {
@@ -147,13 +172,15 @@ void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float
     float* panel = base;
     while ((reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
     float* acc = base + panel_n;
+    uint16_t* rowbuf = Src::kBuffered ? rowbufs.data() + (size_t)omp_get_thread_num() * NR * k : nullptr;
 #pragma omp for schedule(static)
     for (int nb = 0; nb < nblocks; nb++) {
       const int j0 = nb * NR, nr = std::min(NR, n - j0);
+      const uint16_t* w = src.rows(j0, nr, rowbuf);  // row j0 + j is w + j·k
       std::fill(acc, acc + accn, 0.0f);
       for (int k0 = 0; k0 < k8; k0 += KB) {
         const int len = std::min(KB, k8 - k0);
-        fill_panel(w, k, j0, nr, NR, k0, len, panel);
+        fill_panel(w, k, nr, NR, k0, len, panel);
         const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
         for (int i = 0; i < m; i += Isa::MR)
           Isa::tile(std::min(Isa::MR, m - i), xs + (size_t)i * KB, KB, panel, len, acc + (size_t)i * NR * 8);
@@ -161,7 +188,7 @@ void gemm_simd(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float
       for (int i = 0; i < m; i++) {
         for (int j = 0; j < nr; j++) {
           float* lanes = acc + ((size_t)i * NR + j) * 8;
-          const float d = finish_dot(lanes, xh + (size_t)i * k, w + (size_t)(j0 + j) * k, k8, k);
+          const float d = finish_dot(lanes, xh + (size_t)i * k, w + (size_t)j * k, k8, k);
           if (out_f16 != nullptr) out_f16[(size_t)i * n + j0 + j] = ld_f32_to_f16(alpha * d);
           else out_f32[(size_t)i * n + j0 + j] = d;
         }
@@ -208,9 +235,22 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint1
 
 void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
                    float* out_f32) {
-  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, w, m, k, n, alpha, out_f16, out_f32);
-  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, w, m, k, n, alpha, out_f16, out_f32);
+  const F16Rows src{w, k};
+  if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, out_f32);
+  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, out_f32);
   else gemm_scalar(x, w, m, k, n, alpha, out_f16, out_f32);
+}
+
+// The fused MXFP4 GEMM; the scalar level decodes the whole weight first (a test level: same bits, no speed asked).
+void gemm_mxfp4(const uint16_t* x, const uint8_t* packed, const uint8_t* scales, int m, int k, int n, float alpha, int fault,
+                uint16_t* out_f16) {
+  const Mxfp4Table t(fault);
+  const Mxfp4Rows src{packed, scales, &t, n, k, fault};
+  if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
+  if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
+  std::vector<uint16_t> w((size_t)n * k);
+  for (int j = 0; j < n; j++) src.rows(j, 1, w.data() + (size_t)j * k);
+  gemm_scalar(x, w.data(), m, k, n, alpha, out_f16, nullptr);
 }
 
 }  // namespace
@@ -228,6 +268,10 @@ void axpy_f16(float p, const uint16_t* v, float* acc, int n) {
 }
 
 void emu::gemmF16(const ops::GemmF16Args& a, ops::GemmF16Out& o) { gemm_dispatch(a.x.data, a.w.data, a.m, a.k, a.n, a.alpha, o.y.Data(), nullptr); }
+
+void emu::gemmMxfp4F16(const ops::GemmMxfp4F16Args& a, ops::GemmMxfp4F16Out& o) {
+  gemm_mxfp4(a.x.data, a.packed.data, a.scale.data, a.m, a.k, a.n, a.alpha, a.fault, o.y.Data());
+}
 
 void emu::gemmF16F32(const ops::GemmF16F32Args& a, ops::GemmF16F32Out& o) { gemm_dispatch(a.x.data, a.w.data, a.m, a.k, a.n, 1.0f, nullptr, o.y.Data()); }
 

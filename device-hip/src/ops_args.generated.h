@@ -186,6 +186,48 @@ inline GemmF16Out alloc_gemmF16(Napi::Env env, const GemmF16Args& a) {
   return {op_new<uint16_t>(env, {v_m, v_n})};
 }
 
+// gemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault)
+struct GemmMxfp4F16Args {
+  Span<const uint16_t> x;
+  Span<const uint8_t> packed;
+  Span<const uint8_t> scale;
+  int m;
+  int k;
+  int n;
+  float alpha;
+  int fault;
+};
+
+inline GemmMxfp4F16Args read_gemmMxfp4F16(const Napi::CallbackInfo& info, const char* fn) {
+  GemmMxfp4F16Args a{};
+  [[maybe_unused]] const long long v_m = a.m = op_int(info, 3, fn, "m", 1);
+  [[maybe_unused]] const long long v_k = a.k = op_int(info, 4, fn, "k", 32);
+  [[maybe_unused]] const long long v_n = a.n = op_int(info, 5, fn, "n", 1);
+  [[maybe_unused]] const double v_alpha = op_num(info, 6, fn, "alpha");
+  a.alpha = (float)v_alpha;
+  [[maybe_unused]] const long long v_fault = a.fault = op_int(info, 7, fn, "fault", 0);
+  if (!(v_k % 32 == 0)) op_fail(info, false, fn, "mxfp4 weight [" + js_num(v_n) + "×" + js_num(v_k) + "]: k must be a multiple of 32");
+  if (!(v_fault <= 11)) op_fail(info, false, fn, "fault must be 0.." + js_num(11) + ", got " + js_num(v_fault));
+  a.x = op_array<uint16_t>(info, 0, fn, "x", false, {v_m, v_k}, "m×k");
+  a.packed = op_array<uint8_t>(info, 1, fn, "packed", false, {v_n, op_div(v_k, 2)}, "n×k/2");
+  a.scale = op_array<uint8_t>(info, 2, fn, "scale", false, {v_n, op_div(v_k, 32)}, "n×k/32");
+  return a;
+}
+
+struct GemmMxfp4F16Out {
+  Napi::TypedArrayOf<uint16_t> y;
+  Napi::Value value(Napi::Env) const { return y; }
+};
+
+inline GemmMxfp4F16Out alloc_gemmMxfp4F16(Napi::Env env, const GemmMxfp4F16Args& a) {
+  [[maybe_unused]] const long long v_m = a.m;
+  [[maybe_unused]] const long long v_k = a.k;
+  [[maybe_unused]] const long long v_n = a.n;
+  [[maybe_unused]] const double v_alpha = a.alpha;
+  [[maybe_unused]] const long long v_fault = a.fault;
+  return {op_new<uint16_t>(env, {v_m, v_n})};
+}
+
 // gemmF16F32(x, w, m, k, n)
 struct GemmF16F32Args {
   Span<const uint16_t> x;
@@ -1002,48 +1044,6 @@ inline OssSwigluF16Out alloc_ossSwigluF16(Napi::Env env, const OssSwigluF16Args&
   [[maybe_unused]] const double v_limit = a.limit;
   [[maybe_unused]] const double v_alpha = a.alpha;
   return {op_new<uint16_t>(env, {v_rows, v_I})};
-}
-
-// refGemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault)
-struct RefGemmMxfp4F16Args {
-  Span<const uint16_t> x;
-  Span<const uint8_t> packed;
-  Span<const uint8_t> scale;
-  int m;
-  int k;
-  int n;
-  float alpha;
-  int fault;
-};
-
-inline RefGemmMxfp4F16Args read_refGemmMxfp4F16(const Napi::CallbackInfo& info, const char* fn) {
-  RefGemmMxfp4F16Args a{};
-  [[maybe_unused]] const long long v_m = a.m = op_int(info, 3, fn, "m", 1);
-  [[maybe_unused]] const long long v_k = a.k = op_int(info, 4, fn, "k", 32);
-  [[maybe_unused]] const long long v_n = a.n = op_int(info, 5, fn, "n", 1);
-  [[maybe_unused]] const double v_alpha = op_num(info, 6, fn, "alpha");
-  a.alpha = (float)v_alpha;
-  [[maybe_unused]] const long long v_fault = a.fault = op_int(info, 7, fn, "fault", 0);
-  if (!(v_k % 32 == 0)) op_fail(info, false, fn, "k must be a multiple of 32, got " + js_num(v_k));
-  if (!(v_fault <= 11)) op_fail(info, false, fn, "fault must be 0.." + js_num(11) + ", got " + js_num(v_fault));
-  a.x = op_array<uint16_t>(info, 0, fn, "x", false, {v_m, v_k}, "m×k");
-  a.packed = op_array<uint8_t>(info, 1, fn, "packed", false, {v_n, op_div(v_k, 2)}, "n×k/2");
-  a.scale = op_array<uint8_t>(info, 2, fn, "scale", false, {v_n, op_div(v_k, 32)}, "n×k/32");
-  return a;
-}
-
-struct RefGemmMxfp4F16Out {
-  Napi::TypedArrayOf<uint16_t> y;
-  Napi::Value value(Napi::Env) const { return y; }
-};
-
-inline RefGemmMxfp4F16Out alloc_refGemmMxfp4F16(Napi::Env env, const RefGemmMxfp4F16Args& a) {
-  [[maybe_unused]] const long long v_m = a.m;
-  [[maybe_unused]] const long long v_k = a.k;
-  [[maybe_unused]] const long long v_n = a.n;
-  [[maybe_unused]] const double v_alpha = a.alpha;
-  [[maybe_unused]] const long long v_fault = a.fault;
-  return {op_new<uint16_t>(env, {v_m, v_n})};
 }
 
 // refSoftmaxF16(z, sinks, rows, n)

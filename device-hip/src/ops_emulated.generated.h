@@ -11,6 +11,7 @@ void dequantToF16(const ops::DequantToF16Args& a, ops::DequantToF16Out& o);
 void dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o);
 void dequantBnb4ToF16(const ops::DequantBnb4ToF16Args& a, ops::DequantBnb4ToF16Out& o);
 void gemmF16(const ops::GemmF16Args& a, ops::GemmF16Out& o);
+void gemmMxfp4F16(const ops::GemmMxfp4F16Args& a, ops::GemmMxfp4F16Out& o);
 void gemmF16F32(const ops::GemmF16F32Args& a, ops::GemmF16F32Out& o);
 void rmsnormF16(const ops::RmsnormF16Args& a, ops::RmsnormF16Out& o);
 void ropeF16(const ops::RopeF16Args& a, ops::RopeF16Out& o);
@@ -61,6 +62,12 @@ inline void register_emulated(Napi::Env env, Napi::Object exports) {
     const GemmF16Args a = read_gemmF16(info, "gemmF16");
     GemmF16Out o = alloc_gemmF16(info.Env(), a);
     emu::gemmF16(a, o);
+    return o.value(info.Env());
+  }));
+  exports.Set("gemmMxfp4F16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    const GemmMxfp4F16Args a = read_gemmMxfp4F16(info, "gemmMxfp4F16");
+    GemmMxfp4F16Out o = alloc_gemmMxfp4F16(info.Env(), a);
+    emu::gemmMxfp4F16(a, o);
     return o.value(info.Env());
   }));
   exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {

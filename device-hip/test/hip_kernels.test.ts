@@ -122,6 +122,29 @@ describe('host reference of the HIP kernels == emulation', () => {
     }
   });
 
+  it('the emulated fused MXFP4 GEMM (gemmMxfp4F16) == dequantToF16 then gemmF16 == the kernels\' host reference, every fault and SIMD level', () => {
+    const rand = rng(4301);
+    // one thread and both, one k slice and several, a ragged last row block, m past a tile
+    const shapes = [[1, 64, 3], [7, 512, 41], [16, 4096, 64], [3, 2080, 9]] as const;
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        for (const [m, k, n] of shapes) {
+          const x = randomF16(rand, m * k, 1);
+          const q = randomBytes(rand, (n * k) / 2), s = Uint8Array.from(randomBytes(rand, (n * k) / 32), (b) => 112 + (b % 24));
+          for (let f = 0; f <= 11; f++) {
+            const want = N.gemmF16(x, N.dequantToF16(0, q, s, false, n, k, 1, 32, f), m, k, n, 0.75);
+            same16(N.gemmMxfp4F16(x, q, s, m, k, n, 0.75, f), want, `${level} [${m}×${k}]·[${n}×${k}] fault ${f}`);
+            if (level === 'auto' && k <= 512) same16(H.refGemmMxfp4F16(x, q, s, m, k, n, 0.75, f), want, `host reference [${m}×${k}] fault ${f}`);
+          }
+        }
+      }
+    } finally {
+      N.setSimd('auto');
+    }
+    expect(() => N.gemmMxfp4F16(new Uint16Array(48), new Uint8Array(24), new Uint8Array(1), 1, 48, 1, 1, 0)).toThrow(/multiple of 32/);
+  });
+
   it('rmsnorm, rope (half, interleaved with offset), swiglu (clamp), add, mulScalar', () => {
     const rand = rng(4400);
     const x = randomF16(rand, 7 * 1000, 3), w = randomF16(rand, 1000, 1.5);

@@ -182,6 +182,8 @@ export function histEdge(k: number): number {
   return HIST_LO * 10 ** (k / HIST_PER_DECADE);
 }
 
+const EDGES = Float64Array.from({ length: HIST_BINS + 1 }, (_, k) => histEdge(k));
+
 export function errorHistogram(d: Act, r: Act): ErrorHistogram {
   const counts = new Array<number>(HIST_BINS).fill(0);
   let zero = 0;
@@ -201,11 +203,16 @@ export function errorHistogram(d: Act, r: Act): ErrorHistogram {
     else if (e < HIST_LO) under++;
     else if (e >= top) over++;
     else {
-      // floor of the log can land one bin off at an exact edge (10^x is not exact in binary): fix by comparing edges
-      let k = Math.floor(Math.log10(e / HIST_LO) * HIST_PER_DECADE);
-      if (k > 0 && e < histEdge(k)) k--;
-      else if (k < HIST_BINS - 1 && e >= histEdge(k + 1)) k++;
-      counts[Math.min(HIST_BINS - 1, Math.max(0, k))]++;
+      // the bin is the last edge at or below e, found among the edges themselves (no log per element, and no
+      // bin one off at an exact edge, where 10^x is not exact in binary)
+      let lo = 0;
+      let hi = HIST_BINS - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (e >= EDGES[mid]) lo = mid;
+        else hi = mid - 1;
+      }
+      counts[lo]++;
     }
   }
   return { lo: HIST_LO, per_decade: HIST_PER_DECADE, counts, zero, under, over, nonfinite };
@@ -288,7 +295,10 @@ function logSoftmax(x: ArrayLike<number>): Float64Array {
   let s = 0;
   for (let i = 0; i < x.length; i++) s += Math.exp(x[i] - m);
   const lse = m + Math.log(s);
-  return Float64Array.from(x as ArrayLike<number>, (v) => v - lse);
+  // a plain loop: Float64Array.from with a map function takes V8's generic path, ~20× slower on a 129,280-wide row
+  const out = new Float64Array(x.length);
+  for (let i = 0; i < x.length; i++) out[i] = x[i] - lse;
+  return out;
 }
 
 export function argmax(x: ArrayLike<number>): number {

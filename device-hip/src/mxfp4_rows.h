@@ -1,0 +1,30 @@
+// Internal to the ld_device addon: MXFP4 rows to f16, shared by dequantToF16 (dequant.cc) and the fused MXFP4
+// GEMM (gemm.cc), so both give a row the same bits.
+#pragma once
+
+#include <cstdint>
+
+#include "ld_numerics.h"
+
+namespace ld {
+
+// f16 bits of every (scale byte, nibble) pair, split into low and high bytes for pshufb lookups.
+struct Mxfp4Table {
+  alignas(16) uint8_t lo[256][16];
+  alignas(16) uint8_t hi[256][16];
+  explicit Mxfp4Table(int fault) {
+    for (int s = 0; s < 256; s++) {
+      for (int c = 0; c < 16; c++) {
+        const uint16_t h = ld_mxfp4_value_f16(c, (uint8_t)s, fault);
+        lo[s][c] = (uint8_t)(h & 0xFF);
+        hi[s][c] = (uint8_t)(h >> 8);
+      }
+    }
+  }
+};
+
+// Row o of an MXFP4 weight [out, in] (packed [out, in/2], E8M0 scales [out, in/32], fault as ld_scale_index and
+// ld_mxfp4_nibble take it) → y [in] f16 bits through t; AVX2 or scalar by g_avx2, the same lookups either way.
+void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, int out, int in, int o, int fault, uint16_t* y);
+
+}  // namespace ld
