@@ -375,8 +375,9 @@ export class CacheStore {
     return info;
   }
 
+  /** mapped, not copied (SafetensorsFile.map): the weights are held for the run, and a tensor never used is never read */
   read(file: string, name: string, dtype: DType, shape: readonly number[]): Uint8Array {
-    return this.file(file).read(this.info(file, name, dtype, shape));
+    return this.file(file).map(this.info(file, name, dtype, shape));
   }
 
   f16(file: string, name: string, shape: readonly number[]): Uint16Array {
@@ -392,7 +393,7 @@ export class CacheStore {
   rows(file: string, name: string, shape: [number, number]): RowSource {
     return {
       info: () => this.info(file, name, 'F16', shape),
-      readRange: (_n: string, offset: number, length: number) => this.file(file).readRange(this.info(file, name, 'F16', shape), offset, length),
+      readRange: (_n: string, offset: number, length: number) => this.file(file).mapRange(this.info(file, name, 'F16', shape), offset, length),
     };
   }
 

@@ -5,6 +5,7 @@
  * (offsets in range, no overlap, no holes, byte size = shape × dtype size) and reads tensors by byte
  * range, so a shard is never held in memory whole.
  */
+import { mapRange } from './map.js';
 import { activeReadPool } from './read_pool.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -108,6 +109,23 @@ export class SafetensorsFile {
       done += got;
     }
     return buf;
+  }
+
+  /**
+   * One tensor's bytes mapped from the file (harness/io/map.ts) instead of copied, for tensors held for a whole
+   * run: a view of the page cache until written, written pages private to this process. A read copy where the
+   * start is not 8-byte aligned (the reads' contract) or the range cannot be mapped.
+   */
+  map(info: TensorInfo): Uint8Array {
+    return this.mapRange(info, 0, info.end - info.begin);
+  }
+
+  /** `length` bytes from `offset` into a tensor, mapped as map() does (head chunks of the FP16 cache). */
+  mapRange(info: TensorInfo, offset: number, length: number): Uint8Array {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    const at = info.begin + offset;
+    if (offset < 0 || length <= 0 || at + length > info.end || at % 8 !== 0) return this.readRange(info, offset, length);
+    return mapRange(this.fd, at, length) ?? this.readRange(info, offset, length);
   }
 
   close(): void {

@@ -73,3 +73,42 @@ describe('safetensors reader', () => {
     });
   }
 });
+
+describe('SafetensorsFile.map: a private mapping instead of a copy', () => {
+  // header padded so the first tensor starts 8-byte aligned; the second one starts 4 bytes off (an odd F32 count)
+  const a = Uint8Array.from({ length: 40_004 }, (_, i) => (i * 31 + 7) & 255);
+  const b = Uint8Array.from({ length: 9000 }, (_, i) => (i * 17 + 3) & 255);
+  const make = () => fileWith(`map-${Math.random()}.safetensors`, encodeSafetensors([
+    { name: 'a', dtype: 'U8', shape: [a.length], data: a },
+    { name: 'b', dtype: 'U8', shape: [b.length], data: b },
+  ]));
+
+  it('gives the file\'s bytes, aligned or not, and a write to a mapped tensor never reaches the file', () => {
+    const p = make();
+    const before = fs.readFileSync(p);
+    const f = SafetensorsFile.open(p);
+    const ia = f.get('a')!, ib = f.get('b')!;
+    const ma = f.map(ia), mb = f.map(ib);
+    expect(ma).toEqual(a);
+    expect(mb).toEqual(b);
+    expect(f.mapRange(ia, 8, 16)).toEqual(a.subarray(8, 24));
+    expect(f.mapRange(ib, 3, 100), 'an unaligned start is read instead, the same bytes').toEqual(b.subarray(3, 103));
+    expect(ia.begin % 8, 'encodeSafetensors pads the header to 8').toBe(0);
+    expect(ma.buffer.byteLength, 'mapped: the buffer is the tensor itself, not an 8-padded copy').toBe(a.length);
+    ma[0] ^= 0xff;
+    ma[ma.length - 1] ^= 0xff;
+    expect(f.map(ia)[0], 'another mapping still shows the file').toBe(a[0]);
+    f.close();
+    expect(fs.readFileSync(p).equals(before), 'the file is unchanged').toBe(true);
+  });
+
+  it('a file cut short after opening is refused with the read\'s InputError, never mapped past its end', () => {
+    const p = make();
+    const f = SafetensorsFile.open(p);
+    const ib = f.get('b')!;
+    fs.truncateSync(p, ib.begin + 100);
+    expect(() => f.map(ib)).toThrow(InputError);
+    expect(() => f.map(ib)).toThrow(/shrank/);
+    f.close();
+  });
+});

@@ -17,7 +17,6 @@
 // -ffp-contract=off and -fno-fast-math (binding.gyp) keep the multiply a plain IEEE multiply with subnormals.
 #include "dequant_exact.h"
 
-#include <fcntl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -256,19 +255,7 @@ ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t 
   throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-f32, table4-flat-f32");
 }
 
-// willNeed(fd, offset, length): posix_fadvise(POSIX_FADV_WILLNEED) — ask the kernel to start reading a byte
-// range into the page cache now, so a later read finds it there (the weights check's read-ahead). Advice
-// only: an error (a pipe, an old kernel) is ignored, returns whether the advice was taken.
-static Napi::Value will_need(const Napi::CallbackInfo& info) {
-  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(info.Env(), "willNeed: expected (fd, offset, length)");
-  const int fd = info[0].As<Napi::Number>().Int32Value();
-  const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
-  if (!(off >= 0 && len >= 0)) throw Napi::RangeError::New(info.Env(), "willNeed: offset and length must be ≥ 0");
-  return Napi::Boolean::New(info.Env(), posix_fadvise(fd, static_cast<off_t>(off), static_cast<off_t>(len), POSIX_FADV_WILLNEED) == 0);
-}
-
 void register_dequant_exact(Napi::Env env, Napi::Object exports) {
-  exports.Set("willNeed", Napi::Function::New(env, will_need));
   exports.Set("dequantExact", Napi::Function::New(env, dequant_exact));
   exports.Set("firstNonFinite", Napi::Function::New(env, first_non_finite));
 }

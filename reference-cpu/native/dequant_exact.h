@@ -23,3 +23,5 @@ float exact_f16_value(uint16_t h);
 
 void register_dequant_exact(Napi::Env env, Napi::Object exports);
 void register_check_f16(Napi::Env env, Napi::Object exports);
+// file_io.cc: willNeed (posix_fadvise) and mapRange (a private mapping of a file range)
+void register_file_io(Napi::Env env, Napi::Object exports);

@@ -352,6 +352,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
   register_dequant_exact(env, exports);
   register_check_f16(env, exports);
+  register_file_io(env, exports);
   return exports;
 }
 

@@ -4,6 +4,8 @@
  *     initializer) on [16×4096]×[4096×4096]; the target is reference ≥ 0.7× ORT;
  *   - MXFP4 dequant on a [2048×4096] weight, in packed bytes read per second, against a memcpy of the same
  *     packed bytes in the same run: the device emulation (to f16) and the reference's exact decoder (to f32);
+ *   - the fused MXFP4 GEMM the device's routed experts use (gemmMxfp4F16) against gemmF16 on the dequantized
+ *     weight and against dequant + gemmF16, and its packed-byte rate against the same memcpy;
  *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time).
  * Each figure is the median of several timed runs after warm-up, the two sides of a comparison timed in
  * alternating blocks (see timeBlocks).
@@ -107,6 +109,22 @@ export async function benchGemm(): Promise<Record<string, number>> {
     out['memcpy(packed 4 MiB).gbps'] = packed.length / (cpMs * 1e6);
     out['mxfp4_dequant_vs_memcpy.ratio'] = cpMs / ms;
     out['mxfp4_dequant_exact_f32_vs_memcpy.ratio'] = cpMs / refMs;
+    // The device's routed experts no longer go through a materialised f16 copy: the fused MXFP4 GEMM decodes
+    // each block of rows into L2 inside the product (gemmMxfp4F16). Its cost over the plain FP16 GEMM on the
+    // already-dequantized weight is what dequantization costs the device path now; dequant + gemm beside it.
+    const m = 16;
+    const x = dev.f32ToF16(randomF32(4, m * i));
+    const w16 = dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0);
+    const [fusedMs, plainMs, bothMs] = await timeBlocks([
+      () => dev.gemmMxfp4F16(x, packed, scales, m, i, o, 1, 0),
+      () => dev.gemmF16(x, w16, m, i, o, 1),
+      () => dev.gemmF16(x, dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0), m, i, o, 1),
+    ]);
+    out['gemm_mxfp4_fused(m=16,k=4096,n=2048).ms'] = fusedMs;
+    out['gemm_mxfp4_fused_vs_gemm_f16.time_ratio'] = fusedMs / plainMs;
+    out['gemm_mxfp4_fused_vs_dequant_then_gemm.time_ratio'] = fusedMs / bothMs;
+    out['gemm_mxfp4_fused.packed_gbps'] = packed.length / (fusedMs * 1e6);
+    out['gemm_mxfp4_fused_vs_memcpy.ratio'] = cpMs / fusedMs;
   }
 
   // 3. emulated gemmF16 vs reference gemmF32 at real widths: attention/shared (4096→4096), an expert
