@@ -32,7 +32,8 @@
 
 namespace {
 
-constexpr int KB = 256;  // k slice: x [m, KB] and the panel [NR, KB] stay in L1 (multiple of 8)
+constexpr int KB = 1024;  // k slice (multiple of 8): the panel [NR, KB] (32 KB at NR 8) stays in L1, x's slice [m, KB] in L2; 1.1–1.25× faster than 256 at m ≥ 16 (measured, same bits)
+constexpr int XS = KB + 16;  // x's row stride in a repacked slice (see gemm_simd)
 
 enum class Simd { Scalar, Avx2, Avx512 };
 Simd g_simd = Simd::Scalar;
@@ -192,13 +193,13 @@ void gemm_simd(const float* x, const Src& src, int m, int k, int n, float* y) {
   const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
   const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8, rown = Src::kBuffered ? (size_t)NR * k : 0;
   std::vector<float> scratch((size_t)nthreads * (panel_n + accn + rown));
-  // x repacked as [k slice][m][KB]: rows of a slice KB floats apart instead of k. With k a power of two,
-  // rows k apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
+  // x repacked as [k slice][m][XS]: rows of a slice XS = KB + 16 floats apart instead of k. With k (or KB) a
+  // power of two, rows that far apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
   const int nslices = (k8 + KB - 1) / KB;
-  std::vector<float> xp((size_t)nslices * m * KB);
+  std::vector<float> xp((size_t)nslices * m * XS);
   for (int sl = 0; sl < nslices; sl++) {
     const int k0 = sl * KB, len = std::min(KB, k8 - k0);
-    for (int i = 0; i < m; i++) std::memcpy(&xp[((size_t)sl * m + i) * KB], x + (size_t)i * k + k0, (size_t)len * sizeof(float));
+    for (int i = 0; i < m; i++) std::memcpy(&xp[((size_t)sl * m + i) * XS], x + (size_t)i * k + k0, (size_t)len * sizeof(float));
   }
 #pragma omp parallel num_threads(nthreads)
   {
@@ -217,9 +218,9 @@ void gemm_simd(const float* x, const Src& src, int m, int k, int n, float* y) {
         // Rows past n repeat the last row: computed, never stored, so one tile shape serves all blocks.
         const float* wr[NR];
         for (int j = 0; j < NR; j++) wr[j] = w + (size_t)std::min(j, nr - 1) * k + k0;
-        const float* xs = &xp[(size_t)(k0 / KB) * m * KB];
+        const float* xs = &xp[(size_t)(k0 / KB) * m * XS];
         for (int i = 0; i < m; i += Isa::MR)
-          Isa::T::run(std::min(Isa::MR, m - i), i == 0, xs + (size_t)i * KB, KB, wr, panel, len, acc + (size_t)i * NR * 8);
+          Isa::T::run(std::min(Isa::MR, m - i), i == 0, xs + (size_t)i * XS, XS, wr, panel, len, acc + (size_t)i * NR * 8);
       }
       for (int i = 0; i < m; i++) {
         for (int j = 0; j < nr; j++) {
