@@ -29,10 +29,13 @@ export interface ExactVsF16 {
   nonFinite: number;
   /** flat index of the first exact value outside float32 (Inf/NaN: bad input), −1 when none */
   firstReferenceNonFinite: number;
-  /** per scale block (row-major grid): 1 where a weight differs / overflows FP16 / underflows to ±0 */
-  bad: Uint8Array;
-  over: Uint8Array;
-  under: Uint8Array;
+  /**
+   * per scale block (row-major grid): 1 where a weight differs / overflows FP16 / underflows to ±0; null when it
+   * flags no block (the native pass allocates a flag array only when it sets its first flag)
+   */
+  bad: Uint8Array | null;
+  over: Uint8Array | null;
+  under: Uint8Array | null;
   /** how many blocks each of the three flags */
   badBlocks: number;
   overBlocks: number;

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -97,41 +99,98 @@ __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow
 }
 
 void dequant_mxfp4(const uint8_t* packed, const uint8_t* scales, int out, int in, int fault, uint16_t* y) {
-  const Mxfp4Table t(fault);
+  const Mxfp4Table& t = mxfp4_table(fault);
 #pragma omp parallel for schedule(static)
   for (int o = 0; o < out; o++) mxfp4_row(packed + (size_t)o * (in / 2), scales, t, out, in, o, fault, y + (size_t)o * in);
 }
 
-// An FP8-block weight's values per scale block: the element function at the block's scale (ld_fp8_scale, faults
-// included) for each of the 256 codes, tab[(r·C + c)·256 + code]. A block's f16 depends on nothing else, so this is
-// the element function, made fast: 256 evaluations per block of bo·bi elements instead of one per element.
-std::vector<uint16_t> fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault) {
+// An FP8-block weight's values per scale value: the element function at a block's scale (ld_fp8_scale, faults
+// included) for each of the 256 codes, f16[id[r·C + c]·256 + code]. A block's f16 depends on nothing else, so this is
+// the element function, made fast: 256 evaluations per distinct scale (a handful of E8M0 exponents per tensor;
+// at most one per block) instead of one per element. The same bits split into low and high bytes (lo, hi) for
+// the byte permutes of the AVX-512 VBMI row.
+struct Fp8Tables {
+  std::vector<uint32_t> id;
+  std::vector<uint16_t> f16;
+  std::vector<uint8_t> lo, hi;
+};
+
+Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault) {
   const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
-  std::vector<uint16_t> tab(R * C * 256);
-#pragma omp parallel for schedule(static) if (R * C >= 64)
-  for (long long b = 0; b < (long long)(R * C); b++) {
-    const float s = ld_fp8_scale(scales, f32s, R, C, (size_t)b / C, (size_t)b % C, fault);
-    for (int code = 0; code < 256; code++) tab[(size_t)b * 256 + code] = ld_fp8_value_f16((uint8_t)code, s);
+  Fp8Tables t;
+  t.id.resize(R * C);
+  std::vector<float> value;  // the distinct scales, in order of first use
+  std::unordered_map<uint32_t, uint32_t> seen;
+  for (size_t b = 0; b < R * C; b++) {
+    const float s = ld_fp8_scale(scales, f32s, R, C, b / C, b % C, fault);
+    uint32_t bits;
+    std::memcpy(&bits, &s, 4);
+    const auto it = seen.emplace(bits, (uint32_t)value.size());
+    if (it.second) value.push_back(s);
+    t.id[b] = it.first->second;
   }
-  return tab;
+  const size_t T = value.size();
+  t.f16.resize(T * 256);
+  t.lo.resize(T * 256);
+  t.hi.resize(T * 256);
+#pragma omp parallel for schedule(static) if (T >= 64)
+  for (long long k = 0; k < (long long)T; k++) {
+    for (int code = 0; code < 256; code++) {
+      const uint16_t h = ld_fp8_value_f16((uint8_t)code, value[(size_t)k]);
+      const size_t j = (size_t)k * 256 + code;
+      t.f16[j] = h;
+      t.lo[j] = (uint8_t)(h & 0xFF);
+      t.hi[j] = (uint8_t)(h >> 8);
+    }
+  }
+  return t;
 }
 
-// Row o of an FP8-block weight through its blocks' tables.
-void fp8_row(const uint8_t* w, const uint16_t* tab, int in, int bo, int bi, int o, uint16_t* yrow) {
+// n codes of one block through its table (lo, hi: 256 bytes each) with AVX-512 VBMI, 64 per step: a code's low 7
+// bits index two 128-byte halves with vpermi2b, its top bit picks the half; the low and high bytes are then
+// interleaved into f16 words in element order. The same lookups as the scalar row.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_block_vbmi(const uint8_t* codes, const uint8_t* lo, const uint8_t* hi, size_t n,
+                                                                            uint16_t* y) {
+  const __m512i L0 = _mm512_loadu_si512(lo), L1 = _mm512_loadu_si512(lo + 64), L2 = _mm512_loadu_si512(lo + 128), L3 = _mm512_loadu_si512(lo + 192);
+  const __m512i H0 = _mm512_loadu_si512(hi), H1 = _mm512_loadu_si512(hi + 64), H2 = _mm512_loadu_si512(hi + 128), H3 = _mm512_loadu_si512(hi + 192);
+  // after the in-lane unpacks, a holds elements 16k..16k+7 of lane k and b 16k+8..16k+15: qword order to restore
+  const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i idx = _mm512_loadu_si512(codes + i);
+    const __mmask64 top = _mm512_movepi8_mask(idx);
+    const __m512i l = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L0, idx, L1), _mm512_permutex2var_epi8(L2, idx, L3));
+    const __m512i h = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(H0, idx, H1), _mm512_permutex2var_epi8(H2, idx, H3));
+    const __m512i a = _mm512_unpacklo_epi8(l, h), b = _mm512_unpackhi_epi8(l, h);
+    _mm512_storeu_si512(y + i, _mm512_permutex2var_epi64(a, first, b));
+    _mm512_storeu_si512(y + i + 32, _mm512_permutex2var_epi64(a, second, b));
+  }
+  for (; i < n; i++) y[i] = (uint16_t)(lo[codes[i]] | (hi[codes[i]] << 8));
+}
+
+// Row o of an FP8-block weight through its blocks' tables: VBMI where the CPU has it (and g_simd is AVX-512),
+// else one lookup per element.
+void fp8_row(const uint8_t* w, const Fp8Tables& tab, int in, int bo, int bi, int o, uint16_t* yrow) {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
   const size_t C = (size_t)((in + bi - 1) / bi);
   const uint8_t* wrow = w + (size_t)o * in;
   for (size_t c = 0; c < C; c++) {
-    const uint16_t* t = tab + ((size_t)(o / bo) * C + c) * 256;
-    const size_t i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
-    for (size_t i = c * bi; i < i1; i++) yrow[i] = t[wrow[i]];
+    const size_t b = (size_t)tab.id[(size_t)(o / bo) * C + c] * 256;
+    const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
+    if (g_simd == Simd::Avx512 && vbmi) {
+      fp8_block_vbmi(wrow + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, yrow + i0);
+      continue;
+    }
+    const uint16_t* t = tab.f16.data() + b;
+    for (size_t i = i0; i < i1; i++) yrow[i] = t[wrow[i]];
   }
 }
 
 void dequant_fp8(const uint8_t* w, const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault,
                  uint16_t* y) {
-  const std::vector<uint16_t> tab = fp8_tables(scales, f32s, out, in, bo, bi, fault);
+  const Fp8Tables tab = fp8_tables(scales, f32s, out, in, bo, bi, fault);
 #pragma omp parallel for schedule(static)
-  for (int o = 0; o < out; o++) fp8_row(w, tab.data(), in, bo, bi, o, y + (size_t)o * in);
+  for (int o = 0; o < out; o++) fp8_row(w, tab, in, bo, bi, o, y + (size_t)o * in);
 }
 
 // BF16 → f16 eight at a time: the widening is a shift (exact), the narrowing the hardware's round to nearest even
@@ -181,8 +240,8 @@ void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
 struct RowSourceState {
   LdRowSource src;
   ops::DequantToF16Args a;
-  std::unique_ptr<Mxfp4Table> mx;  // MXFP4 only
-  std::vector<uint16_t> fp8;       // FP8 blocks only: fp8_tables
+  const Mxfp4Table* mx = nullptr;   // MXFP4 only
+  Fp8Tables fp8;                   // FP8 blocks only
 };
 
 void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
@@ -194,7 +253,7 @@ void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst
     if (a.kind == MXFP4) {
       mxfp4_row(a.weight.data + (size_t)o * (a.inDim / 2), a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
     } else if (a.kind == FP8) {
-      fp8_row(a.weight.data, st->fp8.data(), a.inDim, a.blockOut, a.blockIn, o, yrow);
+      fp8_row(a.weight.data, st->fp8, a.inDim, a.blockOut, a.blockIn, o, yrow);
     } else {
       const size_t esz = a.kind == F32 ? 4 : 2;
       dequant_plain(static_cast<Kind>(a.kind), a.weight.data + (size_t)o * a.inDim * esz, (size_t)a.inDim, yrow);
@@ -213,7 +272,7 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
     delete st;
     throw;
   }
-  if (st->a.kind == MXFP4) st->mx = std::make_unique<Mxfp4Table>(st->a.fault);
+  if (st->a.kind == MXFP4) st->mx = &mxfp4_table(st->a.fault);
   if (st->a.kind == FP8) st->fp8 = fp8_tables(st->a.scale.data, st->a.scaleIsF32, st->a.out, st->a.inDim, st->a.blockOut, st->a.blockIn, st->a.fault);
   st->src = LdRowSource{source_rows, st->a.out, st->a.inDim, st};
   struct Held {
@@ -231,6 +290,14 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
 }
 
 }  // namespace
+
+const Mxfp4Table& mxfp4_table(int fault) {
+  static std::once_flag once[LD_FAULT_COUNT];
+  static std::unique_ptr<Mxfp4Table> tables[LD_FAULT_COUNT];
+  if (fault < 0 || fault >= LD_FAULT_COUNT) fault = LD_FAULT_NONE;  // unreachable: every reader checks fault's range
+  std::call_once(once[fault], [fault] { tables[fault] = std::make_unique<Mxfp4Table>(fault); });
+  return *tables[fault];
+}
 
 void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, int out, int in, int o, int fault, uint16_t* y) {
   if (g_avx2) mxfp4_row_avx2(prow, scales, t, out, in, o, fault, y);

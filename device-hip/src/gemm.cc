@@ -244,7 +244,7 @@ void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, fl
 // The fused MXFP4 GEMM; the scalar level decodes the whole weight first (a test level: same bits, no speed asked).
 void gemm_mxfp4(const uint16_t* x, const uint8_t* packed, const uint8_t* scales, int m, int k, int n, float alpha, int fault,
                 uint16_t* out_f16) {
-  const Mxfp4Table t(fault);
+  const Mxfp4Table& t = mxfp4_table(fault);
   const Mxfp4Rows src{packed, scales, &t, n, k, fault};
   if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
   if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);

@@ -23,6 +23,10 @@ struct Mxfp4Table {
   }
 };
 
+// The table of one fault (0 .. LD_FAULT_COUNT − 1), built once per process: building it evaluates the element
+// function 4,096 times, which cost a routed expert's check or fused GEMM more than a tenth of its time.
+const Mxfp4Table& mxfp4_table(int fault);
+
 // Row o of an MXFP4 weight [out, in] (packed [out, in/2], E8M0 scales [out, in/32], fault as ld_scale_index and
 // ld_mxfp4_nibble take it) → y [in] f16 bits through t; AVX2 or scalar by g_avx2, the same lookups either way.
 void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, int out, int in, int o, int fault, uint16_t* y);

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "simd_level.h"
+
 namespace {
 
 constexpr int KB = 1024;  // k slice (multiple of 8): the panel [NR, KB] (32 KB at NR 8) stays in L1, x's slice [m, KB] in L2; 1.1–1.25× faster than 256 at m ≥ 16 (measured, same bits)
@@ -343,6 +345,12 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
   else throw Napi::RangeError::New(info.Env(), "setSimd: mode must be 'auto', 'avx2' or 'scalar'");
   return Napi::String::New(info.Env(), simd_name(g_simd));
 }
+
+}  // namespace
+
+RefSimd reference_simd() { return g_simd == Simd::Avx512 ? RefSimd::Avx512 : g_simd == Simd::Avx2 ? RefSimd::Avx2 : RefSimd::Scalar; }
+
+namespace {
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   ld_tune_allocator();  // large typed arrays reused, not re-faulted (harness/contracts/ld_allocator.h)
