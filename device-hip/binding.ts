@@ -54,6 +54,8 @@ export interface DeviceNative extends DeviceOps {
   info(): DeviceInfo;
   /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
+  /** Test hook: outputs an op writes in full (table.ts `filled`) start as all-ones bytes; → the setting now. */
+  setPoisonOutputs?(on: boolean): boolean;
 }
 
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
@@ -76,6 +78,7 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
       if (mode !== 'auto' && mode !== 'avx2' && mode !== 'scalar') throw new RangeError(`setSimd: mode must be 'auto', 'avx2' or 'scalar', got ${String(mode)}`);
       return raw.setSimd(mode);
     },
+    ...(raw.setPoisonOutputs === undefined ? {} : { setPoisonOutputs: (on: boolean) => raw.setPoisonOutputs!(on) }),
   };
 }
 

@@ -182,7 +182,7 @@ function cppReader(op: OpDecl): string {
   }
   s += '};\n\n';
   s += `inline ${outName(op)} alloc_${op.name}(Napi::Env env, const ${structName(op)}& a) {\n${cppLocals(op, '  ')}`;
-  const sizes = op.returns.map((o: Output) => `op_new<${CPP_ELEM[o.type]}>(env, {${o.dims.map((d) => translate(d, sc, 'cpp', 'after')).join(', ')}})`);
+  const sizes = op.returns.map((o: Output) => `${o.filled ? 'op_new_filled' : 'op_new'}<${CPP_ELEM[o.type]}>(env, {${o.dims.map((d) => translate(d, sc, 'cpp', 'after')).join(', ')}})`);
   s += `  return {${sizes.join(', ')}};\n}\n\n`;
   return s;
 }

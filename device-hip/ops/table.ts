@@ -70,6 +70,12 @@ export interface Output {
   type: ArrayType;
   dims: string[];
   doc?: string;
+  /**
+   * every element is written by the op on every backend (a dequantization's rows, a GEMM's [m, n]): the output is
+   * allocated without zero-filling it. Zeroing a 16 MiB expert before decoding into it cost more than the decode
+   * (measured); a kernel that skipped an element would show it under setPoisonOutputs (tested).
+   */
+  filled?: true;
 }
 
 export type Surface = 'device' | 'decode' | 'deepseek' | 'gptOss' | 'hostRef';
@@ -112,6 +118,7 @@ const f32 = (name: string): NumArg => ({ name, kind: 'f32' });
 const bool = (name: string): BoolArg => ({ name, kind: 'bool' });
 const arr = (name: string, type: ArrayType, dims?: string[], more: Partial<ArrayArg> = {}): ArrayArg => ({ name, kind: 'array', type, ...(dims ? { dims } : {}), ...more });
 const out = (name: string, type: ArrayType, dims: string[], doc?: string): Output => ({ name, type, dims, ...(doc ? { doc } : {}) });
+const filled = (o: Output): Output => ({ ...o, filled: true });
 
 const FAULT_CHECK: Check = { expr: 'fault <= FAULT_MAX', message: 'fault must be 0..${FAULT_MAX}, got ${fault}' };
 
@@ -139,7 +146,7 @@ fault: 0 or a FAULT_CODES value; a fault that does not apply to the format is a 
       { expr: 'kind != 1 || !isnull(scale)', message: 'fp8-block weight [${out}×${inDim}] needs a scale', type: true },
       { expr: 'kind <= 1 || isnull(scale)', message: 'plain weight [${out}×${inDim}] takes no scale (pass null)', type: true },
     ],
-    returns: [out('y', 'f16', ['out', 'inDim'])],
+    returns: [filled(out('y', 'f16', ['out', 'inDim']))],
     gpu: 'dequant(kind, weight, len(weight), scale, len(scale), scaleIsF32, out, inDim, blockOut, blockIn, fault, y)',
     ref: 'dequant(kind, weight, scale, scaleIsF32, out, inDim, blockOut, blockIn, fault, y)',
     example: { kind: 0, out: 2, inDim: 64, blockOut: 1, blockIn: 32, fault: 0, scaleIsF32: false },
@@ -156,7 +163,7 @@ tensor's f32 global scale, a multiplier or (globalIsDivisor) a divisor. fault as
       { expr: 'inDim % 16 == 0', message: 'nvfp4 weight [${out}×${inDim}]: in must be a multiple of 16' },
       { expr: 'globalScale > 0 && finite32(globalScale)', message: 'globalScale must be a finite positive f32, got ${globalScale}' },
     ],
-    returns: [out('y', 'f16', ['out', 'inDim'])],
+    returns: [filled(out('y', 'f16', ['out', 'inDim']))],
     kernel: { args: 'LdDequantNvfp4Args', plan: 'ld_plan_dequant_nvfp4', init: { w: 'weight', scale: 'scale', y: 'y', out: 'out', in: 'inDim', divisor: 'globalIsDivisor ? 1 : 0', fault: 'fault', global: 'globalScale' } },
     ref: 'dequant_nvfp4(weight, scale, out, inDim, globalScale, globalIsDivisor, fault, y)',
     example: { out: 2, inDim: 32, globalScale: 0.5, globalIsDivisor: false, fault: 0 },
@@ -174,7 +181,7 @@ by nestedQuantMap [256] · nestedAbsmax[⌊b/nestedBlocksize⌋] + nestedOffset 
       arr('nestedQuantMap', 'f32', ['absmaxIsCodes ? 256 : 0'], { label: '256 (0 without double quant)' }),
       f32('nestedOffset'), int('nestedBlocksize', 1), int('out', 1), int('inDim', 1), int('blocksize', 1), int('fault', 0)],
     checks: [FAULT_CHECK],
-    returns: [out('y', 'f16', ['out', 'inDim'])],
+    returns: [filled(out('y', 'f16', ['out', 'inDim']))],
     kernel: { args: 'LdDequantBnb4Args', plan: 'ld_plan_dequant_bnb4', init: { w: 'weight', absmax: 'absmax', quant_map: 'quantMap', nested_absmax: 'absmaxIsCodes ? nestedAbsmax : nullptr', nested_map: 'absmaxIsCodes ? nestedQuantMap : nullptr', y: 'y', n: 'len(y)', blocksize: 'blocksize', absmax_is_codes: 'absmaxIsCodes ? 1 : 0', nested_blocksize: 'nestedBlocksize', fault: 'fault', nested_offset: 'nestedOffset' } },
     ref: 'dequant_bnb4(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, out * inDim, blocksize, fault, y)',
     example: { absmaxIsCodes: false, nestedOffset: 0, nestedBlocksize: 256, out: 2, inDim: 64, blocksize: 64, fault: 0 },
@@ -184,7 +191,7 @@ by nestedQuantMap [256] · nestedAbsmax[⌊b/nestedBlocksize⌋] + nestedOffset 
     surface: 'device',
     doc: 'y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ), FP32 accumulation in the ld lane order.',
     args: [arr('x', 'f16', ['m', 'k']), arr('w', 'f16', ['n', 'k']), int('m', 1), int('k', 1), int('n', 1), f32('alpha')],
-    returns: [out('y', 'f16', ['m', 'n'])],
+    returns: [filled(out('y', 'f16', ['m', 'n']))],
     gpu: 'gemm(x, w, nullptr, nullptr, m, k, n, alpha, 0, y, nullptr)',
     ref: 'gemm(x, w, nullptr, nullptr, m, k, n, alpha, 0, y, nullptr)',
     example: { m: 2, k: 8, n: 3, alpha: 1 },
@@ -198,7 +205,7 @@ gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a rou
     args: [arr('x', 'f16', ['m', 'k']), arr('packed', 'u8', ['n', 'div(k, 2)'], { label: 'n×k/2' }), arr('scale', 'u8', ['n', 'div(k, 32)'], { label: 'n×k/32' }),
       int('m', 1), int('k', 32), int('n', 1), f32('alpha'), int('fault', 0)],
     checks: [{ expr: 'k % 32 == 0', message: 'mxfp4 weight [${n}×${k}]: k must be a multiple of 32' }, FAULT_CHECK],
-    returns: [out('y', 'f16', ['m', 'n'])],
+    returns: [filled(out('y', 'f16', ['m', 'n']))],
     gpu: 'gemm(x, nullptr, packed, scale, m, k, n, alpha, fault, y, nullptr)',
     ref: 'gemm(x, nullptr, packed, scale, m, k, n, alpha, fault, y, nullptr)',
     example: { m: 2, k: 64, n: 3, alpha: 1, fault: 0 },
@@ -208,7 +215,7 @@ gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a rou
     surface: 'device',
     doc: 'The same product with FP32 output (logits, routers).',
     args: [arr('x', 'f16', ['m', 'k']), arr('w', 'f16', ['n', 'k']), int('m', 1), int('k', 1), int('n', 1)],
-    returns: [out('y', 'f32', ['m', 'n'])],
+    returns: [filled(out('y', 'f32', ['m', 'n']))],
     gpu: 'gemm(x, w, nullptr, nullptr, m, k, n, 1.0f, 0, nullptr, y)',
     ref: 'gemm(x, w, nullptr, nullptr, m, k, n, 1.0f, 0, nullptr, y)',
     example: { m: 2, k: 8, n: 3 },

@@ -59,12 +59,22 @@ Napi::Value set_simd(const Napi::CallbackInfo& info) {
   return Napi::String::New(info.Env(), simd_name(g_simd));
 }
 
+// setPoisonOutputs(on) → on: outputs an op writes in full start as all-ones bytes (tests: an element a kernel
+// did not write shows as NaN instead of whatever the allocator held).
+Napi::Value set_poison_outputs(const Napi::CallbackInfo& info) {
+  need_args(info, 1, "setPoisonOutputs");
+  if (!info[0].IsBoolean()) throw_type(info.Env(), "setPoisonOutputs: on must be a boolean");
+  ops::g_poison_outputs = info[0].As<Napi::Boolean>().Value();
+  return Napi::Boolean::New(info.Env(), ops::g_poison_outputs);
+}
+
 }  // namespace
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   ld_tune_allocator();  // large typed arrays reused, not re-faulted (harness/contracts/ld_allocator.h)
   exports.Set("info", Napi::Function::New(env, info_fn));
   exports.Set("setSimd", Napi::Function::New(env, set_simd));
+  exports.Set("setPoisonOutputs", Napi::Function::New(env, set_poison_outputs));
   // Every op of the table (device-hip/ops/table.ts): its reader, its outputs, its kernel ld::emu::<op>.
   ops::register_emulated(env, exports);
   // The weights-first check's row source (dequant.cc): dequantToF16's rows, pulled by the reference's compare.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -149,12 +150,32 @@ inline void op_range(const Napi::CallbackInfo& info, const char* fn, const char*
   }
 }
 
-// An output array of the product of dims elements.
+// An output array of the product of dims elements, zero-filled.
 template <typename T>
 Napi::TypedArrayOf<T> op_new(Napi::Env env, std::initializer_list<long long> dims) {
   long long n = 1;
   for (long long d : dims) n *= d;
   return Napi::TypedArrayOf<T>::New(env, (size_t)n);
+}
+
+// Set by setPoisonOutputs or LAYERDIFF_POISON_OUTPUTS=1 (the test suite runs with it): op_new_filled's arrays start
+// as all-ones bytes instead of whatever the allocator held, so an element a kernel failed to write reads as NaN
+// or −1, never as a plausible value.
+inline bool g_poison_outputs = [] {
+  const char* v = std::getenv("LAYERDIFF_POISON_OUTPUTS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}();
+
+// An output the op writes in full (table.ts: `filled`), allocated as a node Buffer's memory: not zero-filled,
+// where a TypedArray's is (a memset as long as the decode into it).
+template <typename T>
+Napi::TypedArrayOf<T> op_new_filled(Napi::Env env, std::initializer_list<long long> dims) {
+  long long n = 1;
+  for (long long d : dims) n *= d;
+  if (n == 0) return Napi::TypedArrayOf<T>::New(env, 0);
+  auto b = Napi::Buffer<uint8_t>::New(env, (size_t)n * sizeof(T));
+  if (g_poison_outputs) std::memset(b.Data(), 0xFF, b.ByteLength());
+  return Napi::TypedArrayOf<T>::New(env, (size_t)n, b.ArrayBuffer(), b.ByteOffset());
 }
 
 }  // namespace ops

@@ -56,7 +56,7 @@ inline DequantToF16Out alloc_dequantToF16(Napi::Env env, const DequantToF16Args&
   [[maybe_unused]] const long long v_blockOut = a.blockOut;
   [[maybe_unused]] const long long v_blockIn = a.blockIn;
   [[maybe_unused]] const long long v_fault = a.fault;
-  return {op_new<uint16_t>(env, {v_out, v_inDim})};
+  return {op_new_filled<uint16_t>(env, {v_out, v_inDim})};
 }
 
 // dequantNvfp4ToF16(weight, scale, out, inDim, globalScale, globalIsDivisor, fault)
@@ -97,7 +97,7 @@ inline DequantNvfp4ToF16Out alloc_dequantNvfp4ToF16(Napi::Env env, const Dequant
   [[maybe_unused]] const double v_globalScale = a.globalScale;
   [[maybe_unused]] const bool v_globalIsDivisor = a.globalIsDivisor;
   [[maybe_unused]] const long long v_fault = a.fault;
-  return {op_new<uint16_t>(env, {v_out, v_inDim})};
+  return {op_new_filled<uint16_t>(env, {v_out, v_inDim})};
 }
 
 // dequantBnb4ToF16(weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, out, inDim, blocksize, fault)
@@ -148,7 +148,7 @@ inline DequantBnb4ToF16Out alloc_dequantBnb4ToF16(Napi::Env env, const DequantBn
   [[maybe_unused]] const long long v_inDim = a.inDim;
   [[maybe_unused]] const long long v_blocksize = a.blocksize;
   [[maybe_unused]] const long long v_fault = a.fault;
-  return {op_new<uint16_t>(env, {v_out, v_inDim})};
+  return {op_new_filled<uint16_t>(env, {v_out, v_inDim})};
 }
 
 // gemmF16(x, w, m, k, n, alpha)
@@ -183,7 +183,7 @@ inline GemmF16Out alloc_gemmF16(Napi::Env env, const GemmF16Args& a) {
   [[maybe_unused]] const long long v_k = a.k;
   [[maybe_unused]] const long long v_n = a.n;
   [[maybe_unused]] const double v_alpha = a.alpha;
-  return {op_new<uint16_t>(env, {v_m, v_n})};
+  return {op_new_filled<uint16_t>(env, {v_m, v_n})};
 }
 
 // gemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault)
@@ -225,7 +225,7 @@ inline GemmMxfp4F16Out alloc_gemmMxfp4F16(Napi::Env env, const GemmMxfp4F16Args&
   [[maybe_unused]] const long long v_n = a.n;
   [[maybe_unused]] const double v_alpha = a.alpha;
   [[maybe_unused]] const long long v_fault = a.fault;
-  return {op_new<uint16_t>(env, {v_m, v_n})};
+  return {op_new_filled<uint16_t>(env, {v_m, v_n})};
 }
 
 // gemmF16F32(x, w, m, k, n)
@@ -256,7 +256,7 @@ inline GemmF16F32Out alloc_gemmF16F32(Napi::Env env, const GemmF16F32Args& a) {
   [[maybe_unused]] const long long v_m = a.m;
   [[maybe_unused]] const long long v_k = a.k;
   [[maybe_unused]] const long long v_n = a.n;
-  return {op_new<float>(env, {v_m, v_n})};
+  return {op_new_filled<float>(env, {v_m, v_n})};
 }
 
 // rmsnormF16(x, w, rows, dim, eps)

@@ -210,5 +210,27 @@ describe('the op table', () => {
         }
       });
     }
+
+    if (op.surface !== 'hostRef' && op.returns.some((o) => o.filled)) {
+      it(`${op.name}: its outputs marked filled are written in full (the same bits over all-ones memory as over what the allocator held)`, () => {
+        const setPoison = emu.setPoisonOutputs as (on: boolean) => boolean;
+        const before = setPoison(false);
+        try {
+          for (const seed of [1, 2]) {
+            const args = validCall(op, seed);
+            const over = (on: boolean): Uint8Array => {
+              setPoison(on);
+              const y = (op.returns.length === 1 ? emu[op.name](...args) : (emu[op.name](...args) as Record<string, unknown>)[op.returns.find((o) => o.filled)!.name]) as Uint8Array;
+              return new Uint8Array(y.buffer, y.byteOffset, y.byteLength).slice();
+            };
+            const clean = over(false);
+            expect(clean.length).toBeGreaterThan(0);
+            expect(over(true), `seed ${seed}`).toEqual(clean);
+          }
+        } finally {
+          setPoison(before);
+        }
+      });
+    }
   }
 });
