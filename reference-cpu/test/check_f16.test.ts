@@ -12,7 +12,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, roundF16Native, setReferenceSimd } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, nanCodeCount, roundF16Native, setReferenceSimd } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -116,6 +116,25 @@ describe('checkF16 (native fused compare)', () => {
     const x = Float32Array.from(xs);
     const got = roundF16Native(x);
     for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
+  });
+});
+
+describe('nanCodes (NaN encodings counted natively)', () => {
+  it('counts E8M0 0xFF, E4M3 S.1111.111 and float32 NaNs as a byte-by-byte count does, at every length and SIMD level', () => {
+    const r = new Rng(77);
+    for (const n of [0, 1, 31, 32, 33, 1000, 4096 + 7]) {
+      // bytes dense in NaN codes and their neighbours
+      const b = Uint8Array.from({ length: n * 4 }, () => [0xff, 0x7f, 0xfe, 0x7e, 0x80, r.int(256)][r.int(6)]);
+      const e8m0 = b.filter((x) => x === 0xff).length;
+      const e4m3 = b.filter((x) => (x & 0x7f) === 0x7f).length;
+      const f = new Float32Array(b.buffer);
+      const f32 = f.filter((x) => Number.isNaN(x)).length;
+      for (const level of ['auto', 'scalar'] as const) {
+        setReferenceSimd(level);
+        expect([nanCodeCount(b, 'e8m0'), nanCodeCount(b, 'e4m3'), nanCodeCount(b, 'f32')], `n ${n}, ${level}`).toEqual([e8m0, e4m3, f32]);
+      }
+      setReferenceSimd('auto');
+    }
   });
 });
 
