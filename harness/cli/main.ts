@@ -18,7 +18,7 @@ import { runConvert } from './convert.js';
 import { runGate } from './gate.js';
 import { runGateMerge } from './gate-merge.js';
 import { runGenerate } from './generate.js';
-import { superviseOutputs } from './supervise.js';
+import { superviseRun } from './supervise.js';
 import { rejectRepeatedOptions } from './argv.js';
 import { runCompare } from './compare.js';
 import { faultLines, fixtureKinds, fixtureLines } from './catalog.js';
@@ -304,7 +304,7 @@ function isMain(): boolean {
 
 if (isMain()) {
   const argv = hideBin(process.argv);
-  (superviseOutputs(argv) ?? main(argv)).then(
+  (superviseRun(argv) ?? main(argv)).then(
     (code) => process.exit(code),
     (e: unknown) => {
       if (e instanceof InputError) fail(e.message, ExitCode.badInput);

@@ -10,7 +10,9 @@
  * (calloc clears them with memset, at memory speed) and the peak RSS stays what the live arrays need (the
  * diff's streaming bound is unchanged: 3.1 → 3.2 GiB on the wide fixture). Values only: no numerics depend on it.
  * Both addons call it on load (mallopt is process-wide and idempotent); LAYERDIFF_MALLOC=system keeps glibc's
- * defaults (to measure the difference, or under a custom allocator).
+ * defaults (to measure the difference, or under a custom allocator). Huge pages are the other half, and glibc
+ * takes them only from its start-up tunables: the CLI starts its runs in a child with glibc.malloc.hugetlb=1
+ * (harness/cli/supervise.ts).
  */
 #ifndef LD_ALLOCATOR_H
 #define LD_ALLOCATOR_H
