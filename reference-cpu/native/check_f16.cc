@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <new>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -91,12 +90,18 @@ class FlagSet {
     uint8_t* a = p_.load(std::memory_order_acquire);
     if (a == nullptr) {
       uint8_t* fresh = static_cast<uint8_t*>(std::calloc(static_cast<size_t>(blocks_), 1));
-      if (fresh == nullptr) throw std::bad_alloc();
+      // no exception may leave an OpenMP region (it would abort the process): the failure is recorded and
+      // result() throws it as one error once the threads are done
+      if (fresh == nullptr) {
+        failed_.store(true, std::memory_order_relaxed);
+        return;
+      }
       if (p_.compare_exchange_strong(a, fresh, std::memory_order_acq_rel)) a = fresh;
       else std::free(fresh);  // another thread's array won; a holds it
     }
     count += __atomic_exchange_n(a + i, static_cast<uint8_t>(1), __ATOMIC_RELAXED) == 0;
   }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
   // a Uint8Array [blocks] of the flags, or null when none was set
   Napi::Value array(Napi::Env env) const {
     const uint8_t* a = p_.load();
@@ -109,11 +114,14 @@ class FlagSet {
  private:
   int64_t blocks_;
   std::atomic<uint8_t*> p_{nullptr};
+  std::atomic<bool> failed_{false};
 };
 
 struct Flags {
   FlagSet bad, over, under;
-  explicit Flags(int64_t blocks) : bad(blocks), over(blocks), under(blocks) {}
+  explicit Flags(int64_t blocks) : bad(blocks), over(blocks), under(blocks), n(blocks) {}
+  int64_t blocks() const { return n; }
+  int64_t n;
 };
 
 // One element: the reference's exact value r against the device's FP16 bits dv (flat index k, scale block blk),
@@ -134,6 +142,9 @@ inline void compare_elem(float r, uint16_t dv, int64_t k, int64_t blk, const flo
 
 // The threads' partial results merged into checkF16's result object.
 Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, const Flags& flags) {
+  if (flags.bad.failed() || flags.over.failed() || flags.under.failed()) {
+    throw Napi::Error::New(env, "weights check: out of memory for the block flags of a " + std::to_string(flags.blocks()) + "-block tensor");
+  }
   Partial all;
   for (const Partial& p : parts) {
     if (p.first_bad >= 0 && (all.first_bad < 0 || p.first_bad < all.first_bad)) all.first_bad = p.first_bad;
