@@ -181,6 +181,38 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     });
   });
 
+  // Device rows wrong in seeded places, as no fault of the emulation makes them: every single bit flip (a sign or
+  // exponent bit changes only a value's high byte, a mantissa bit often only its low one), Inf, NaN, ±0. They come
+  // from the row source of a plain f16 tensor (kind 3 hands its stored bits out as rows), so the fused pass meets
+  // exactly these bits, and must flag what checkF16 over the same array flags, at every SIMD level.
+  const WRONG = [['mxfp4', 1024, 256], ['fp8-e8m0', 300, 200], ['fp8-e8m0', 512, 512], ['fp8-f32', 1024, 256]] as const;
+  WRONG.forEach(([format, out, inn], c) => {
+    it(`${format} [${out}×${inn}]: the fused pass flags device rows wrong in one byte of a value (high or low) as checkF16 does`, () => {
+      const r = new Rng(1300 + c);
+      const lw = weights(r, format, out, inn);
+      const right = cache.dequant(lw, null);
+      for (let t = 0; t < 20; t++) {
+        const dev = right.slice();
+        // a few rows, each with one kind of corruption, so a clean row's blocks pass between them
+        for (let k = 0; k < 6; k++) {
+          const i = r.int(dev.length);
+          dev[i] = t < 16 ? dev[i] ^ (1 << t) : [0x7c00, 0x7e01, dev[i] ^ 0x8000, 0][t - 16];
+        }
+        const want = flags(checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], dev));
+        const src = N.dequantRowSource!(3, new Uint8Array(dev.buffer, dev.byteOffset, dev.byteLength), null, false, out, inn, 1, 1, 0);
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          for (const fast of [true, false]) {
+            const got = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src, fast));
+            expect(got, `corruption ${t}, ${level}, fast ${fast}`).toEqual(want);
+          }
+        }
+        setReferenceSimd('auto');
+        if (t < 16 || t === 18) expect(want.firstBad, `corruption ${t} is caught`).toBeGreaterThanOrEqual(0);
+      }
+    });
+  });
+
   it('refuses what is not a row source, and a row source of another shape, by name', () => {
     const r = new Rng(7);
     const lw = weights(r, 'mxfp4', 64, 64);
