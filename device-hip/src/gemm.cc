@@ -201,6 +201,7 @@ void gemm_simd(const uint16_t* xh, const Src& src, int m, int k, int n, float al
 // its m dot products, RW rows side by side so several rows' loads are in flight (the tiled kernel widens W into a
 // panel first, which at m = 1 ran at a third of the memory's read speed). Lane l of every output still sums
 // k ≡ l (mod 8) in increasing k from zero, then finish_dot: the tiled kernel's order, the same bits.
+// w: W row j0 (row j0 + r at w + r·k).
 template <int M, int RW>
 __attribute__((target("avx2,fma,f16c"))) void gemv_rows_avx2(const float* xf, const uint16_t* xh, const uint16_t* w, int k, int j0, int n,
                                                              float alpha, uint16_t* out_f16, float* out_f32) {
@@ -210,7 +211,7 @@ __attribute__((target("avx2,fma,f16c"))) void gemv_rows_avx2(const float* xf, co
     for (int r = 0; r < RW; r++) c[i][r] = _mm256_setzero_ps();
   for (int kk = 0; kk < k8; kk += 8) {
     __m256 wv[RW];
-    for (int r = 0; r < RW; r++) wv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)(j0 + r) * k + kk)));
+    for (int r = 0; r < RW; r++) wv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)r * k + kk)));
     for (int i = 0; i < M; i++) {
       const __m256 xv = _mm256_loadu_ps(xf + (size_t)i * k + kk);
       for (int r = 0; r < RW; r++) c[i][r] = _mm256_fmadd_ps(xv, wv[r], c[i][r]);
@@ -220,32 +221,39 @@ __attribute__((target("avx2,fma,f16c"))) void gemv_rows_avx2(const float* xf, co
     for (int r = 0; r < RW; r++) {
       float lanes[LD_LANES];
       _mm256_storeu_ps(lanes, c[i][r]);
-      const float d = finish_dot(lanes, xh + (size_t)i * k, w + (size_t)(j0 + r) * k, k8, k);
+      const float d = finish_dot(lanes, xh + (size_t)i * k, w + (size_t)r * k, k8, k);
       if (out_f16 != nullptr) out_f16[(size_t)i * n + j0 + r] = ld_f32_to_f16(alpha * d);
       else out_f32[(size_t)i * n + j0 + r] = d;
     }
   }
 }
 
-// Rows [j0, j0 + nr) of y for M x rows: RW at a time (four at M = 1, two beyond: the accumulators and loads fit
+// Rows [j0, j0 + nr) of y for M x rows (w: W row j0, the block's rows k apart): RW at a time (four at M = 1, two beyond: the accumulators and loads fit
 // the 16 ymm registers), a last odd row alone.
 template <int M>
 void gemv_block(const float* xf, const uint16_t* xh, const uint16_t* w, int k, int j0, int nr, int n, float alpha, uint16_t* out_f16, float* out_f32) {
   constexpr int RW = M == 1 ? 4 : 2;
   int j = j0;
-  for (; j + RW <= j0 + nr; j += RW) gemv_rows_avx2<M, RW>(xf, xh, w, k, j, n, alpha, out_f16, out_f32);
-  for (; j < j0 + nr; j++) gemv_rows_avx2<M, 1>(xf, xh, w, k, j, n, alpha, out_f16, out_f32);
+  for (; j + RW <= j0 + nr; j += RW) gemv_rows_avx2<M, RW>(xf, xh, w + (size_t)(j - j0) * k, k, j, n, alpha, out_f16, out_f32);
+  for (; j < j0 + nr; j++) gemv_rows_avx2<M, 1>(xf, xh, w + (size_t)(j - j0) * k, k, j, n, alpha, out_f16, out_f32);
 }
 
-void gemv_f16(const uint16_t* xh, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16, float* out_f32) {
+// The GEMV over W rows from src (F16Rows: straight from memory; Mxfp4Rows: each unit's JB rows decoded into a
+// per-thread buffer, 128 KiB at k = 4096, that stays in L2 while its dot products read it). The same sums either
+// way, so gemmMxfp4F16 keeps gemmF16(x, dequantToF16(W))'s bits at m ≤ 4 too.
+template <class Src>
+void gemv_f16(const uint16_t* xh, const Src& src, int m, int k, int n, float alpha, uint16_t* out_f16, float* out_f32) {
   std::vector<float> xf((size_t)m * k);
   for (int i = 0; i < m; i++) widen_f16(xh + (size_t)i * k, xf.data() + (size_t)i * k, (size_t)(k & ~7));
   constexpr int JB = 16;  // rows per OpenMP unit
   const int nblocks = (n + JB - 1) / JB;
   const int nthreads = (double)m * k * n < 262144.0 ? 1 : omp_get_max_threads();
+  std::vector<uint16_t> rowbufs(Src::kBuffered ? (size_t)nthreads * JB * k : 0);
 #pragma omp parallel for schedule(static) num_threads(nthreads)
   for (int b = 0; b < nblocks; b++) {
     const int j0 = b * JB, nr = std::min(JB, n - j0);
+    uint16_t* rowbuf = Src::kBuffered ? rowbufs.data() + (size_t)omp_get_thread_num() * JB * k : nullptr;
+    const uint16_t* w = src.rows(j0, nr, rowbuf);  // row j0 + j is w + j·k
     switch (m) {
       case 1: gemv_block<1>(xf.data(), xh, w, k, j0, nr, n, alpha, out_f16, out_f32); break;
       case 2: gemv_block<2>(xf.data(), xh, w, k, j0, nr, n, alpha, out_f16, out_f32); break;
@@ -294,7 +302,7 @@ __attribute__((target("avx2,fma,f16c"))) void axpy_f16_avx2(float p, const uint1
 void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, float alpha, uint16_t* out_f16,
                    float* out_f32) {
   const F16Rows src{w, k};
-  if (g_avx2 && m <= 4) return gemv_f16(x, w, m, k, n, alpha, out_f16, out_f32);
+  if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, out_f32);
   if (g_simd == Simd::Avx512) gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, out_f32);
   else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, out_f32);
   else gemm_scalar(x, w, m, k, n, alpha, out_f16, out_f32);
@@ -305,6 +313,7 @@ void gemm_mxfp4(const uint16_t* x, const uint8_t* packed, const uint8_t* scales,
                 uint16_t* out_f16) {
   const Mxfp4Table& t = mxfp4_table(fault);
   const Mxfp4Rows src{packed, scales, &t, n, k, fault};
+  if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, nullptr);
   if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
   if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
   std::vector<uint16_t> w((size_t)n * k);

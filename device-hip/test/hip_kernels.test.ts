@@ -112,8 +112,9 @@ describe('host reference of the HIP kernels == emulation', () => {
 
   it('the emulated fused MXFP4 GEMM (gemmMxfp4F16) == dequantToF16 then gemmF16 == the kernels\' host reference, every fault and SIMD level', () => {
     const rand = rng(4301);
-    // one thread and both, one k slice and several, a ragged last row block, m past a tile
-    const shapes = [[1, 64, 3], [7, 512, 41], [16, 4096, 64], [3, 2080, 9]] as const;
+    // one thread and both, one k slice and several, a ragged last row block, m past a tile; m ≤ 4 (the decode
+    // step's GEMV, its rows decoded per 16-row unit) on one thread and on both, with a ragged last unit
+    const shapes = [[1, 64, 3], [7, 512, 41], [16, 4096, 64], [3, 2080, 9], [1, 4096, 257], [4, 2048, 300]] as const;
     try {
       for (const level of ['auto', 'avx2', 'scalar'] as const) {
         N.setSimd(level);

@@ -82,8 +82,41 @@ export async function benchDequantFormats(): Promise<Record<string, number>> {
     out[`${row}.reference_vs_memcpy`] = cpMs / refMs;
     console.log(`  ${row.padEnd(28)} ${(packed.length / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(devMs).toFixed(2).padStart(10)}   ${(cpMs / devMs).toFixed(3).padStart(6)}   ${effDev.toFixed(2).padStart(10)}   ${(effDev / effCopy).toFixed(3).padStart(14)}   ${gbps(refMs).toFixed(2).padStart(14)}   ${(cpMs / refMs).toFixed(3).padStart(7)}`);
   }
+  Object.assign(out, await streaming(cache));
   return out;
 }
+
+/**
+ * The same decoders streaming past the caches, as a layer's weights are decoded: STREAM_MIB of distinct
+ * [2048×4096] weights (32 MXFP4, 16 FP8: 128 MiB packed, past the last-level cache where a 16 MiB copy already
+ * drops to memory speed), each decoded in turn, against a memcpy of the same packed bytes in turn from memory
+ * (the yardstick the issue measured, ~13–19 GB/s here, where a 4 MiB copy from the cache runs at ~50).
+ */
+async function streaming(cache: LinearCache): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  const r = new Rng(6);
+  const n = O * I;
+  const mk = (format: 'mxfp4' | 'fp8-block', e: number): LinearWeight => format === 'mxfp4'
+    ? { out: O, in: I, name: `experts.${e}.w1.weight`, format, encoding: 'deepseek-mxfp4', block: [1, 32], weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'U8', [O, I / 32], bytes(r, n / 32, 118, 133)) }
+    : { out: O, in: I, name: `attn.${e}.weight`, format, encoding: 'fp8-block', block: [128, 128], weight: tensor('w', 'F8_E4M3', [O, I], bytes(r, n).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b))), scale: tensor('s', 'U8', [O / 128, I / 128], bytes(r, (n / 128) / 128, 118, 126)) };
+  console.log(`  streaming ${STREAM_MIB} MiB packed   weights   device GB/s   memcpy GB/s (from memory)   ×memcpy`);
+  for (const [format, count] of [['mxfp4', 32], ['fp8-block', 16]] as const) {
+    const set = Array.from({ length: count }, (_, e) => mk(format, e));
+    const total = set.reduce((t, lw) => t + lw.weight.bytes.length + lw.scale!.bytes.length, 0);
+    const dst = new Uint8Array(set[0].weight.bytes.length);
+    const [devMs, cpMs] = await timeBlocks([
+      () => { for (const lw of set) cache.dequant(lw, null); },
+      () => { for (const lw of set) { dst.set(lw.weight.bytes); dst.set(lw.scale!.bytes); } },
+    ], 5);
+    const gbps = (ms: number) => total / (ms * 1e6);
+    out[`${format}.streaming.device_gbps`] = gbps(devMs);
+    out[`${format}.streaming.memcpy_gbps`] = gbps(cpMs);
+    out[`${format}.streaming.device_vs_memcpy`] = cpMs / devMs;
+    console.log(`  ${format.padEnd(28)} ${String(count).padStart(7)}   ${gbps(devMs).toFixed(2).padStart(11)}   ${gbps(cpMs).toFixed(2).padStart(25)}   ${(cpMs / devMs).toFixed(3).padStart(7)}`);
+  }
+  return out;
+}
+const STREAM_MIB = 128;
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   benchDequantFormats().catch((e: unknown) => {
