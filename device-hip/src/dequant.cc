@@ -27,6 +27,12 @@ namespace {
 
 enum Kind { MXFP4 = 0, FP8 = 1, BF16 = 2, F16 = 3, F32 = 4 };
 
+// Whether the FP8 rows use the AVX-512 VBMI byte permutes: the CPU has them and g_simd is AVX-512.
+bool fp8_vbmi() {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+  return g_simd == Simd::Avx512 && vbmi;
+}
+
 inline const uint8_t* mx_scale_row(const uint8_t* scales, int out, int C, int o, int c, int fault) {
   return scales + ld_scale_index((size_t)out, (size_t)C, (size_t)o, (size_t)c, fault);
 }
@@ -146,39 +152,57 @@ Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, 
   return t;
 }
 
-// n codes of one block through its table (lo, hi: 256 bytes each) with AVX-512 VBMI, 64 per step: a code's low 7
+// n codes of one block through its table, for `rows` rows (codes and outputs `in` apart; the tables loaded once
+// for all of them), (lo, hi: 256 bytes each) with AVX-512 VBMI, 64 per step: a code's low 7
 // bits index two 128-byte halves with vpermi2b, its top bit picks the half; the low and high bytes are then
 // interleaved into f16 words in element order. The same lookups as the scalar row.
-__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_block_vbmi(const uint8_t* codes, const uint8_t* lo, const uint8_t* hi, size_t n,
-                                                                            uint16_t* y) {
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_vbmi(const uint8_t* codes, const uint8_t* lo, const uint8_t* hi, size_t n,
+                                                                             int rows, size_t in, uint16_t* y) {
   const __m512i L0 = _mm512_loadu_si512(lo), L1 = _mm512_loadu_si512(lo + 64), L2 = _mm512_loadu_si512(lo + 128), L3 = _mm512_loadu_si512(lo + 192);
   const __m512i H0 = _mm512_loadu_si512(hi), H1 = _mm512_loadu_si512(hi + 64), H2 = _mm512_loadu_si512(hi + 128), H3 = _mm512_loadu_si512(hi + 192);
-  // after the in-lane unpacks, a holds elements 16k..16k+7 of lane k and b 16k+8..16k+15: qword order to restore
   const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const __m512i idx = _mm512_loadu_si512(codes + i);
-    const __mmask64 top = _mm512_movepi8_mask(idx);
-    const __m512i l = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L0, idx, L1), _mm512_permutex2var_epi8(L2, idx, L3));
-    const __m512i h = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(H0, idx, H1), _mm512_permutex2var_epi8(H2, idx, H3));
-    const __m512i a = _mm512_unpacklo_epi8(l, h), b = _mm512_unpackhi_epi8(l, h);
-    _mm512_storeu_si512(y + i, _mm512_permutex2var_epi64(a, first, b));
-    _mm512_storeu_si512(y + i + 32, _mm512_permutex2var_epi64(a, second, b));
+  for (int r = 0; r < rows; r++) {
+    const uint8_t* c = codes + (size_t)r * in;
+    uint16_t* yr = y + (size_t)r * in;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      const __m512i idx = _mm512_loadu_si512(c + i);
+      const __mmask64 top = _mm512_movepi8_mask(idx);
+      const __m512i l = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(L0, idx, L1), _mm512_permutex2var_epi8(L2, idx, L3));
+      const __m512i h = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(H0, idx, H1), _mm512_permutex2var_epi8(H2, idx, H3));
+      const __m512i a = _mm512_unpacklo_epi8(l, h), b = _mm512_unpackhi_epi8(l, h);
+      _mm512_storeu_si512(yr + i, _mm512_permutex2var_epi64(a, first, b));
+      _mm512_storeu_si512(yr + i + 32, _mm512_permutex2var_epi64(a, second, b));
+    }
+    for (; i < n; i++) yr[i] = (uint16_t)(lo[c[i]] | (hi[c[i]] << 8));
   }
-  for (; i < n; i++) y[i] = (uint16_t)(lo[codes[i]] | (hi[codes[i]] << 8));
+}
+
+// Rows [o0, o0 + rows) of an FP8-block weight into y ([rows][in]) with VBMI: block by block, each block's tables
+// loaded once for the rows of the range that share its block row.
+void fp8_rows_vbmi(const uint8_t* w, const Fp8Tables& tab, int in, int bo, int bi, int o0, int rows, uint16_t* y) {
+  const size_t C = (size_t)((in + bi - 1) / bi);
+  for (int a = o0; a < o0 + rows;) {
+    const int br = a / bo, e = std::min(o0 + rows, (br + 1) * bo);  // rows [a, e) share block row br
+    for (size_t c = 0; c < C; c++) {
+      const size_t b = (size_t)tab.id[(size_t)br * C + c] * 256;
+      const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
+      fp8_blocks_vbmi(w + (size_t)a * in + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, e - a, (size_t)in, y + (size_t)(a - o0) * in + i0);
+    }
+    a = e;
+  }
 }
 
 // Row o of an FP8-block weight through its blocks' tables: VBMI where the CPU has it (and g_simd is AVX-512),
 // else one lookup per element.
 void fp8_row(const uint8_t* w, const Fp8Tables& tab, int in, int bo, int bi, int o, uint16_t* yrow) {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
   const size_t C = (size_t)((in + bi - 1) / bi);
   const uint8_t* wrow = w + (size_t)o * in;
   for (size_t c = 0; c < C; c++) {
     const size_t b = (size_t)tab.id[(size_t)(o / bo) * C + c] * 256;
     const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
-    if (g_simd == Simd::Avx512 && vbmi) {
-      fp8_block_vbmi(wrow + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, yrow + i0);
+    if (fp8_vbmi()) {
+      fp8_blocks_vbmi(wrow + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, 1, (size_t)in, yrow + i0);
       continue;
     }
     const uint16_t* t = tab.f16.data() + b;
@@ -247,6 +271,10 @@ struct RowSourceState {
 void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
   const RowSourceState* st = static_cast<const RowSourceState*>(self->state);
   const ops::DequantToF16Args& a = st->a;
+  if (a.kind == FP8 && fp8_vbmi()) {
+    fp8_rows_vbmi(a.weight.data, st->fp8, a.inDim, a.blockOut, a.blockIn, (int)row0, (int)n, dst);
+    return;
+  }
   for (int64_t r = 0; r < n; r++) {
     const int o = (int)(row0 + r);
     uint16_t* yrow = dst + (size_t)r * a.inDim;

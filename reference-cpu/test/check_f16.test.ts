@@ -48,7 +48,7 @@ const flags = <T extends Pick<ExactVsF16, 'bad' | 'over' | 'under'>>(x: T) => ({
 
 const bytes = (r: Rng, n: number, f = (b: number) => b) => Uint8Array.from({ length: n }, () => f(r.int(256)));
 
-function weights(r: Rng, format: 'mxfp4' | 'fp8-e8m0' | 'fp8-f32', out: number, inn: number): LinearWeight {
+function weights(r: Rng, format: 'mxfp4' | 'fp8-e8m0' | 'fp8-f32', out: number, inn: number, block: [number, number] = [128, 128]): LinearWeight {
   if (format === 'mxfp4') {
     return {
       name: 'm.weight', format: 'mxfp4', out, in: inn, block: [1, 32],
@@ -57,7 +57,7 @@ function weights(r: Rng, format: 'mxfp4' | 'fp8-e8m0' | 'fp8-f32', out: number, 
       scale: { name: 'm.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: bytes(r, (out * inn) / 32, (b) => 100 + (b % 50)) },
     };
   }
-  const [bo, bi] = [128, 128], R = Math.ceil(out / bo), C = Math.ceil(inn / bi);
+  const [bo, bi] = block, R = Math.ceil(out / bo), C = Math.ceil(inn / bi);
   const codes = bytes(r, out * inn, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b)); // no NaN codes
   const scale = format === 'fp8-e8m0'
     ? bytes(r, R * C, (b) => 105 + (b % 40))
@@ -147,11 +147,11 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     const lw = weights(r, 'mxfp4', out, inn);
     return { ...lw, scale: { ...lw.scale!, bytes: Uint8Array.from(lw.scale!.bytes, (_, i) => i % 255) } };
   };
-  const CASES = [['mxfp4 all scales', 96, 512], ['mxfp4', 1024, 256], ['mxfp4', 40, 96], ['fp8-e8m0', 300, 200], ['fp8-f32', 1024, 256]] as const;
-  CASES.forEach(([what, out, inn], c) => {
-    it(`${what} [${out}×${inn}]: the fused pass (fast and element by element) is checkF16 over the device's whole tensor, for the right device and every fault`, () => {
+  const CASES = [['mxfp4 all scales', 96, 512], ['mxfp4', 1024, 256], ['mxfp4', 40, 96], ['fp8-e8m0', 300, 200], ['fp8-f32', 1024, 256], ['fp8-e8m0', 1030, 256, [20, 96]]] as const;
+  CASES.forEach(([what, out, inn, block], c) => {
+    it(`${what} [${out}×${inn}]${block ? ` in [${block.join('×')}] blocks` : ''}: the fused pass (fast and element by element) is checkF16 over the device's whole tensor, for the right device and every fault`, () => {
       const r = new Rng(1200 + c);
-      const lw = what === 'mxfp4 all scales' ? full(r, out, inn) : weights(r, what, out, inn);
+      const lw = what === 'mxfp4 all scales' ? full(r, out, inn) : weights(r, what, out, inn, block ? [...block] : undefined);
       let caught = 0;
       for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
         const f = fault as keyof typeof FAULT_CODES | null;
@@ -185,11 +185,12 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
   // exponent bit changes only a value's high byte, a mantissa bit often only its low one), Inf, NaN, ±0. They come
   // from the row source of a plain f16 tensor (kind 3 hands its stored bits out as rows), so the fused pass meets
   // exactly these bits, and must flag what checkF16 over the same array flags, at every SIMD level.
-  const WRONG = [['mxfp4', 1024, 256], ['fp8-e8m0', 300, 200], ['fp8-e8m0', 512, 512], ['fp8-f32', 1024, 256]] as const;
-  WRONG.forEach(([format, out, inn], c) => {
-    it(`${format} [${out}×${inn}]: the fused pass flags device rows wrong in one byte of a value (high or low) as checkF16 does`, () => {
+  // Blocks of 20 × 96 rows: a block row ends inside the FP8 pass's 8-row steps, and a block inside a 64-code step.
+  const WRONG = [['mxfp4', 1024, 256], ['fp8-e8m0', 300, 200], ['fp8-e8m0', 512, 512], ['fp8-f32', 1024, 256], ['fp8-e8m0', 1030, 256, [20, 96]]] as const;
+  WRONG.forEach(([format, out, inn, block], c) => {
+    it(`${format} [${out}×${inn}]${block ? ` in [${block.join('×')}] blocks` : ''}: the fused pass flags device rows wrong in one byte of a value (high or low) as checkF16 does`, () => {
       const r = new Rng(1300 + c);
-      const lw = weights(r, format, out, inn);
+      const lw = weights(r, format, out, inn, block ? [...block] : undefined);
       const right = cache.dequant(lw, null);
       for (let t = 0; t < 20; t++) {
         const dev = right.slice();
