@@ -152,10 +152,10 @@ Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, 
   return t;
 }
 
-// n codes of one block through its table, for `rows` rows (codes and outputs `in` apart; the tables loaded once
-// for all of them), (lo, hi: 256 bytes each) with AVX-512 VBMI, 64 per step: a code's low 7
-// bits index two 128-byte halves with vpermi2b, its top bit picks the half; the low and high bytes are then
-// interleaved into f16 words in element order. The same lookups as the scalar row.
+// n codes of one block through its table (lo, hi: 256 bytes each), for `rows` rows (codes and outputs `in`
+// apart; the tables loaded once for all of them), with AVX-512 VBMI, 64 per step: a code's low 7 bits index two
+// 128-byte halves with vpermi2b, its top bit picks the half; the low and high bytes are then interleaved into
+// f16 words in element order. The same lookups as the scalar row.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_vbmi(const uint8_t* codes, const uint8_t* lo, const uint8_t* hi, size_t n,
                                                                              int rows, size_t in, uint16_t* y) {
   const __m512i L0 = _mm512_loadu_si512(lo), L1 = _mm512_loadu_si512(lo + 64), L2 = _mm512_loadu_si512(lo + 128), L3 = _mm512_loadu_si512(lo + 192);

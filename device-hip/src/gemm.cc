@@ -228,8 +228,8 @@ __attribute__((target("avx2,fma,f16c"))) void gemv_rows_avx2(const float* xf, co
   }
 }
 
-// Rows [j0, j0 + nr) of y for M x rows (w: W row j0, the block's rows k apart): RW at a time (four at M = 1, two beyond: the accumulators and loads fit
-// the 16 ymm registers), a last odd row alone.
+// Rows [j0, j0 + nr) of y for M x rows (w: W row j0, the block's rows k apart): RW at a time (four at M = 1, two
+// beyond: the accumulators and loads fit the 16 ymm registers), a last odd row alone.
 template <int M>
 void gemv_block(const float* xf, const uint16_t* xh, const uint16_t* w, int k, int j0, int nr, int n, float alpha, uint16_t* out_f16, float* out_f32) {
   constexpr int RW = M == 1 ? 4 : 2;

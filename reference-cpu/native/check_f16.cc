@@ -521,9 +521,10 @@ constexpr const uint8_t (&kWordBytes)[2][64] = kWordBytesAll.b;
 
 // For `rows` rows of one block (codes and device values `cstride` and `dstride` apart, the tables loaded once
 // for all of them): same[r] = whether row r's n device values d equal the block's reference FP16 bits for its
-// codes (lo, hi: the reference table's low and high bytes), AVX-512 VBMI, 64 per step: a code's low 7 bits index two 128-byte halves of each table
-// with vpermi2b and its top bit picks the half; the device's words are split into their low and high bytes (one
-// two-register byte permute each, a third of the work of vpmovwb's four narrowings) and compared byte for byte.
+// codes (lo, hi: the reference table's low and high bytes). AVX-512 VBMI, 64 per step: a code's low 7 bits index
+// two 128-byte halves of each table with vpermi2b and its top bit picks the half; the device's words are split
+// into their low and high bytes (one two-register byte permute each, a third of the work of vpmovwb's four
+// narrowings) and compared byte for byte.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, as above
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_same_vbmi(const uint8_t* codes, int64_t cstride, const uint8_t* lo, const uint8_t* hi,
