@@ -35,7 +35,7 @@ export async function runConvert(a: { model: string; fp16Cache: string; device: 
     };
     const man = await entry.writeFp16Cache(ck, backend.native, a.fp16Cache, fp.value, onFile);
     if (tty) process.stderr.write('\r\x1b[K');
-    const files = [...man.files, ...(man.experts ?? [])];
+    const files = [...man.files, ...man.chunked, ...(man.experts ?? [])];
     const bytes = files.reduce((s, f) => s + f.size, 0);
     out.write(`wrote the FP16 cache of ${a.model} to ${a.fp16Cache}: ${files.length} files, ${(bytes / 2 ** 20).toFixed(1)} MiB, bound to ${fp.value}\n`);
     return ExitCode.pass;

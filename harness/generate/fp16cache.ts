@@ -12,6 +12,10 @@
  * and is not used (the caller dequantizes at load instead, with a note); a cache whose files do not match the
  * manifest's digests, or lack a tensor, is corrupt: an InputError naming the file. The file digests go through
  * the same stat-keyed cache as checkpoint fingerprints, so after the first load verifying costs a few stats.
+ * A file of which a run reads only a few rows (DeepSeek-V4's 1 GB embedding, for a prompt's tokens) is vouched
+ * for chunk by chunk instead (ChunkedFileDigest): its header at the first read, each chunk when a read first
+ * touches it, so a load never hashes what it does not use. A manifest of the earlier layout (schema /1, every
+ * such file whole) is stale: the caller dequantizes at load and says to rerun convert.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -29,7 +33,9 @@ import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { storedToF16 } from '../../device-hip/linear.js';
 
-export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/1';
+export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/2';
+/** the earlier layout (no chunked files): treated as stale, and replaceable by convert */
+const OLDER_SCHEMAS = new Set(['layerdiff.fp16-cache/1']);
 export const MANIFEST = 'manifest.json';
 
 /** the registry entry's name (harness/arch/): the layout a cache was written in */
@@ -43,7 +49,22 @@ export interface Fp16ManifestBase {
   num_layers: number;
   /** the files verified as a whole at load */
   files: FileDigest[];
+  /** the files verified chunk by chunk as they are read (ChunkedFile) */
+  chunked: ChunkedFileDigest[];
   created: string;
+}
+
+/**
+ * A cache file vouched for piece by piece: chunk 0 is its safetensors header (the 8-byte length and the JSON),
+ * then its data in `chunk_bytes` pieces (the last one shorter), so the digests cover every byte of the file.
+ */
+export interface ChunkedFileDigest {
+  name: string;
+  size: number;
+  header_bytes: number;
+  chunk_bytes: number;
+  /** SHA-256 of the header, then of each data chunk in file order */
+  sha256: string[];
 }
 
 export const layerFile = (L: number, part = '') => `layer.${String(L).padStart(5, '0')}${part}.safetensors`;
@@ -187,12 +208,13 @@ function openRegularForRead(file: string): number {
 
 /**
  * The digest of a cache's file list as its manifest gives it (every file: name, size, SHA-256; DeepSeek-V4's
- * experts files with their per-expert digests): what an acceptance record binds (`fp16_cache.files_digest`).
+ * chunked files with their per-chunk digests, DeepSeek-V4's experts files with their per-expert digests): what
+ * an acceptance record binds (`fp16_cache.files_digest`).
  * Since every file is verified against the manifest when read, a cache whose list digest is the record's
  * holds exactly the bytes the gate compared.
  */
 export function cacheListDigest(man: Fp16ManifestBase & { experts?: unknown[] }): string {
-  const entries = [...man.files.map((f) => ['file', f]), ...(man.experts ?? []).map((f) => ['experts', f])].map((e) => canonicalJson(e));
+  const entries = [...man.files.map((f) => ['file', f]), ...(man.chunked ?? []).map((f) => ['chunked', f]), ...(man.experts ?? []).map((f) => ['experts', f])].map((e) => canonicalJson(e));
   return `sha256:${createHash('sha256').update(entries.sort().join('\n')).digest('hex')}`;
 }
 
@@ -209,13 +231,15 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   } catch {
     throw new InputError(`--fp16-cache: no readable ${MANIFEST} (write the cache with layerdiff convert first)`, { file: mf });
   }
+  if (OLDER_SCHEMAS.has(String(man?.schema))) throw new InputError(`the FP16 cache is in an earlier layout (${String(man.schema)}); rerun layerdiff convert`, { file: mf });
   if (man?.schema !== FP16_CACHE_SCHEMA || !Array.isArray(man.files)) throw new InputError(`not a ${FP16_CACHE_SCHEMA} manifest`, { file: mf });
   if (man.checkpoint?.fingerprint !== t.fingerprint) throw new InputError('the FP16 cache was converted from another checkpoint (its manifest names another fingerprint); rerun layerdiff convert', { file: mf });
   if (man.tool?.version !== toolVersion()) throw new InputError(`the FP16 cache was written by layerdiff ${String(man.tool?.version)}, this is ${toolVersion()}; rerun layerdiff convert`, { file: mf });
   const files = new CacheFiles(t);
-  const { verified, extra } = await body(files);
+  const { verified, chunked, extra } = await body(files);
   const now = await fingerprintFiles(t.dir, verified, { protect: t.checkpointDir, useCache: false });
-  const want = { architecture: t.architecture, num_layers: t.numLayers, files: now.files, ...extra };
+  // the files were just compared byte for byte with the conversion, so their chunk digests are the conversion's
+  const want = { architecture: t.architecture, num_layers: t.numLayers, files: now.files, chunked: chunkDigests(t.dir, chunked), ...extra };
   for (const [k, v] of Object.entries(want)) {
     if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
@@ -238,31 +262,42 @@ function assertReplaceableCache(t: CacheTarget): void {
   const names = fs.readdirSync(t.dir).filter((n) => partialPid(n) === null);
   if (names.length === 0) return;
   const mf = path.join(t.dir, MANIFEST);
-  let man: Partial<Fp16ManifestBase> & { experts?: Array<{ name?: unknown }> };
+  let man: Partial<Fp16ManifestBase> & { experts?: unknown };
   try {
     man = JSON.parse(fs.readFileSync(mf, 'utf8')) as typeof man;
   } catch {
     throw new InputError(`--fp16-cache: the folder is not empty and holds no readable ${MANIFEST} of layerdiff convert; give a new or empty folder`, { file: t.dir });
   }
   const sameCheckpoint = man?.checkpoint?.fingerprint === t.fingerprint || (typeof man?.checkpoint?.path === 'string' && realish(man.checkpoint.path) === realish(t.checkpointDir));
-  if (man?.schema !== FP16_CACHE_SCHEMA || !sameCheckpoint) {
+  if ((man?.schema !== FP16_CACHE_SCHEMA && !OLDER_SCHEMAS.has(String(man?.schema))) || !sameCheckpoint) {
     throw new InputError(`--fp16-cache: the folder is not empty and is not an FP16 cache of this checkpoint (${man?.schema === FP16_CACHE_SCHEMA ? `it caches ${String(man.checkpoint?.path)}` : `${MANIFEST} is not a ${FP16_CACHE_SCHEMA} manifest`}); give a new or empty folder`, { file: t.dir });
   }
-  const known = new Set([MANIFEST, ...[...(Array.isArray(man.files) ? man.files : []), ...(Array.isArray(man.experts) ? man.experts : [])].map((f) => String(f?.name))]);
+  const listed = [man.files, man.chunked, man.experts].flatMap((l) => (Array.isArray(l) ? (l as Array<{ name?: unknown }>) : []));
+  const known = new Set([MANIFEST, ...listed.map((f) => String(f?.name))]);
   const foreign = names.filter((n) => !known.has(n));
   if (foreign.length > 0) throw new InputError(`--fp16-cache: the folder holds files the cache's manifest does not list (${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', …' : ''}); give a new or empty folder`, { file: t.dir });
 }
 
+/** What a conversion's body returns: the files vouched for whole, those vouched for chunk by chunk, the rest of the manifest. */
+export interface CacheBody<M extends Fp16ManifestBase> {
+  verified: string[];
+  chunked?: ChunkedSpec[];
+  extra: Omit<M, keyof Fp16ManifestBase>;
+}
+
+/** A file to vouch for chunk by chunk, and its chunk size (a whole number of table rows, so a row read hashes one or two). */
+export interface ChunkedSpec {
+  name: string;
+  chunkBytes: number;
+}
+
 /**
  * Convert into t.dir: `body` writes the files into a staging folder next to it and returns the manifest's
- * architecture-specific fields and which files the manifest vouches for as a whole (digests taken here,
- * after writing). Only a complete cache replaces the previous one (two renames), so a failed or killed
- * convert leaves the previous cache exactly as it was.
+ * architecture-specific fields and which files the manifest vouches for as a whole or chunk by chunk (digests
+ * taken here, after writing). Only a complete cache replaces the previous one (two renames), so a failed or
+ * killed convert leaves the previous cache exactly as it was.
  */
-export async function writeCache<M extends Fp16ManifestBase>(
-  t: CacheTarget,
-  body: (files: CacheFiles) => Promise<{ verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> }> | { verified: string[]; extra: Omit<M, keyof Fp16ManifestBase> },
-): Promise<M> {
+export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, body: (files: CacheFiles) => Promise<CacheBody<M>> | CacheBody<M>): Promise<M> {
   if (t.verify === true) return verifyExistingCache(t, body);
   assertReplaceableCache(t);
   const target = path.resolve(t.dir);
@@ -276,7 +311,7 @@ export async function writeCache<M extends Fp16ManifestBase>(
   fs.mkdirSync(staging);
   const files = new CacheFiles({ ...t, dir: staging });
   try {
-    const { verified, extra } = await body(files);
+    const { verified, chunked, extra } = await body(files);
     const digests = await fingerprintFiles(staging, verified, { protect: t.checkpointDir, useCache: false });
     const manifest = {
       schema: FP16_CACHE_SCHEMA,
@@ -285,6 +320,7 @@ export async function writeCache<M extends Fp16ManifestBase>(
       checkpoint: { path: path.resolve(t.checkpointDir), fingerprint: t.fingerprint },
       num_layers: t.numLayers,
       files: digests.files,
+      chunked: chunkDigests(staging, chunked),
       ...extra,
       created: new Date().toISOString(),
     } as M;
@@ -317,6 +353,8 @@ export interface CacheExpectation {
   fingerprint: string;
   /** the files the manifest must vouch for as a whole, exactly these */
   files: string[];
+  /** the files it must vouch for chunk by chunk, exactly these (none when absent) */
+  chunked?: string[];
   checkpointDir: string;
   /** the list digest (cacheListDigest) an acceptance record binds: the manifest read here must have it */
   listDigest?: string;
@@ -332,7 +370,8 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
   } catch {
     throw new InputError('not valid JSON', { file: mf });
   }
-  if (man?.schema !== FP16_CACHE_SCHEMA || !Array.isArray(man.files)) throw new InputError(`not a ${FP16_CACHE_SCHEMA} manifest`, { file: mf });
+  if (OLDER_SCHEMAS.has(String(man?.schema))) return { ok: false, why: `the cache is in an earlier layout (${String(man.schema)})` };
+  if (man?.schema !== FP16_CACHE_SCHEMA || !Array.isArray(man.files) || !Array.isArray(man.chunked)) throw new InputError(`not a ${FP16_CACHE_SCHEMA} manifest`, { file: mf });
   if (man.checkpoint?.fingerprint !== want.fingerprint) return { ok: false, why: `the cache was converted from another checkpoint (fingerprint ${String(man.checkpoint?.fingerprint).slice(0, 19)}…, this one is ${want.fingerprint.slice(0, 19)}…)` };
   if (man.tool?.version !== toolVersion()) return { ok: false, why: `the cache was written by layerdiff ${man.tool?.version}, this is ${toolVersion()}` };
   // Same checkpoint bytes but another architecture or depth: the manifest was edited.
@@ -346,11 +385,133 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
   if (listed.length !== expected.length || listed.some((n, i) => n !== expected[i])) {
     throw new InputError(`lists files ${JSON.stringify(listed)}, expected ${JSON.stringify(expected)}`, { file: mf });
   }
+  const wantChunked = [...(want.chunked ?? [])].sort();
+  const listedChunked = man.chunked.map((f) => String(f?.name)).sort();
+  if (listedChunked.length !== wantChunked.length || listedChunked.some((n, i) => n !== wantChunked[i])) {
+    throw new InputError(`lists chunked files ${JSON.stringify(listedChunked)}, expected ${JSON.stringify(wantChunked)}`, { file: mf });
+  }
+  for (const c of man.chunked) checkChunkedEntry(dir, c, mf);
   const now = await fingerprintFiles(dir, man.files.map((f) => f.name), { protect: want.checkpointDir, ...fpOptions });
   now.files.forEach((f, i) => {
     if (f.sha256 !== man.files[i].sha256 || f.size !== man.files[i].size) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file: path.join(dir, f.name) });
   });
   return { ok: true, manifest: man };
+}
+
+// ---- files vouched for chunk by chunk ---------------------------------------------------------------------
+
+/** The chunk digests of each spec'd file in `dir` (read back from disk, as the whole-file digests are). */
+function chunkDigests(dir: string, specs: ChunkedSpec[] = []): ChunkedFileDigest[] {
+  return specs.map((c) => {
+    const file = path.join(dir, c.name);
+    const fd = openRegularForRead(file);
+    try {
+      const size = fs.fstatSync(fd).size;
+      const len = Buffer.alloc(8);
+      if (fs.readSync(fd, len, 0, 8, 0) !== 8) throw new InputError('is too short for a safetensors file', { file });
+      const headerBytes = 8 + Number(len.readBigUInt64LE(0));
+      if (headerBytes > size) throw new InputError('has a header longer than the file', { file });
+      const sha256: string[] = [];
+      const buf = Buffer.alloc(Math.max(headerBytes, c.chunkBytes));
+      for (let at = 0; at < size; ) {
+        const n = Math.min(at === 0 ? headerBytes : c.chunkBytes, size - at);
+        readFully(fd, buf, n, at, file);
+        sha256.push(createHash('sha256').update(buf.subarray(0, n)).digest('hex'));
+        at += n;
+      }
+      return { name: c.name, size, header_bytes: headerBytes, chunk_bytes: c.chunkBytes, sha256 };
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+}
+
+function readFully(fd: number, buf: Buffer, n: number, at: number, file: string): void {
+  for (let done = 0; done < n; ) {
+    const got = fs.readSync(fd, buf, done, n - done, at + done);
+    if (got === 0) throw new InputError('shrank while it was being read (truncated?); rerun layerdiff convert', { file });
+    done += got;
+  }
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** A chunked entry of the manifest well formed for the file on disk: sizes, chunk count and digests (not yet the bytes). */
+function checkChunkedEntry(dir: string, c: ChunkedFileDigest, mf: string): void {
+  const file = path.join(dir, String(c?.name));
+  const int = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
+  if (!int(c.size, 8) || !int(c.header_bytes, 8) || c.header_bytes > c.size || !int(c.chunk_bytes, 1) || !Array.isArray(c.sha256)
+    || c.sha256.length !== 1 + Math.ceil((c.size - c.header_bytes) / c.chunk_bytes) || c.sha256.some((h) => typeof h !== 'string' || !HEX64.test(h))) {
+    throw new InputError(`its entry for ${String(c?.name)} is not a well-formed chunked digest (edited manifest?); rerun layerdiff convert`, { file: mf });
+  }
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(file);
+  } catch {
+    throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file });
+  }
+  if (!st.isFile()) throw new InputError('is not a regular file', { file });
+  if (st.size !== c.size) throw new InputError(`has ${st.size} bytes, the FP16 cache manifest says ${c.size} (truncated or edited); rerun layerdiff convert`, { file });
+}
+
+/**
+ * A chunked cache file's reads checked against its manifest entry: before bytes [begin, end) are used, each
+ * chunk they touch is read and hashed, once per process; the header (chunk 0) before the file is parsed.
+ */
+export class ChunkedFile {
+  private readonly checked: boolean[];
+  private fd: number | undefined;
+  private buf: Buffer | undefined;
+
+  constructor(
+    readonly file: string,
+    private readonly d: ChunkedFileDigest,
+    private readonly tensor: string,
+  ) {
+    this.checked = d.sha256.map(() => false);
+  }
+
+  /** chunks whose bytes matched their digest so far */
+  checkedChunks(): number {
+    return this.checked.filter(Boolean).length;
+  }
+
+  header(): void {
+    this.check(0, 1);
+  }
+
+  /** The table a reader found must fill the file after the header: no byte outside the chunks it checks. */
+  covers(begin: number, end: number): void {
+    if (begin !== this.d.header_bytes || end !== this.d.size) throw new InputError(`holds bytes outside ${this.tensor} (edited?); rerun layerdiff convert`, { file: this.file, tensor: this.tensor });
+  }
+
+  check(begin: number, end: number): void {
+    const H = this.d.header_bytes, C = this.d.chunk_bytes;
+    const chunkOf = (at: number) => (at < H ? 0 : 1 + Math.floor((at - H) / C));
+    for (let c = chunkOf(begin), last = chunkOf(Math.max(begin, end - 1)); c <= last; c++) if (!this.checked[c]) this.checkChunk(c);
+  }
+
+  private checkChunk(c: number): void {
+    const at = c === 0 ? 0 : this.d.header_bytes + (c - 1) * this.d.chunk_bytes;
+    const n = c === 0 ? this.d.header_bytes : Math.min(this.d.chunk_bytes, this.d.size - at);
+    try {
+      this.fd ??= openRegularForRead(this.file);
+    } catch (e) {
+      throw new InputError(`cannot be read as part of the FP16 cache (${(e as Error).message})`, { file: this.file });
+    }
+    if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(Math.max(n, this.d.chunk_bytes));
+    readFully(this.fd, this.buf, n, at, this.file);
+    if (createHash('sha256').update(this.buf.subarray(0, n)).digest('hex') !== this.d.sha256[c]) {
+      const what = c === 0 ? 'its header' : `bytes ${at}–${at + n} of ${this.tensor}`;
+      throw new InputError(`${what} do${c === 0 ? 'es' : ''} not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file: this.file, tensor: this.tensor });
+    }
+    this.checked[c] = true;
+  }
+
+  close(): void {
+    if (this.fd !== undefined) fs.closeSync(this.fd);
+    this.fd = undefined;
+  }
 }
 
 /** Tensors of a cache's files, opened on first use, each read checked to have the dtype and shape the layout says. */
@@ -389,11 +550,24 @@ export class CacheStore {
     return { name, dtype, shape: [...shape], bytes: this.read(file, name, dtype, shape), file: path.join(this.dir, file) };
   }
 
-  /** Row reads of one [rows, cols] F16 table (embeddings, heads), as harness/models/rows.ts reads a checkpoint's. */
-  rows(file: string, name: string, shape: [number, number]): RowSource {
+  /**
+   * Row reads of one [rows, cols] F16 table (embeddings, heads), as harness/models/rows.ts reads a checkpoint's;
+   * with `chunks`, every read is first checked against the file's chunk digests (the header before it is parsed).
+   */
+  rows(file: string, name: string, shape: [number, number], chunks?: ChunkedFile): RowSource {
+    const info = () => {
+      chunks?.header();
+      const i = this.info(file, name, 'F16', shape);
+      chunks?.covers(i.begin, i.end);
+      return i;
+    };
     return {
-      info: () => this.info(file, name, 'F16', shape),
-      readRange: (_n: string, offset: number, length: number) => this.file(file).mapRange(this.info(file, name, 'F16', shape), offset, length),
+      info,
+      readRange: (_n: string, offset: number, length: number) => {
+        const i = info();
+        chunks?.check(i.begin + offset, i.begin + offset + length);
+        return this.file(file).mapRange(i, offset, length);
+      },
     };
   }
 

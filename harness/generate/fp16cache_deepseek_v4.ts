@@ -14,7 +14,9 @@
  * F16 tensor); routed experts one at a time, read without being kept (DeepseekV4Checkpoint.readExpert). A real
  * layer's routed experts are 256 × 3 × 2048×4096 F16 ≈ 12 GiB: never held.
  *
- * Verification: embed, head and layer files are vouched for as a whole (fp16cache.ts, at load). Hashing the
+ * Verification: head and layer files are vouched for as a whole (fp16cache.ts, at load: a first token reads all
+ * of them). The embedding (1 GB at real width, of which a prompt reads a few rows) is vouched for in chunks of
+ * EMBED_CHUNK_ROWS rows, each hashed when a row in it is first read (fp16cache.ts ChunkedFile). Hashing the
  * experts files at start-up would read 12 GiB per layer to use 6 experts per token, so the manifest holds one
  * SHA-256 per routed expert (its w1, w2, w3 F16 bytes in that order) and an expert is checked when it is first
  * read, which is when it is first routed to (loadLayer's expert(e), as the checkpoint binds it). A corrupt
@@ -35,7 +37,7 @@ import { forEachRowChunk, readRows } from '../models/rows.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
 import type { TensorSpec } from '../io/stream_writer.js';
-import { type CacheFiles, CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
+import { type CacheFiles, CacheStore, ChunkedFile, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface ExpertsFileDigest {
   name: string;
@@ -53,7 +55,12 @@ export interface DeepseekV4Fp16Manifest extends Fp16ManifestBase {
 const EMBED = 'embed.safetensors';
 const HEAD = 'head.safetensors';
 const expertsFile = (L: number) => layerFile(L, '.experts');
-const wholeFiles = (layers: number) => [EMBED, ...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
+const wholeFiles = (layers: number) => [...Array.from({ length: layers }, (_, L) => layerFile(L)), HEAD];
+/**
+ * Rows per digest of the embedding: 512 KiB at hidden 4096 (2,020 digests for 129,280 rows), so a token's
+ * first read hashes 512 KiB (~0.3 ms) and a 16-token prompt at most 16 chunks, where the whole file is 1 GB.
+ */
+const EMBED_CHUNK_ROWS = 64;
 
 /** One tensor of a cache file: its header entry and, when its turn comes, its bytes. */
 interface Item {
@@ -105,7 +112,7 @@ export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: Devic
       writeTable(N, m, m.headName, w);
       for (const i of head) w.write(i.spec.name, i.bytes());
     });
-    return { verified: wholeFiles(c.layers), extra: { experts } };
+    return { verified: wholeFiles(c.layers), chunked: [{ name: EMBED, chunkBytes: EMBED_CHUNK_ROWS * c.hidden * 2 }], extra: { experts } };
   });
 }
 
@@ -139,7 +146,7 @@ export type DeepseekV4Fp16CacheLoad = { ok: true; weights: DeepseekV4Fp16Weights
 /** Open the cache for `m` (stale → ok: false; corrupt → InputError). Layers and experts are read later, on use. */
 export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<DeepseekV4Fp16CacheLoad> {
   const { layers, experts: E } = m.cfg;
-  const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), checkpointDir: m.ck.dir, listDigest };
+  const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), chunked: [EMBED], checkpointDir: m.ck.dir, listDigest };
   const c = await openCache<DeepseekV4Fp16Manifest>(dir, want, fpOptions);
   if (!c.ok) return c;
   const man = c.manifest;
@@ -160,6 +167,8 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   readonly cfg: DeepseekV4Config;
   /** routed experts (`L.e`) whose bytes matched their digest: checked once, then trusted when read again */
   private readonly verified = new Set<string>();
+  /** the embedding's reads, each chunk checked against its digest when first read */
+  readonly embedChunks: ChunkedFile;
   /**
    * Keep a layer's routed experts on the layer object once read (the default, for checkpoints whose cache
    * fits in memory). Set false when layers are not kept: one prefill pass can route to every expert of a
@@ -173,6 +182,7 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     readonly manifest: DeepseekV4Fp16Manifest,
   ) {
     this.cfg = m.cfg;
+    this.embedChunks = new ChunkedFile(path.join(store.dir, EMBED), manifest.chunked.find((c) => c.name === EMBED)!, m.embedName);
   }
 
   /** Layer L from its cache file; routed experts are read from the experts file when first asked for. */
@@ -208,7 +218,7 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
 
   embedRows(tokens: number[]): StoredTensor {
     const { vocab: V, hidden: D } = this.cfg;
-    return readRows(this.store.rows(EMBED, this.m.embedName, [V, D]), this.m.embedName, V, D, tokens);
+    return readRows(this.store.rows(EMBED, this.m.embedName, [V, D], this.embedChunks), this.m.embedName, V, D, tokens);
   }
 
   forEachHeadChunk(rowsPerChunk: number, fn: (rowStart: number, chunk: StoredTensor) => void): void {
@@ -222,10 +232,11 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
 
   /** Bytes of every cache file (the caller decides from it whether layers can stay in memory). */
   totalBytes(): number {
-    return [...this.manifest.files, ...this.manifest.experts].reduce((s, f) => s + f.size, 0);
+    return [...this.manifest.files, ...this.manifest.chunked, ...this.manifest.experts].reduce((s, f) => s + f.size, 0);
   }
 
   close(): void {
+    this.embedChunks.close();
     this.store.close();
   }
 

@@ -6,6 +6,7 @@
  * through the built CLI. Nothing here depends on the fixture's weight values.
  */
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -185,6 +186,90 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     } finally {
       c.weights.close();
     }
+  });
+
+  it('vouches for the embedding chunk by chunk: a row read hashes its own chunk only, a corrupt chunk is named when first read', async () => {
+    // The manifest's chunk digests, recomputed here from the file and the layout's definition: the header
+    // (8-byte length + JSON), then 64 rows of F16 a chunk, every byte of the file covered.
+    const embed = path.join(cacheDir, 'embed.safetensors');
+    const file = fs.readFileSync(embed);
+    const headerBytes = 8 + Number(file.readBigUInt64LE(0));
+    const chunkBytes = 64 * m.cfg.hidden * 2;
+    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    const want = [sha(file.subarray(0, headerBytes))];
+    for (let at = headerBytes; at < file.length; at += chunkBytes) want.push(sha(file.subarray(at, Math.min(file.length, at + chunkBytes))));
+    expect(want.length).toBe(1 + Math.ceil(m.cfg.vocab / 64));
+    expect(cached.manifest.chunked).toEqual([{ name: 'embed.safetensors', size: file.length, header_bytes: headerBytes, chunk_bytes: chunkBytes, sha256: want }]);
+    expect(cached.manifest.files.map((f) => f.name)).not.toContain('embed.safetensors');
+
+    // One bit of token 200's row flipped (chunk 1 + 200/64 = 4): loading hashes nothing of the embedding, rows
+    // elsewhere are read (their chunks checked), and token 200 is refused naming the file and the tensor.
+    const dir = path.join(tmp, 'embed-chunk');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    const rowBytes = m.cfg.hidden * 2;
+    flipBits(path.join(dir, 'embed.safetensors'), headerBytes + 200 * rowBytes + 7, 0x10);
+    const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
+    if (!c.ok) throw new Error(c.why);
+    try {
+      expect(c.weights.embedChunks.checkedChunks()).toBe(0);
+      const rows = c.weights.embedRows([0, 63, 64, 383]);
+      expect(same(rows.bytes, cached.embedRows([0, 63, 64, 383]).bytes)).toBe(true);
+      expect(c.weights.embedChunks.checkedChunks()).toBe(4); // the header, chunks 1, 2 and 6
+      expect(() => c.weights.embedRows([5, 200])).toThrow(InputError);
+      expect(() => c.weights.embedRows([200])).toThrow(/embed\.safetensors.*embed\.weight.*bytes \d+–\d+ of embed\.weight do not match the digest/);
+      expect(c.weights.embedChunks.checkedChunks()).toBe(4);
+    } finally {
+      c.weights.close();
+    }
+
+    // The header is checked before it is parsed: a changed byte of its JSON (a digit of the fingerprint in its
+    // metadata, so the header still parses with the right dtype and shape) is refused at the first read.
+    const hdr = path.join(tmp, 'embed-header');
+    fs.cpSync(cacheDir, hdr, { recursive: true });
+    const hb = fs.readFileSync(path.join(hdr, 'embed.safetensors'));
+    const at = hb.indexOf('sha256:', 8);
+    expect(at).toBeGreaterThan(8);
+    expect(at).toBeLessThan(headerBytes);
+    hb[at + 7] = hb[at + 7] === 0x30 ? 0x31 : 0x30;
+    fs.writeFileSync(path.join(hdr, 'embed.safetensors'), hb);
+    const h = await loadDeepseekV4Fp16Cache(hdr, m, fp);
+    if (!h.ok) throw new Error(h.why);
+    try {
+      expect(() => h.weights.embedRows([1])).toThrow(/embed\.safetensors.*its header does not match the digest/);
+    } finally {
+      h.weights.close();
+    }
+
+    // Truncated, or a manifest entry that does not fit the file: refused at load, naming the file.
+    const cut = path.join(tmp, 'embed-cut');
+    fs.cpSync(cacheDir, cut, { recursive: true });
+    fs.truncateSync(path.join(cut, 'embed.safetensors'), file.length - rowBytes);
+    await expect(loadDeepseekV4Fp16Cache(cut, m, fp)).rejects.toThrow(/embed\.safetensors.*truncated/);
+    const edited = path.join(tmp, 'embed-manifest');
+    fs.cpSync(cacheDir, edited, { recursive: true });
+    const mf = path.join(edited, 'manifest.json');
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { chunked: Array<{ sha256: string[] }> };
+    man.chunked[0].sha256.pop();
+    fs.writeFileSync(mf, JSON.stringify(man));
+    await expect(loadDeepseekV4Fp16Cache(edited, m, fp)).rejects.toThrow(/manifest\.json.*embed\.safetensors is not a well-formed chunked digest/);
+  });
+
+  it('takes a cache in the earlier layout (every file hashed whole) as stale, and convert replaces it', async () => {
+    const old = path.join(tmp, 'schema-1');
+    fs.cpSync(cacheDir, old, { recursive: true });
+    const mf = path.join(old, 'manifest.json');
+    // as that layout wrote it: the embedding among the files hashed whole, no chunked list
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { files: Array<{ name: string; size: number; sha256: string }> };
+    const embed = fs.readFileSync(path.join(old, 'embed.safetensors'));
+    const files = [{ name: 'embed.safetensors', size: embed.length, sha256: createHash('sha256').update(embed).digest('hex') }, ...man.files];
+    fs.writeFileSync(mf, JSON.stringify({ ...man, schema: 'layerdiff.fp16-cache/1', files, chunked: undefined }));
+    const c = await loadDeepseekV4Fp16Cache(old, m, fp);
+    expect(c.ok).toBe(false);
+    if (!c.ok) expect(c.why).toMatch(/earlier layout \(layerdiff\.fp16-cache\/1\)/);
+    await writeDeepseekV4Fp16Cache(m, N, old, fp);
+    const again = await loadDeepseekV4Fp16Cache(old, m, fp);
+    expect(again.ok).toBe(true);
+    if (again.ok) again.weights.close();
   });
 
   it('is refused when stale, and rejected naming the file when a whole file is corrupt or an experts file truncated', async () => {
