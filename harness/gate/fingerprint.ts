@@ -6,13 +6,15 @@
  * ctime, inode, device) in a JSON file outside the model directory ($LAYERDIFF_CACHE_DIR or
  * ~/.cache/layerdiff/fingerprints.json). ctime is in the key on top of DESIGN's (path, size, mtime, inode)
  * because mtime can be set back (touch -r, rsync -t) after an edit, and ctime cannot.
- * A progress bar goes to stderr on a TTY once hashing has taken more than a second.
+ * A progress bar goes to stderr on a TTY once hashing has taken more than a second. Large sets of files are
+ * hashed side by side, one per core (hash_workers.ts).
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
+import { hashFilesInWorkers, hashThreads } from './hash_workers.js';
 import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 
 export interface FileDigest {
@@ -148,7 +150,15 @@ export interface FingerprintOptions {
    * or the bytes already read (Checkpoint.hashSources: what the checkpoint computes with)
    */
   sources?: ReadonlyMap<string, number | Buffer>;
+  /**
+   * threads to hash files with, side by side (hash_workers.ts); 1: in this thread. Default: worker threads, one
+   * per core, once the files to hash pass PARALLEL_BYTES (a worker's start costs ~20 ms), else this thread
+   */
+  hashThreads?: number;
 }
+
+/** Below this many bytes to hash, files are hashed one after another in this thread. */
+const PARALLEL_BYTES = 256 << 20;
 
 /** SHA-256 of `names` (relative to `dir`), streamed, with the stat-keyed cache. */
 export async function fingerprintFiles(dir: string, names: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
@@ -186,10 +196,24 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   const bar = new HashProgress(o.progress ?? stderr.isTTY === true, total, stderr, o.progressAfterMs ?? 1000);
   const fresh = new Map<string, string>();
   try {
+    const onDisk: Array<(typeof todo)[number] & { src?: number }> = [];
     for (const s of todo) {
-      const file = path.join(dir, s.name);
-      const digest = Buffer.isBuffer(s.src) ? createHash('sha256').update(s.src).digest('hex') : await hashFile(file, s.key, (n) => bar.add(n, s.name), s.src);
-      fresh.set(s.abs, digest);
+      if (Buffer.isBuffer(s.src)) fresh.set(s.abs, createHash('sha256').update(s.src).digest('hex'));
+      else onDisk.push(s as (typeof onDisk)[number]);
+    }
+    // workers also on one core: their positional reads hash ~2× faster than a read stream here (0.5–0.7 GB/s)
+    const threads = hashThreads(onDisk.length, o.hashThreads);
+    if (o.hashThreads !== undefined ? threads === 1 : total < PARALLEL_BYTES) {
+      for (const s of onDisk) fresh.set(s.abs, await hashFile(path.join(dir, s.name), s.key, (n) => bar.add(n, s.name), s.src));
+    } else {
+      const jobs = onDisk.map((s) => ({ file: path.join(dir, s.name), fd: s.src }));
+      const got = await hashFilesInWorkers(jobs, threads, (n, j) => bar.add(n, onDisk[j].name));
+      got.forEach((r, j) => {
+        const { file, fd } = jobs[j];
+        if ('error' in r) throw new InputError(`cannot read: ${r.error}`, { file });
+        assertUnchanged(file, onDisk[j].key, r.bytes, fd);
+        fresh.set(onDisk[j].abs, r.sha256);
+      });
     }
   } finally {
     bar.done();
@@ -224,11 +248,16 @@ async function hashFile(file: string, key: ReturnType<typeof keyOf>, onBytes: (n
     n += chunk.length;
     onBytes(chunk.length);
   }
+  assertUnchanged(file, key, n, fd);
+  return h.digest('hex');
+}
+
+/** The file as it was stat'ed before hashing, and `n` bytes of it hashed: else it changed under the hash. */
+function assertUnchanged(file: string, key: ReturnType<typeof keyOf>, n: number, fd?: number): void {
   const after = keyOf(fd !== undefined ? fs.fstatSync(fd, { bigint: true }) : fs.statSync(file, { bigint: true }));
   if (n !== key.size || after.size !== key.size || after.mtime_ns !== key.mtime_ns || after.ino !== key.ino) {
     throw new InputError('changed while it was being hashed; run again once nothing writes to the checkpoint', { file });
   }
-  return h.digest('hex');
 }
 
 /** The fingerprint of a checkpoint folder: its shards (from the index or model.safetensors) and metadata. */

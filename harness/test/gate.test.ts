@@ -14,6 +14,7 @@ import { type GateArgs, runGate } from '../cli/gate.js';
 import { type GenerateArgs, runGenerate } from '../cli/generate.js';
 import { ExitCode, LockedError } from '../errors.js';
 import { checkpointFingerprint, fingerprintFiles } from '../gate/fingerprint.js';
+import { hashFilesInWorkers } from '../gate/hash_workers.js';
 import { type AcceptanceRecord, canonicalJson, RecordMismatch, recordHmac } from '../gate/record.js';
 import { copyCheckpoint, nanWeight, scaleBf16Tensor } from '../../fixtures/inject.js';
 import { shardName, writeLlamaTiny } from '../../fixtures/llama-tiny.js';
@@ -81,6 +82,38 @@ describe('fingerprint', () => {
     const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
     expect(fp.files).toEqual([{ name: 'b.bin', size: big.length, sha256: sha(big) }, { name: 'a.json', size: 2, sha256: sha('{}') }]);
     expect(fp.value).toBe(`sha256:${sha(`a.json\t2\t${sha('{}')}\nb.bin\t${big.length}\t${sha(big)}\n`)}`);
+  });
+
+  it('hashed side by side on worker threads gives the same digests, through paths and open descriptors, and names an unreadable file', async () => {
+    const dir = path.join(tmp, 'fp-threads');
+    fs.mkdirSync(dir);
+    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+    const files = [0, 1, 2, 3, 4].map((i) => {
+      const b = Buffer.alloc((i * 3 + 1) << 20, i); // 1–13 MiB: several 4 MiB reads, files done out of order
+      b[b.length - 1] = 0xa5 ^ i;
+      fs.writeFileSync(path.join(dir, `s${i}.bin`), b);
+      return b;
+    });
+    const names = files.map((_, i) => `s${i}.bin`);
+    const want = files.map((b, i) => ({ name: names[i], size: b.length, sha256: sha(b) }));
+    const threaded = await fingerprintFiles(dir, names, { useCache: false, hashThreads: 2 });
+    expect(threaded.files).toEqual(want);
+    expect(threaded.value).toBe((await fingerprintFiles(dir, names, { useCache: false, hashThreads: 1 })).value);
+    // through descriptors the caller holds open: read from byte 0, the descriptors left open at their offset
+    const fds = names.map((n) => fs.openSync(path.join(dir, n), 'r'));
+    try {
+      fs.readSync(fds[2], Buffer.alloc(10), 0, 10, null);
+      const sources = new Map(names.map((n, i) => [n, fds[i]]));
+      expect((await fingerprintFiles(dir, names, { useCache: false, hashThreads: 2, sources })).files).toEqual(want);
+      const tail = Buffer.alloc(1);
+      fs.readSync(fds[2], tail, 0, 1, null);
+      expect(tail[0]).toBe(files[2][10]);
+    } finally {
+      for (const fd of fds) fs.closeSync(fd);
+    }
+    // a file gone between the stat and its worker's open comes back as its error code, in job order
+    const got = await hashFilesInWorkers([{ file: path.join(dir, 's0.bin') }, { file: path.join(dir, 'gone.bin') }, { file: path.join(dir, 's1.bin') }], 2, () => undefined);
+    expect(got).toEqual([{ sha256: want[0].sha256, bytes: files[0].length }, { error: 'ENOENT' }, { sha256: want[1].sha256, bytes: files[1].length }]);
   });
 
   it('caches digests by (path, size, mtime, ctime, inode) outside the model dir; an edit with the mtime restored is rehashed', async () => {

@@ -9,11 +9,11 @@
  *   node dist/scripts/bench/diff.js [--wide]
  */
 import { spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
 import { packageRoot } from '../../harness/version.js';
 
 export interface ChildResult {
@@ -70,22 +70,16 @@ const RELEASED_BYTES = 160e9;
  * reuses the recorded fingerprint and skips it). Assumes the page cache or a disk at least as fast as the check
  * (~2 GB/s); a slower disk bounds the check and the fingerprint by its speed instead.
  */
-function extrapolate(dir: string, r: ChildResult): Record<string, number> {
+async function extrapolate(dir: string, r: ChildResult): Promise<Record<string, number>> {
   const ls = r.layers.filter((l) => l.name.startsWith('layer.'));
   const steady = ls.slice(1);
   const checkPerLayer = r.weightsMs / ls.length;
   const perLayerMs = steady.reduce((n, l) => n + l.reference_ms + l.device_ms + l.floor_ms, 0) / steady.length + checkPerLayer;
-  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors')).map((f) => path.join(dir, f));
-  const bytes = files.reduce((n, f) => n + fs.statSync(f).size, 0);
+  // the tool's own hashing (fingerprintFiles: files side by side, one per core), the digest cache bypassed
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
+  const bytes = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
   const h0 = performance.now();
-  for (const f of files) {
-    const h = createHash('sha256');
-    const fd = fs.openSync(f, 'r');
-    const buf = Buffer.allocUnsafe(1 << 24);
-    for (let got; (got = fs.readSync(fd, buf, 0, buf.length, null)) > 0;) h.update(buf.subarray(0, got));
-    fs.closeSync(fd);
-    h.digest();
-  }
+  await fingerprintFiles(dir, files, { useCache: false });
   const hashGbps = bytes / ((performance.now() - h0) * 1e6);
   const moreHashS = (RELEASED_BYTES - bytes) / (hashGbps * 1e9);
   const firstS = r.wallS + ((RELEASED_LAYERS - ls.length) * perLayerMs) / 1000 + moreHashS;
@@ -124,7 +118,7 @@ export async function benchDiff(wide: boolean): Promise<Record<string, number>> 
     console.log(`deepseek-v4-wide ${layers} layers, 16 tokens: ${r.wallS.toFixed(1)} s (weights check ${(r.weightsMs / 1000).toFixed(1)} s), peak RSS ${(r.maxRssMiB / 1024).toFixed(2)} GiB, ${r.verdict}`);
     out[`wide${layers}_peak_rss_gib`] = r.maxRssMiB / 1024;
     out[`wide${layers}_wall_s`] = r.wallS;
-    if (layers === 4) Object.assign(out, extrapolate(dir, r));
+    if (layers === 4) Object.assign(out, await extrapolate(dir, r));
   }
   const ratio = results[4].maxRssMiB / results[2].maxRssMiB;
   out.wide_rss_ratio_4_vs_2 = ratio;
