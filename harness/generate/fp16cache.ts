@@ -499,7 +499,8 @@ export class ChunkedFile {
     } catch (e) {
       throw new InputError(`cannot be read as part of the FP16 cache (${(e as Error).message})`, { file: this.file });
     }
-    if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(Math.max(n, this.d.chunk_bytes));
+    // n ≤ the file's size (checkChunkedEntry): an edited chunk_bytes cannot make this allocation absurd
+    if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(n);
     readFully(this.fd, this.buf, n, at, this.file);
     if (createHash('sha256').update(this.buf.subarray(0, n)).digest('hex') !== this.d.sha256[c]) {
       const what = c === 0 ? 'its header' : `bytes ${at}–${at + n} of ${this.tensor}`;

@@ -252,6 +252,19 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     man.chunked[0].sha256.pop();
     fs.writeFileSync(mf, JSON.stringify(man));
     await expect(loadDeepseekV4Fp16Cache(edited, m, fp)).rejects.toThrow(/manifest\.json.*embed\.safetensors is not a well-formed chunked digest/);
+    // an absurd chunk size with a digest count to match: well formed, so the first read hashes what the file
+    // holds (never more than its size) and refuses it
+    const huge = JSON.parse(fs.readFileSync(path.join(cacheDir, 'manifest.json'), 'utf8')) as { chunked: Array<{ chunk_bytes: number; sha256: string[] }> };
+    huge.chunked[0].chunk_bytes = 2 ** 52;
+    huge.chunked[0].sha256 = [huge.chunked[0].sha256[0], 'a'.repeat(64)];
+    fs.writeFileSync(mf, JSON.stringify(huge));
+    const hc = await loadDeepseekV4Fp16Cache(edited, m, fp);
+    if (!hc.ok) throw new Error(hc.why);
+    try {
+      expect(() => hc.weights.embedRows([3])).toThrow(/embed\.safetensors.*do not match the digest/);
+    } finally {
+      hc.weights.close();
+    }
   });
 
   it('takes a cache in the earlier layout (every file hashed whole) as stale, and convert replaces it', async () => {
