@@ -4,7 +4,8 @@
  *   - with --wide: a real-width DeepSeek-V4 checkpoint (`layerdiff fixture deepseek-v4-wide`, generated on
  *     first use into $LAYERDIFF_BENCH_DIR or /tmp) with 16 tokens: per-layer time of each path and peak RSS,
  *     for 2 and 4 layers side by side (the streaming target: < 4 GB, and 4 layers within 10% of 2).
- * Peak RSS is measured in a child process per run (getrusage maxrss), so runs do not inherit each other's peak.
+ * Peak RSS is measured in a child process per run (getrusage maxrss), so runs do not inherit each other's peak;
+ * each child runs with the environment `layerdiff diff` gives its own (glibc malloc on huge pages).
  *
  *   node dist/scripts/bench/diff.js [--wide]
  */
@@ -13,6 +14,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { childTunables } from '../../harness/cli/supervise.js';
 import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
 import { packageRoot } from '../../harness/version.js';
 
@@ -25,12 +27,22 @@ export interface ChildResult {
   verdict: string;
 }
 
-/** Run one diff in a fresh process and report its stage times and peak RSS. */
+/**
+ * The environment `layerdiff <cmd>` gives the supervised child it runs in (glibc's malloc on huge pages,
+ * harness/cli/supervise.ts), so a bench child measures the tool as its command line runs it.
+ */
+export function asTheCliRuns(cmd: string): Record<string, string> {
+  const t = childTunables([cmd], process.env);
+  return t === undefined ? {} : { GLIBC_TUNABLES: t };
+}
+
+/** Run one diff in a fresh process, as `layerdiff diff` runs it, and report its stage times and peak RSS. */
 export function childDiff(model: string, extra: string[], cacheDir?: string): ChildResult {
   const self = fileURLToPath(import.meta.url);
   // a fresh cache folder unless one is given: the timed run does the whole weights check (no reused check)
   const cache = cacheDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'ld-bench-cache-'));
-  const r = spawnSync(process.execPath, [self, '--child', model, ...extra], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, LAYERDIFF_CACHE_DIR: cache } });
+  const env = { ...process.env, ...asTheCliRuns('diff'), LAYERDIFF_CACHE_DIR: cache };
+  const r = spawnSync(process.execPath, [self, '--child', model, ...extra], { encoding: 'utf8', maxBuffer: 1 << 26, env });
   if (cacheDir === undefined) fs.rmSync(cache, { recursive: true, force: true });
   if (r.status !== 0) throw new Error(`diff of ${model} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as ChildResult;
@@ -89,6 +101,19 @@ async function extrapolate(dir: string, r: ChildResult): Promise<Record<string, 
   return { wide_steady_layer_s: perLayerMs / 1000, wide_sha256_gbps: hashGbps, wide_43_layers_first_min: firstS / 60, wide_43_layers_again_min: againS / 60 };
 }
 
+/** Read every safetensors file of dir once, so the page cache holds it (as far as memory allows). */
+function warmPageCache(dir: string): void {
+  const buf = Buffer.allocUnsafe(16 << 20);
+  for (const f of fs.readdirSync(dir).filter((n) => n.endsWith('.safetensors'))) {
+    const fd = fs.openSync(path.join(dir, f), 'r');
+    try {
+      while (fs.readSync(fd, buf, 0, buf.length, null) > 0);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+}
+
 export async function benchDiff(wide: boolean): Promise<Record<string, number>> {
   const root = packageRoot();
   const out: Record<string, number> = {};
@@ -109,6 +134,9 @@ export async function benchDiff(wide: boolean): Promise<Record<string, number>> 
       console.log(`generating ${dir} (${layers} layers, real widths)…`);
       writeDeepseekV4Wide(dir, { layers });
     }
+    // the 2- and 4-layer checkpoints (~9 + ~17 GB) do not both fit this machine's page cache: read the one about
+    // to be timed once, so its run (the weights check and the fingerprint above all) reads from memory as stated
+    warmPageCache(dir);
     results[layers] = childDiff(dir, ['--tokens', tokens]);
     const r = results[layers];
     const ls = r.layers.filter((l) => l.name.startsWith('layer.'));

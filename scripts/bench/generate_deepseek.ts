@@ -43,6 +43,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../../harness/models/deepseek_v4.js';
 import { packageRoot } from '../../harness/version.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
+import { asTheCliRuns } from './diff.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
 
 type Source = 'dequant' | 'cache';
@@ -137,7 +138,8 @@ const STEPS_WIDE = 4;
 
 function runChild(task: string, args: string[], env: Record<string, string>): ChildOut {
   const self = fileURLToPath(import.meta.url);
-  const r = spawnSync(process.execPath, [self, '--child', task, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...env } });
+  // as `layerdiff generate` runs (huge pages), both sides of every ratio alike
+  const r = spawnSync(process.execPath, [self, '--child', task, ...args], { encoding: 'utf8', maxBuffer: 1 << 26, env: { ...process.env, ...asTheCliRuns('generate'), ...env } });
   if (r.status !== 0) throw new Error(`bench child ${task} ${args.join(' ')} failed: ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as ChildOut;
 }
