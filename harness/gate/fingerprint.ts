@@ -222,8 +222,7 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   if (cache !== null && fresh.size > 0) {
     // Re-read just before writing, so a concurrent run's new entries are kept.
     const latest = readCache(cacheFile);
-    // Forget files that are gone (deleted checkpoints, temporary copies), so the cache does not grow forever.
-    for (const p of Object.keys(latest.entries)) if (!fs.existsSync(p)) delete latest.entries[p];
+    forgetGone(latest);
     for (const s of todo) {
       if (Buffer.isBuffer(s.src) || racy(s.key, o.racyMs ?? RACY_MS)) continue;
       const e = { ...s.key, sha256: fresh.get(s.abs)! };
@@ -236,6 +235,88 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
     }
   }
   return { value: combineDigests(files), files };
+}
+
+/**
+ * Forget files that are gone (deleted checkpoints, temporary copies), so the cache does not grow forever. A part's
+ * entry (PartDigests) is named `<path>\0<label>`: it goes with its file.
+ */
+function forgetGone(c: CacheFile): void {
+  for (const p of Object.keys(c.entries)) if (!fs.existsSync(p.split('\0')[0])) delete c.entries[p];
+}
+
+/**
+ * Digests of parts of open files (a part is named by a label: the FP16 cache's routed experts by their tensor
+ * prefix), cached as whole files are: under the file's (size, mtime, ctime, inode, device) taken through the
+ * descriptor its bytes are read through, MACed with the signing key when there is one, as `<path>\0<label>` in
+ * the same cache file. A part whose bytes matched their expected digest is recorded (`record`, written by
+ * `flush`), and a later process opening the unchanged file trusts it (`vouches`) without hashing it again. The
+ * trust is the whole-file cache's, no more: an entry is a hint, which a signing key makes unforgeable and
+ * useCache 'write' (hash every byte) leaves unused. The cache file is read once, at construction.
+ */
+export class PartDigests {
+  private readonly cache: CacheFile | null;
+  private readonly readFromCache: boolean;
+  private readonly macKey: string | null;
+  private readonly opened = new Map<string, { fd: number; abs: string; key: ReturnType<typeof keyOf> }>();
+  private readonly fresh = new Map<string, Map<string, string>>();
+
+  constructor(private readonly o: Pick<FingerprintOptions, 'useCache' | 'macKey' | 'racyMs' | 'protect'> = {}) {
+    const cacheFile = fingerprintCacheFile();
+    const use = (o.useCache ?? true) !== false && !(o.protect !== undefined && isInside(realish(cacheFile), realish(o.protect)));
+    this.cache = use ? readCache(cacheFile) : null;
+    this.readFromCache = o.useCache !== 'write';
+    this.macKey = o.macKey === undefined ? defaultKey() : o.macKey;
+  }
+
+  /** `file` as read through `fd`, its stat key taken the first time it is named */
+  private of(file: string, fd: number): { fd: number; abs: string; key: ReturnType<typeof keyOf> } {
+    let f = this.opened.get(file);
+    if (f === undefined) this.opened.set(file, (f = { fd, abs: realish(file), key: keyOf(fs.fstatSync(fd, { bigint: true })) }));
+    return f;
+  }
+
+  /** The cache holds `label`'s digest in `file` (read through `fd`) as `sha256`, for the file as it is now. */
+  vouches(file: string, fd: number, label: string, sha256: string): boolean {
+    const f = this.of(file, fd);
+    if (this.cache === null || !this.readFromCache) return false;
+    const at = `${f.abs}\0${label}`;
+    const e = this.cache.entries[at];
+    return e !== undefined && e.sha256 === sha256 && sameKey(e, f.key) && macOk(this.macKey, at, e);
+  }
+
+  /** `label`'s bytes in `file` were just hashed to `sha256` (and matched what they should be). */
+  record(file: string, fd: number, label: string, sha256: string): void {
+    if (this.cache === null) return;
+    this.of(file, fd);
+    let m = this.fresh.get(file);
+    if (m === undefined) this.fresh.set(file, (m = new Map()));
+    m.set(label, sha256);
+  }
+
+  /** Write what was recorded, but not for a file changed since it was first named or too recently (racy, above). */
+  flush(): void {
+    if (this.cache === null || this.fresh.size === 0) return;
+    const cacheFile = fingerprintCacheFile();
+    const latest = readCache(cacheFile);
+    forgetGone(latest);
+    for (const [file, labels] of this.fresh) {
+      const f = this.opened.get(file)!;
+      const now = keyOf(fs.fstatSync(f.fd, { bigint: true }));
+      if (!sameKey({ ...now, sha256: '' }, f.key) || racy(f.key, this.o.racyMs ?? RACY_MS)) continue;
+      for (const [label, sha256] of labels) {
+        const at = `${f.abs}\0${label}`;
+        const e = { ...f.key, sha256 };
+        latest.entries[at] = this.macKey !== null ? { ...e, mac: entryMac(this.macKey, at, e) } : e;
+      }
+    }
+    this.fresh.clear();
+    try {
+      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
+    } catch (e) {
+      process.stderr.write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(e as Error).message}\n`);
+    }
+  }
 }
 
 /** SHA-256 of a file by path, or through `fd` from byte 0 (the descriptor stays open: its owner reads through it). */

@@ -547,6 +547,11 @@ export class CacheStore {
     return new Uint16Array(b.buffer, b.byteOffset, b.byteLength / 2);
   }
 
+  /** the descriptor `file` is mapped through (what its digests' stat key is taken from) */
+  descriptor(file: string): number {
+    return this.file(file).descriptor;
+  }
+
   stored(file: string, name: string, dtype: DType, shape: readonly number[]): StoredTensor {
     return { name, dtype, shape: [...shape], bytes: this.read(file, name, dtype, shape), file: path.join(this.dir, file) };
   }

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InputError } from '../errors.js';
 import type { LinearWeight, StoredTensor } from '../formats/linear.js';
 import { act } from '../formats/tensor.js';
-import { checkpointFingerprint } from '../gate/fingerprint.js';
+import { checkpointFingerprint, fingerprintFiles } from '../gate/fingerprint.js';
 import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
@@ -185,6 +185,66 @@ describe('the DeepSeek-V4 FP16 cache', () => {
       expect(lean.expertsLoaded()).toEqual([4]);
     } finally {
       c.weights.close();
+    }
+  });
+
+  it('trusts a routed expert an earlier load checked while its file is unchanged, as whole files are trusted', async () => {
+    const dir = path.join(tmp, 'parts');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    const file = path.join(dir, 'layer.00001.experts.safetensors');
+    const want = (JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as { experts: Array<{ sha256: string[] }> }).experts[1].sha256[3];
+    // the manifest's digest of expert 3, recomputed here from the file: its w1, w2, w3 bytes in that order
+    const sf = SafetensorsFile.open(file);
+    const h = createHash('sha256');
+    for (const w of ['w1', 'w2', 'w3']) h.update(sf.read(sf.get(`layers.1.ffn.experts.3.${w}.weight`)!));
+    sf.close();
+    expect(h.digest('hex')).toBe(want);
+    const saved = process.env.LAYERDIFF_CACHE_DIR;
+    process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'parts-digests');
+    const entries = () => (JSON.parse(fs.readFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), 'utf8')) as { entries: Record<string, Record<string, string | number>> }).entries;
+    const label = `${fs.realpathSync(file)}\0layers.1.ffn.experts.3`;
+    const use = async (o: Parameters<typeof loadDeepseekV4Fp16Cache>[3]) => {
+      const c = await loadDeepseekV4Fp16Cache(dir, m, fp, o);
+      if (!c.ok) throw new Error(c.why);
+      try {
+        c.weights.loadLayer(1).expert(3);
+      } finally {
+        c.weights.close();
+      }
+    };
+    try {
+      // a first load hashes it and records it under the file's stat key (the copy is seconds old: racyMs 0)
+      await use({ racyMs: 0 });
+      const st = fs.statSync(file, { bigint: true });
+      expect(entries()[label]).toEqual({ size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev), sha256: want });
+      // edited in place: the entry no longer matches the file, so the expert is hashed again and refused
+      const sf2 = SafetensorsFile.open(file);
+      const at = sf2.get('layers.1.ffn.experts.3.w1.weight')!.begin + 5;
+      sf2.close();
+      flipBits(file, at);
+      await expect(use({ racyMs: 0 })).rejects.toThrow(/layer\.00001\.experts\.safetensors.*layers\.1\.ffn\.experts\.3.*digest/);
+      // an entry forged for the edited file (someone who can write the cache): a hint without a signing key, as
+      // whole files' entries are; with a key it has no valid MAC, and --verify full hashes every expert it uses
+      const now = fs.statSync(file, { bigint: true });
+      const forged = JSON.parse(fs.readFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), 'utf8')) as { entries: Record<string, unknown> };
+      forged.entries[label] = { size: Number(now.size), mtime_ns: String(now.mtimeNs), ctime_ns: String(now.ctimeNs), ino: String(now.ino), dev: String(now.dev), sha256: want };
+      fs.writeFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), JSON.stringify(forged));
+      await use({ racyMs: 0 });
+      await expect(use({ racyMs: 0, macKey: 'k' })).rejects.toThrow(/layers\.1\.ffn\.experts\.3.*digest/);
+      await expect(use({ racyMs: 0, useCache: 'write' })).rejects.toThrow(/layers\.1\.ffn\.experts\.3.*digest/);
+      // with a key, what a load records is MACed
+      fs.cpSync(cacheDir, dir, { recursive: true });
+      await use({ racyMs: 0, macKey: 'k' });
+      expect(entries()[label].mac).toMatch(/^[0-9a-f]{64}$/);
+      // a later write of the cache (a checkpoint hashed) keeps the parts of files that exist, forgets those gone
+      await fingerprintFiles(ck.dir, ck.shardFiles, { useCache: 'write', racyMs: 0 });
+      expect(entries()[label]).toBeDefined();
+      fs.rmSync(dir, { recursive: true });
+      await fingerprintFiles(ck.dir, ck.shardFiles, { useCache: 'write', racyMs: 0 });
+      expect(entries()[label]).toBeUndefined();
+      expect(Object.keys(entries()).length).toBeGreaterThan(0);
+    } finally {
+      process.env.LAYERDIFF_CACHE_DIR = saved;
     }
   });
 
