@@ -37,7 +37,7 @@ export const DEEPSEEK_V4: Architecture = {
     let cache: DeepseekV4Fp16Weights | null = null;
     let bytes = r.ck.totalBytes();
     if (r.fp16Cache !== undefined) {
-      const c = await loadDeepseekV4Fp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
+      const c = await loadDeepseekV4Fp16Cache(r.fp16Cache, m, r.fingerprint!, { useCache: r.verifyFull === true ? 'write' : true }, r.fp16CacheDigest);
       if (c.ok) {
         src = cache = c.weights;
         bytes = c.weights.totalBytes();

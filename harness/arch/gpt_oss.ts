@@ -61,7 +61,7 @@ export const GPT_OSS: Architecture = {
     if (r.backend.gptOss === null) new NoGptOssKernels(r.backend.identity.name).layer();
     const device = new GptOssDevice(m, r.backend.native, r.backend.gptOss!, r.backend.deepseek, null);
     if (r.fp16Cache !== undefined) {
-      const c = await loadGptOssFp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
+      const c = await loadGptOssFp16Cache(r.fp16Cache, m, r.fingerprint!, { useCache: r.verifyFull === true ? 'write' : true }, r.fp16CacheDigest);
       if (c.ok) return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device, c.layer), weights: 'fp16-cache', how: 'KV cache', close: c.close };
       r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
     }

@@ -46,7 +46,7 @@ export const LLAMA: Architecture = {
     if (r.backend === null) return { decoder: new LlamaReferenceDecoder(m), weights: 'fp32-reference', how: 'KV cache', ...done };
     let w = null;
     if (r.fp16Cache !== undefined) {
-      const c = await loadLlamaFp16Cache(r.fp16Cache, m, r.fingerprint!, {}, r.fp16CacheDigest);
+      const c = await loadLlamaFp16Cache(r.fp16Cache, m, r.fingerprint!, { useCache: r.verifyFull === true ? 'write' : true }, r.fp16CacheDigest);
       if (c.ok) w = c.weights;
       else r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
     }

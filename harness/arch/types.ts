@@ -23,6 +23,8 @@ export interface DecoderRequest {
   fp16Cache?: string;
   /** the cache's list digest the acceptance record binds (generate checked it): the loader re-checks it on open */
   fp16CacheDigest?: string;
+  /** `--verify full`: every byte of the FP16 cache that is trusted is hashed, none taken from the digest cache */
+  verifyFull?: boolean;
   /** a note for stderr (a stale cache, …) */
   note(text: string): void;
   /** the model argument as the user typed it (for the commands a note suggests) */

@@ -145,7 +145,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     }
 
     const t0 = performance.now();
-    opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, fp16CacheDigest, model: a.model, note: (t) => io.stderr.write(t) });
+    opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, fp16CacheDigest, verifyFull: a.verify === 'full', model: a.model, note: (t) => io.stderr.write(t) });
     const { decoder, weights } = opened;
     const loadMs = performance.now() - t0;
 

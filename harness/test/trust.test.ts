@@ -413,6 +413,35 @@ describe('the trust chain', () => {
     expect(fs.existsSync(path.join(tmp, 'records', 'cached-2.json'))).toBe(false);
   }, 300_000);
 
+  it('generate --verify full hashes the FP16 cache too: a forged digest-cache entry for an edited cache file is refused', async () => {
+    const cache = path.join(tmp, 'trust-fp16-verify');
+    const rec = path.join(tmp, 'records', 'cached-verify.json');
+    const e = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'verify-cache') };
+    expect((await run(['convert', model, '--fp16-cache', cache], e)).code).toBe(0);
+    await new Promise((r) => setTimeout(r, 3100)); // past the racy window: the cache files' digests get cached
+    const g = await run(['gate', model, '--record', rec, '--fp16-cache', cache], e);
+    expect(g.code, g.stderr).toBe(0);
+    expect((await gen(rec, ['--fp16-cache', cache], e)).code).toBe(0);
+    // one byte of head.safetensors changed in place, and its digest-cache entry given the file's new stat key
+    const head = path.join(cache, 'head.safetensors');
+    const f = SafetensorsFile.open(head);
+    const at = f.get('model.norm.weight')!.begin + 1;
+    f.close();
+    const b = fs.readFileSync(head);
+    b[at] ^= 0x80;
+    fs.writeFileSync(head, b);
+    const cf = path.join(e.LAYERDIFF_CACHE_DIR, 'fingerprints.json');
+    const c = JSON.parse(fs.readFileSync(cf, 'utf8')) as { entries: Record<string, Record<string, unknown>> };
+    const entry = c.entries[fs.realpathSync(head)];
+    expect(entry).toBeDefined();
+    const st = fs.statSync(head, { bigint: true });
+    Object.assign(entry, { size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev) });
+    fs.writeFileSync(cf, JSON.stringify(c));
+    // without a key the entry is a hint (README, Security model); --verify full hashes the cache's bytes
+    expect((await gen(rec, ['--fp16-cache', cache], e)).code).toBe(0);
+    badInput(await gen(rec, ['--fp16-cache', cache, '--verify', 'full'], e), /head\.safetensors: does not match the digest in the FP16 cache manifest/);
+  }, 300_000);
+
   it('a forged digest-cache entry does not unlock: MACed with the key, and --verify full re-hashes', async () => {
     // the new file's stat key paired with the old digest (and the old MAC, when there is one)
     const forge = (dir: string, cacheFile: string) => {
