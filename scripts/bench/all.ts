@@ -13,23 +13,27 @@ import { benchGenerate } from './generate.js';
 import { benchGenerateDeepseek } from './generate_deepseek.js';
 import { benchGenerateGptOss } from './generate_gpt_oss.js';
 import { benchGptOssWide } from './gpt_oss_wide.js';
+import { rerunAsTheCli } from './as_cli.js';
 
-const wide = process.argv.includes('--wide');
-console.log('== GEMM and dequant ==');
-await benchGemm();
-console.log('\n== dequantization per format, against memcpy ==');
-await benchDequantFormats();
-console.log('\n== the weights-first check, against memcpy ==');
-await benchWeightsCheck(wide);
-console.log('\n== whole diff ==');
-await benchDiff(wide);
-console.log('\n== the verdict: extra mode and floor pass ==');
-await benchVerdict();
-console.log('\n== generation ==');
-await benchGenerate();
-await benchGenerateDeepseek(wide);
-await benchGenerateGptOss();
-if (wide) {
-  console.log('\n== gpt-oss at gpt-oss-20b widths ==');
-  await benchGptOssWide();
+// the whole run in a child with the CLI's environment (glibc malloc on huge pages), as `layerdiff diff` runs
+if (!rerunAsTheCli()) {
+  const wide = process.argv.includes('--wide');
+  console.log('== GEMM and dequant ==');
+  await benchGemm();
+  console.log('\n== dequantization per format, against memcpy ==');
+  await benchDequantFormats();
+  console.log('\n== the weights-first check, against memcpy ==');
+  await benchWeightsCheck(wide);
+  console.log('\n== whole diff ==');
+  await benchDiff(wide);
+  console.log('\n== the verdict: extra mode and floor pass ==');
+  await benchVerdict();
+  console.log('\n== generation ==');
+  await benchGenerate();
+  await benchGenerateDeepseek(wide);
+  await benchGenerateGptOss();
+  if (wide) {
+    console.log('\n== gpt-oss at gpt-oss-20b widths ==');
+    await benchGptOssWide();
+  }
 }

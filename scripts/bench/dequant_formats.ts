@@ -17,6 +17,7 @@ import { Rng } from '../../harness/rng.js';
 import { dequantRowsExact } from '../../reference-cpu/dequant.js';
 import { bnbDynamicMap } from '../../fixtures/fp4_producers.js';
 import { timeBlocks } from './gemm.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 const O = 2048;
 const I = 4096;
@@ -118,7 +119,7 @@ async function streaming(cache: LinearCache): Promise<Record<string, number>> {
 }
 const STREAM_MIB = 128;
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   benchDequantFormats().catch((e: unknown) => {
     console.error(e);
     process.exitCode = 1;

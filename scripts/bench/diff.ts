@@ -5,7 +5,7 @@
  *     first use into $LAYERDIFF_BENCH_DIR or /tmp) with 16 tokens: per-layer time of each path and peak RSS,
  *     for 2 and 4 layers side by side (the streaming target: < 4 GB, and 4 layers within 10% of 2).
  * Peak RSS is measured in a child process per run (getrusage maxrss), so runs do not inherit each other's peak;
- * each child runs with the environment `layerdiff diff` gives its own (glibc malloc on huge pages).
+ * the bench and each child run with the environment `layerdiff diff` gives its own (as_cli.ts).
  *
  *   node dist/scripts/bench/diff.js [--wide]
  */
@@ -14,9 +14,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { childTunables } from '../../harness/cli/supervise.js';
 import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
 import { packageRoot } from '../../harness/version.js';
+import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 
 export interface ChildResult {
   wallS: number;
@@ -27,14 +27,6 @@ export interface ChildResult {
   verdict: string;
 }
 
-/**
- * The environment `layerdiff <cmd>` gives the supervised child it runs in (glibc's malloc on huge pages,
- * harness/cli/supervise.ts), so a bench child measures the tool as its command line runs it.
- */
-export function asTheCliRuns(cmd: string): Record<string, string> {
-  const t = childTunables([cmd], process.env);
-  return t === undefined ? {} : { GLIBC_TUNABLES: t };
-}
 
 /** Run one diff in a fresh process, as `layerdiff diff` runs it, and report its stage times and peak RSS. */
 export function childDiff(model: string, extra: string[], cacheDir?: string): ChildResult {
@@ -155,7 +147,7 @@ export async function benchDiff(wide: boolean): Promise<Record<string, number>> 
 }
 
 const argv = process.argv.slice(2);
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   if (argv[0] === '--child') await child(argv[1], argv.slice(2));
   else await benchDiff(argv.includes('--wide'));
 }

@@ -17,6 +17,7 @@ import { loadDeviceNative } from '../../device-hip/binding.js';
 import { Rng } from '../../harness/rng.js';
 import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 const WARMUP = 3;
 const RUNS = 11;
@@ -143,7 +144,7 @@ export async function benchGemm(): Promise<Record<string, number>> {
   return out;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   benchGemm().catch((e: unknown) => {
     console.error(e);
     process.exitCode = 1;

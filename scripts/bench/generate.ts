@@ -24,6 +24,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { LlamaCheckpoint } from '../../harness/models/llama.js';
 import { packageRoot } from '../../harness/version.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 export const CONTEXT = 64;
 const STEPS = 16;
@@ -134,7 +135,7 @@ export async function benchGenerate(): Promise<Record<string, number>> {
   return out;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   benchGenerate().catch((e: unknown) => {
     console.error(e);
     process.exitCode = 1;

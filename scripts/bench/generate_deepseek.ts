@@ -43,7 +43,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../../harness/models/deepseek_v4.js';
 import { packageRoot } from '../../harness/version.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
-import { asTheCliRuns } from './diff.js';
+import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
 
 type Source = 'dequant' | 'cache';
@@ -251,7 +251,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
 }
 
 const argv = process.argv.slice(2);
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   if (argv[0] === '--child') await child(argv[1], argv[2] as Source, argv[3], argv[4]);
   else await benchGenerateDeepseek(argv.includes('--wide'));
 }

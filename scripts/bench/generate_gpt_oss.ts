@@ -19,6 +19,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { GptOssCheckpoint } from '../../harness/models/gpt_oss.js';
 import { packageRoot } from '../../harness/version.js';
 import { CONTEXT, decodeRates, timeMs } from './generate.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 export async function benchGenerateGptOss(): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
@@ -57,4 +58,4 @@ export async function benchGenerateGptOss(): Promise<Record<string, number>> {
   return out;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) await benchGenerateGptOss();
+if (import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) await benchGenerateGptOss();

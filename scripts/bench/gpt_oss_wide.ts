@@ -20,6 +20,7 @@ import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { GptOssCheckpoint } from '../../harness/models/gpt_oss.js';
 import { type ChildResult, childDiff } from './diff.js';
 import { cachedStepMs, context, CONTEXT, timeMs } from './generate.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 async function fixture(base: string, layers: number): Promise<string> {
   const dir = path.join(base, `gpt-oss-wide-${layers}`);
@@ -86,4 +87,4 @@ export async function benchGptOssWide(): Promise<Record<string, number>> {
   return out;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await benchGptOssWide();
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) await benchGptOssWide();

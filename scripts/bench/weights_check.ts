@@ -27,6 +27,7 @@ import { checkWeights, quantizedWeights } from '../../harness/weights/check.js';
 import { exactOperands } from '../../reference-cpu/dequant.js';
 import { checkExactVsF16, checkExactVsF16Rows } from '../../reference-cpu/native.js';
 import { timeBlocks } from './gemm.js';
+import { rerunAsTheCli } from './as_cli.js';
 
 const O = 2048;
 const I = 4096;
@@ -142,7 +143,7 @@ async function wideLayers(): Promise<Record<string, number>> {
   return out;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && !rerunAsTheCli()) {
   benchWeightsCheck(process.argv.includes('--wide')).catch((e: unknown) => {
     console.error(e);
     process.exitCode = 1;
