@@ -17,6 +17,7 @@
 // -ffp-contract=off and -fno-fast-math (binding.gyp) keep the multiply a plain IEEE multiply with subnormals.
 #include "dequant_exact.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -25,6 +26,8 @@
 #include <cstring>
 #include <limits>
 #include <string>
+
+#include "simd_level.h"
 
 using Kind = ExactKind;
 
@@ -87,11 +90,63 @@ inline float load_f32(const uint8_t* p) {
   return f;
 }
 
-// One output row o of the weight into dst[in].
+// The 32 codes of a block's 16 bytes in input order (low nibble first: the even input index), as bytes.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593: immintrin's undefined-vector idiom
+__attribute__((target("avx2"))) inline void mxfp4_codes(const uint8_t* p, __m128i* first16, __m128i* last16) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nib = _mm_set1_epi8(15);
+  const __m128i lo = _mm_and_si128(bytes, nib), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nib);
+  *first16 = _mm_unpacklo_epi8(lo, hi);
+  *last16 = _mm_unpackhi_epi8(lo, hi);
+}
+
+// The same rule as the scalar row below, 16 values a step: each code looked up in this file's E2M1 table (a
+// permute of the table's 16 floats), times the block's scale from the E8M0 table, one IEEE multiply each.
+__attribute__((target("avx512f,avx2"))) void row_mxfp4_avx512(const uint8_t* src, const uint8_t* srow, int64_t nb, float* dst) {
+  const Tables& t = tables();
+  const __m512 table = _mm512_loadu_ps(t.e2m1);
+  for (int64_t b = 0; b < nb; b++) {
+    const __m512 s = _mm512_set1_ps(t.e8m0[srow[b]]);
+    __m128i c0, c1;
+    mxfp4_codes(src + b * 16, &c0, &c1);
+    _mm512_storeu_ps(dst + b * 32, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c0), table), s));
+    _mm512_storeu_ps(dst + b * 32 + 16, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(c1), table), s));
+  }
+}
+
+// AVX2: a permute reaches 8 floats, so codes 0–7 and 8–15 (the table's two halves) are looked up apart and the
+// code's bit 3 picks one.
+__attribute__((target("avx2"))) inline __m256 e2m1_lookup8(__m128i codes8, __m256 t_lo, __m256 t_hi) {
+  const __m256i c = _mm256_cvtepu8_epi32(codes8);
+  const __m256 pick_hi = _mm256_castsi256_ps(_mm256_slli_epi32(c, 28));  // bit 3 → the sign bit blendv reads
+  return _mm256_blendv_ps(_mm256_permutevar8x32_ps(t_lo, c), _mm256_permutevar8x32_ps(t_hi, c), pick_hi);
+}
+
+__attribute__((target("avx2"))) void row_mxfp4_avx2(const uint8_t* src, const uint8_t* srow, int64_t nb, float* dst) {
+  const Tables& t = tables();
+  const __m256 t_lo = _mm256_loadu_ps(t.e2m1), t_hi = _mm256_loadu_ps(t.e2m1 + 8);
+  for (int64_t b = 0; b < nb; b++) {
+    const __m256 s = _mm256_set1_ps(t.e8m0[srow[b]]);
+    __m128i c0, c1;
+    mxfp4_codes(src + b * 16, &c0, &c1);
+    float* d = dst + b * 32;
+    _mm256_storeu_ps(d, _mm256_mul_ps(e2m1_lookup8(c0, t_lo, t_hi), s));
+    _mm256_storeu_ps(d + 8, _mm256_mul_ps(e2m1_lookup8(_mm_srli_si128(c0, 8), t_lo, t_hi), s));
+    _mm256_storeu_ps(d + 16, _mm256_mul_ps(e2m1_lookup8(c1, t_lo, t_hi), s));
+    _mm256_storeu_ps(d + 24, _mm256_mul_ps(e2m1_lookup8(_mm_srli_si128(c1, 8), t_lo, t_hi), s));
+  }
+}
+#pragma GCC diagnostic pop
+
+// One output row o of the weight into dst[in]. The SIMD rows above at the reference's SIMD level (setSimd:
+// tests compare every level's bits with the TypeScript rule and the exact-rational oracle).
 void row_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / 32;
   const uint8_t* src = packed + o * (in / 2);
+  const RefSimd simd = reference_simd();
+  if (simd == RefSimd::Avx512) return row_mxfp4_avx512(src, scales + o * nb, nb, dst);
+  if (simd == RefSimd::Avx2) return row_mxfp4_avx2(src, scales + o * nb, nb, dst);
   for (int64_t b = 0; b < nb; b++) {
     const float s = t.e8m0[scales[o * nb + b]];
     for (int j = 0; j < 16; j++) {

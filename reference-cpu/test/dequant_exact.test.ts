@@ -17,7 +17,18 @@ import { quantizedWeights } from '../../harness/weights/check.js';
 import { linearRows } from '../deepseek_v4/linear.js';
 import { matmul } from '../ops.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { dequantExact } from '../native.js';
+import { dequantExact, setReferenceSimd } from '../native.js';
+
+const LEVELS = ['auto', 'avx2', 'scalar'] as const;
+
+/** fn at each SIMD level this CPU has (a request it cannot honour falls back to the best it has), then 'auto' again. */
+function atEveryLevel(fn: (level: string) => void): void {
+  try {
+    for (const mode of LEVELS) fn(setReferenceSimd(mode));
+  } finally {
+    setReferenceSimd('auto');
+  }
+}
 
 /** Exact value of an OCP E2M1 nibble: exponent bits 2..1 (bias 1), mantissa bit 0, sign bit 3. */
 function e2m1Exact(c: number): number {
@@ -61,7 +72,7 @@ function bytes(r: Rng, n: number): Uint8Array {
 }
 
 describe('native exact dequantization', () => {
-  it('mxfp4_dequant(out=256,in=32): every E2M1 code under every E8M0 scale, as the oracle and the TS rule', () => {
+  it('mxfp4_dequant(out=256,in=32): every E2M1 code under every E8M0 scale, as the oracle and the TS rule, at every SIMD level', () => {
     // Row o has scale byte o; its 16 bytes hold each code as low and as high nibble.
     const out = 256, inn = 32;
     const packed = new Uint8Array(out * 16), scale = Uint8Array.from({ length: out }, (_, o) => o);
@@ -76,9 +87,11 @@ describe('native exact dequantization', () => {
       oracle[o * inn + 2 * j] = Math.fround(e2m1Exact(j) * e8m0Exact(o));
       oracle[o * inn + 2 * j + 1] = Math.fround(e2m1Exact((j + o) & 15) * e8m0Exact(o));
     }
-    const got = lenient(lw);
-    expectSameBits(got, oracle, 'vs oracle');
-    expectSameBits(got, dequantLinearTs(lw), 'vs TS');
+    atEveryLevel((level) => {
+      const got = lenient(lw);
+      expectSameBits(got, oracle, `${level} vs oracle`);
+      expectSameBits(got, dequantLinearTs(lw), `${level} vs TS`);
+    });
   });
 
   for (const scaleDtype of ['F8_E8M0', 'F32'] as const) {
@@ -133,7 +146,7 @@ describe('native exact dequantization', () => {
     expectSameBits(dequantLinear(lw), f, 'F32');
   });
 
-  it('mxfp4_dequant(out=2048,in=512): the multi-threaded path gives the TS rule\'s bits', () => {
+  it('mxfp4_dequant(out=2048,in=512): the multi-threaded path gives the TS rule\'s bits at every SIMD level', () => {
     const r = new Rng(77);
     const out = 2048, inn = 512;
     const lw: LinearWeight = {
@@ -141,8 +154,11 @@ describe('native exact dequantization', () => {
       weight: { name: 'x.w1.weight', dtype: 'I8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
       scale: { name: 'x.w1.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: Uint8Array.from(bytes(r, (out * inn) / 32), (b) => 110 + (b % 30)) },
     };
-    expectSameBits(dequantLinear(lw), dequantLinearTs(lw), 'threaded');
-    expectSameBits(dequantRowsExact(lw, 1000, 513), dequantLinearTs(lw).subarray(1000 * inn, 1513 * inn), 'rows');
+    const want = dequantLinearTs(lw);
+    atEveryLevel((level) => {
+      expectSameBits(dequantLinear(lw), want, `${level} threaded`);
+      expectSameBits(dequantRowsExact(lw, 1000, 513), want.subarray(1000 * inn, 1513 * inn), `${level} rows`);
+    });
   });
 
   // NVFP4 (both global-scale ops) and bitsandbytes (with and without double quant): the native decoder over the
