@@ -261,17 +261,54 @@ Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
     throw Napi::TypeError::New(info.Env(), "firstNonFinite: expected a Float32Array");
   }
   auto a = info[0].As<Napi::Float32Array>();
-  const float* p = a.Data();
-  const size_t n = a.ElementLength();
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    std::memcpy(&u, p + i, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u) return Napi::Number::New(info.Env(), static_cast<double>(i));
-  }
-  return Napi::Number::New(info.Env(), -1);
+  return Napi::Number::New(info.Env(), static_cast<double>(first_nonfinite(a.Data(), static_cast<int64_t>(a.ElementLength()))));
 }
 
 }  // namespace
+
+namespace {
+
+// The exponent field all ones: NaN or ±Inf, tested on the bits (no float compare, no FP flags).
+constexpr uint32_t kExpMask = 0x7f800000u;
+
+int64_t first_nonfinite_scalar(const float* p, int64_t from, int64_t n) {
+  for (int64_t i = from; i < n; i++) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    if ((u & kExpMask) == kExpMask) return i;
+  }
+  return -1;
+}
+
+__attribute__((target("avx512f"))) int64_t first_nonfinite_avx512(const float* p, int64_t n) {
+  const __m512i e = _mm512_set1_epi32(static_cast<int>(kExpMask));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(p + i), e), e);
+    if (hit != 0) return i + __builtin_ctz(hit);
+  }
+  return first_nonfinite_scalar(p, i, n);
+}
+
+__attribute__((target("avx2"))) int64_t first_nonfinite_avx2(const float* p, int64_t n) {
+  const __m256i e = _mm256_set1_epi32(static_cast<int>(kExpMask));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    const int hit = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(v, e), e)));
+    if (hit != 0) return i + __builtin_ctz(hit);
+  }
+  return first_nonfinite_scalar(p, i, n);
+}
+
+}  // namespace
+
+int64_t first_nonfinite(const float* p, int64_t n) {
+  const RefSimd simd = reference_simd();
+  if (simd == RefSimd::Avx512) return first_nonfinite_avx512(p, n);
+  if (simd == RefSimd::Avx2) return first_nonfinite_avx2(p, n);
+  return first_nonfinite_scalar(p, 0, n);
+}
 
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
   if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, dst);

@@ -175,13 +175,11 @@ struct ExactRows {
     for (int j = 0; j < nr; j++) {
       float* d = buf + (size_t)j * in;
       exact_row(kind, w, s, r0 + j0 + j, in, bo, bi, d);
-      for (int64_t i = 0; i < in; i++) {
-        if (std::isfinite(d[i])) continue;
-        const int64_t at = (r0 + j0 + j) * in + i;
-        int64_t cur = __atomic_load_n(first_nonfinite, __ATOMIC_RELAXED);
-        while ((cur < 0 || at < cur) && !__atomic_compare_exchange_n(first_nonfinite, &cur, at, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-        }
-        break;
+      const int64_t i = ::first_nonfinite(d, in);
+      if (i < 0) continue;
+      const int64_t at = (r0 + j0 + j) * in + i;
+      int64_t cur = __atomic_load_n(first_nonfinite, __ATOMIC_RELAXED);
+      while ((cur < 0 || at < cur) && !__atomic_compare_exchange_n(first_nonfinite, &cur, at, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
       }
     }
     return buf;

@@ -17,7 +17,7 @@ import { quantizedWeights } from '../../harness/weights/check.js';
 import { linearRows } from '../deepseek_v4/linear.js';
 import { matmul } from '../ops.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { dequantExact, setReferenceSimd } from '../native.js';
+import { dequantExact, firstNonFinite, setReferenceSimd } from '../native.js';
 
 const LEVELS = ['auto', 'avx2', 'scalar'] as const;
 
@@ -185,6 +185,24 @@ describe('native exact dequantization', () => {
       }
     });
   }
+
+  it('firstNonFinite: the first NaN or ±Inf at any position (SIMD body or scalar tail), at every SIMD level, as a scan in JS', () => {
+    const n = 53; // 3 × 16 + 5: a tail after the AVX-512 body, 6 × 8 + 5 after the AVX2 one
+    const jsFirst = (a: Float32Array) => a.findIndex((v) => !Number.isFinite(v));
+    const cases: Array<[number, number]> = [[0, NaN], [7, Infinity], [15, -Infinity], [16, NaN], [31, Infinity], [47, NaN], [48, -Infinity], [52, NaN]];
+    atEveryLevel((level) => {
+      const clean = Float32Array.from({ length: n }, (_, i) => (i % 2 ? -1 : 1) * 3.4e38 * 2 ** -(i % 150)); // the largest finite and subnormals
+      expect(firstNonFinite(clean), `${level} clean`).toBe(-1);
+      expect(firstNonFinite(new Float32Array(0)), `${level} empty`).toBe(-1);
+      for (const [at, v] of cases) {
+        const a = clean.slice();
+        a[at] = v;
+        a[Math.min(n - 1, at + 3)] = NaN; // a later one does not hide the first
+        expect(firstNonFinite(a), `${level} ${v} at ${at}`).toBe(jsFirst(a));
+        for (const off of [1, 5]) expect(firstNonFinite(a.subarray(off)), `${level} ${v} at ${at}, offset ${off}`).toBe(jsFirst(a.subarray(off)));
+      }
+    });
+  });
 
   it('a NaN scale or code is bad input naming the tensor, its scale and the flat index in the whole tensor', () => {
     const out = 4, inn = 32;

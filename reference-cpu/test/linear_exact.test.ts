@@ -71,5 +71,17 @@ describe('linearExact', () => {
     expect(() => linearRows(x, 2, lw, 0, 40)).toThrow(InputError);
     expect(() => linearRows(x, 2, lw, 0, 40)).toThrow(/NaN at flat index 480 \(check its scale e\.w1\.scale\)/);
     expect(() => linearRows(x, 2, lw, 8, 32)).not.toThrow();
+    // the fused GEMM's own report of it, at every SIMD level (the row scan is SIMD): the lowest flat index
+    lw.scale!.bytes[2 * 30] = 0xff; // row 30, inputs 0..31: a later row does not hide row 7
+    try {
+      for (const mode of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(mode);
+        const got = linearExact(x, 2, kindOf(lw), lw.weight.bytes, lw.scale!.bytes, 40, 64, 1, 32, 0, 40);
+        expect(got.firstNonFinite, mode).toBe(480);
+        expect(linearExact(x, 2, kindOf(lw), lw.weight.bytes, lw.scale!.bytes, 40, 64, 1, 32, 8, 32).firstNonFinite, `${mode} rows 8..39`).toBe(30 * 64);
+      }
+    } finally {
+      setReferenceSimd('auto');
+    }
   });
 });
