@@ -264,10 +264,6 @@ Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(first_nonfinite(a.Data(), static_cast<int64_t>(a.ElementLength()))));
 }
 
-}  // namespace
-
-namespace {
-
 // The exponent field all ones: NaN or ±Inf, tested on the bits (no float compare, no FP flags).
 constexpr uint32_t kExpMask = 0x7f800000u;
 
