@@ -63,7 +63,9 @@ export function moe(kit: Kit, f: Uint16Array, S: number, w: DeepseekV4LayerWeigh
   const Y = new Uint16Array(S * k * D);
   const rowToken = new Int32Array(S * k);
   let row = 0;
-  for (const e of [...byExpert.keys()].sort((a, b) => a - b)) {
+  const order = [...byExpert.keys()].sort((a, b) => a - b);
+  w.expertsAhead?.(order);
+  for (const e of order) {
     const slots = byExpert.get(e)!;
     const n = slots.length;
     const xe = new Uint16Array(n * D);

@@ -32,6 +32,8 @@ import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../formats/linear.js';
 import { type FingerprintOptions, PartDigests } from '../gate/fingerprint.js';
+import { hashThreads } from '../gate/hash_workers.js';
+import { sha256Parts } from '../io/sha256_parts.js';
 import {
   type DeepseekV4Checkpoint, type DeepseekV4Config, type DeepseekV4Expert, type DeepseekV4Head, type DeepseekV4LayerWeights,
   type DeepseekV4Weights, isNormKey, mapLayerTensors,
@@ -180,6 +182,8 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
    * layer, and all 256 F16 experts of a real-width layer are 12 GiB — each is then dropped after its use.
    */
   keepExperts = true;
+  /** threads a group of routed experts is hashed on (FingerprintOptions.hashThreads; default one per core) */
+  private readonly threads: number;
 
   constructor(
     private readonly m: DeepseekV4Checkpoint,
@@ -188,6 +192,7 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     private readonly fpOptions: FingerprintOptions = {},
   ) {
     this.cfg = m.cfg;
+    this.threads = hashThreads(Number.POSITIVE_INFINITY, fpOptions.hashThreads);
     this.embedChunks = new ChunkedFile(path.join(store.dir, EMBED), manifest.chunked.find((c) => c.name === EMBED)!, m.embedName);
   }
 
@@ -202,16 +207,29 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     });
     const cache = new Map<number, DeepseekV4Expert>();
     const loaded = new Set<number>();
+    // experts verified side by side with one asked for, kept until asked for (at most threads − 1 of them)
+    const ahead = new Map<number, DeepseekV4Expert>();
+    let upcoming: readonly number[] = [];
     return {
       ...w,
       expert: (e: number) => {
-        let ex = cache.get(e);
+        let ex = cache.get(e) ?? ahead.get(e);
         if (ex === undefined) {
-          ex = this.expert(L, e, skeleton.expert(e));
-          loaded.add(e);
-          if (this.keepExperts) cache.set(e, ex);
+          // e and the next experts announced after it that this process has not verified yet, checked together
+          const at = upcoming.indexOf(e);
+          const next = at < 0 ? [] : upcoming.slice(at + 1).filter((x) => x !== e && !cache.has(x) && !ahead.has(x) && !this.verified.has(`${L}.${x}`));
+          const group = [e, ...next.slice(0, this.threads - 1)];
+          const got = this.experts(L, group, group.map((x) => skeleton.expert(x)));
+          ex = got[0];
+          group.forEach((x, i) => i > 0 && ahead.set(x, got[i]));
         }
+        ahead.delete(e);
+        loaded.add(e);
+        if (this.keepExperts) cache.set(e, ex);
         return ex;
+      },
+      expertsAhead: (es: readonly number[]) => {
+        upcoming = [...es];
       },
       expertsLoaded: () => [...loaded].sort((a, b) => a - b),
     };
@@ -258,26 +276,27 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     return { name: lw.name, format: 'plain', out: lw.out, in: lw.in, weight, scale: null, block: [1, 1] };
   }
 
-  private expert(L: number, e: number, skeleton: DeepseekV4Expert): DeepseekV4Expert {
+  /**
+   * Routed experts `es` of layer L bound to their cache bytes, each verified on its first use in this process:
+   * trusted if an earlier process checked it in this file as it is now (the whole files' stat-keyed trust), else
+   * hashed where it is mapped (~50 MB at real width; the bytes hashed are the bytes used), the group side by side
+   * on the hashing threads, and, matching, recorded for the next process.
+   */
+  private experts(L: number, es: readonly number[], skeletons: readonly DeepseekV4Expert[]): DeepseekV4Expert[] {
     const x = this.manifest.experts[L];
-    const ex = { w1: this.linear(x.name, skeleton.w1), w2: this.linear(x.name, skeleton.w2), w3: this.linear(x.name, skeleton.w3) };
-    const key = `${L}.${e}`;
-    if (!this.verified.has(key)) {
-      // the first use in this process: trusted if an earlier one checked it in this file as it is now (the
-      // whole files' stat-keyed trust), else hashed (~50 MB at real width) and, matching, recorded for the next
-      const tensor = `layers.${L}.ffn.experts.${e}`;
-      const parts = (this.parts ??= new PartDigests(this.fpOptions));
-      const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
-      if (!parts.vouches(file, fd, tensor, x.sha256[e])) {
-        const h = createHash('sha256');
-        for (const lw of [ex.w1, ex.w2, ex.w3]) h.update(lw.weight.bytes);
-        if (h.digest('hex') !== x.sha256[e]) {
-          throw new InputError(`routed expert ${e} does not match its digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file: path.join(this.store.dir, x.name), tensor });
-        }
-        parts.record(file, fd, tensor, x.sha256[e]);
+    const bound = skeletons.map((sk) => ({ w1: this.linear(x.name, sk.w1), w2: this.linear(x.name, sk.w2), w3: this.linear(x.name, sk.w3) }));
+    const parts = (this.parts ??= new PartDigests(this.fpOptions));
+    const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
+    const tensor = (e: number) => `layers.${L}.ffn.experts.${e}`;
+    const toHash = es.map((e, i) => i).filter((i) => !this.verified.has(`${L}.${es[i]}`) && !parts.vouches(file, fd, tensor(es[i]), x.sha256[es[i]]));
+    const got = sha256Parts(toHash.map((i) => [bound[i].w1.weight.bytes, bound[i].w2.weight.bytes, bound[i].w3.weight.bytes]), this.threads);
+    toHash.forEach((i, j) => {
+      if (got[j] !== x.sha256[es[i]]) {
+        throw new InputError(`routed expert ${es[i]} does not match its digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file, tensor: tensor(es[i]) });
       }
-      this.verified.add(key);
-    }
-    return ex;
+      parts.record(file, fd, tensor(es[i]), got[j]);
+    });
+    for (const e of es) this.verified.add(`${L}.${e}`);
+    return bound;
   }
 }

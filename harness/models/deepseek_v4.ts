@@ -107,6 +107,11 @@ export interface DeepseekV4LayerWeights {
   ffn: { gate: DeepseekV4Gate; shared_experts: DeepseekV4Expert };
   /** routed expert e's w1/w2/w3: read on first use, then cached for this layer (shared by both paths) */
   expert(e: number): DeepseekV4Expert;
+  /**
+   * The routed experts a pass is about to ask `expert` for, in that order: a source that verifies an expert on
+   * first use (the FP16 cache) verifies the next few side by side. Optional: a checkpoint's experts need no hint.
+   */
+  expertsAhead?(es: readonly number[]): void;
   /** the experts read so far, ascending (for tests and progress lines) */
   expertsLoaded(): number[];
 }
