@@ -217,7 +217,7 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
         if (ex === undefined) {
           // e and the next experts announced after it that this process has not verified yet, checked together
           const at = upcoming.indexOf(e);
-          const next = at < 0 ? [] : upcoming.slice(at + 1).filter((x) => x !== e && !cache.has(x) && !ahead.has(x) && !this.verified.has(`${L}.${x}`));
+          const next = at < 0 ? [] : upcoming.slice(at + 1).filter((x) => !cache.has(x) && !ahead.has(x) && !this.verified.has(`${L}.${x}`));
           const group = [e, ...next.slice(0, this.threads - 1)];
           const got = this.experts(L, group, group.map((x) => skeleton.expert(x)));
           ex = got[0];
