@@ -42,13 +42,25 @@ export interface ExactVsF16 {
   underBlocks: number;
 }
 
+/** checkExactVsF16RowsReading's result: with the E4M3 NaN codes among an FP8 weight's bytes, counted as they were read (0 for MXFP4) */
+export interface ExactVsF16Read extends ExactVsF16 {
+  weightNanCodes: number;
+}
+
+/** Where a weight's bytes are in its file, for checkExactVsF16Rows to read them itself (the fused read). */
+export interface WeightFill {
+  fd: number;
+  /** the tensor's first byte in the file */
+  offset: number;
+}
+
 interface ReferenceAddon {
   gemmF32(x: Float32Array, w: Float32Array, m: number, k: number, n: number): Float32Array;
   linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number };
   dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
   firstNonFinite(w: Float32Array): number;
   checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
-  checkF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast: boolean): ExactVsF16;
+  checkF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast: boolean, fill?: WeightFill): ExactVsF16 | ExactVsF16Read | { readError: string };
   roundF16(x: Float32Array): Uint16Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
@@ -120,7 +132,18 @@ export function checkExactVsF16(kind: ExactKind, weight: Uint8Array, scale: Uint
  */
 export function checkExactVsF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast = true): ExactVsF16 {
   for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16Rows');
-  return native().checkF16Rows(kind, weight, scale, out, inn, bo, bi, source, fast);
+  return native().checkF16Rows(kind, weight, scale, out, inn, bo, bi, source, fast) as ExactVsF16;
+}
+
+/**
+ * checkExactVsF16Rows reading the weight's bytes itself (MXFP4 and FP8 blocks): `weight` is the buffer the tensor
+ * is read into, not yet filled; each thread reads the rows it compares next from `fill` into their place, so the
+ * bytes come from the page cache once, on every core, and are compared while in cache (check_f16.cc). On return
+ * `weight` holds the tensor. A read that fails or ends early gives { readError } and no compare result.
+ */
+export function checkExactVsF16RowsReading(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fill: WeightFill): ExactVsF16Read | { readError: string } {
+  for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16Rows');
+  return native().checkF16Rows(kind, weight, scale, out, inn, bo, bi, source, true, fill) as ExactVsF16Read | { readError: string };
 }
 
 /** NaN encodings among stored bytes: E8M0 0xFF, E4M3 0x7F/0xFF, or little-endian float32 NaNs. */

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { willNeed } from './prefetch.js';
 import { InputError } from '../errors.js';
 import { readRegularBytes } from './regular.js';
-import { SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
+import { type DeferredRead, SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
   raw: Record<string, unknown>;
@@ -156,6 +156,13 @@ export class Checkpoint {
     const info = this.info(name);
     this.bytesRead += info.end - info.begin;
     return this.shard(this.weightMap.get(name)!).read(info);
+  }
+
+  /** A read of one tensor left to the caller (SafetensorsFile.reserve): counted as read. */
+  reserve(name: string): DeferredRead {
+    const info = this.info(name);
+    this.bytesRead += info.end - info.begin;
+    return this.shard(this.weightMap.get(name)!).reserve(info);
   }
 
   readRange(name: string, offset: number, length: number): Uint8Array {

@@ -14,6 +14,18 @@ import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
 import { openRegular } from './regular.js';
 
+/** A tensor's buffer and where its bytes are, for a pass that reads them itself (SafetensorsFile.reserve). */
+export interface DeferredRead {
+  /** the tensor's buffer, not yet filled */
+  bytes: Uint8Array;
+  fd: number;
+  /** the tensor's first byte in the file */
+  offset: number;
+  file: string;
+  /** read the bytes into `bytes` here (the fallback) */
+  fill(): void;
+}
+
 export interface TensorInfo {
   name: string;
   dtype: DType;
@@ -109,6 +121,27 @@ export class SafetensorsFile {
       done += got;
     }
     return buf;
+  }
+
+  /**
+   * A read left to the caller: the buffer read() would fill (8-byte aligned, recycled inside withReadPool), not
+   * filled, with where its bytes start in the file, for a native pass that reads them as it goes (the weights
+   * check's fused read). fill() reads them here instead, as read() would.
+   */
+  reserve(info: TensorInfo): DeferredRead {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    const length = info.end - info.begin;
+    const bytes = activeReadPool()?.take(length) ?? new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+    const fd = this.fd;
+    const fill = () => {
+      let done = 0;
+      while (done < length) {
+        const got = fs.readSync(fd, bytes, done, length - done, info.begin + done);
+        if (got === 0) throw new InputError('file shrank while reading', { file: this.file, tensor: info.name });
+        done += got;
+      }
+    };
+    return { bytes, fd, offset: info.begin, file: this.file, fill };
   }
 
   /**

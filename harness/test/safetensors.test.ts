@@ -112,3 +112,36 @@ describe('SafetensorsFile.map: a private mapping instead of a copy', () => {
     f.close();
   });
 });
+
+describe('SafetensorsFile.reserve: the buffer of a read left to the caller', () => {
+  it('hands out the tensor\'s buffer unread, with where its bytes are; fill() reads them as read() does', () => {
+    const p = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ld-reserve-')), 'r.safetensors');
+    const b = Uint8Array.from({ length: 1003 }, (_, i) => (i * 7 + 3) & 0xff);
+    fs.writeFileSync(p, encodeSafetensors([{ name: 'a', dtype: 'U8', shape: [5], data: new Uint8Array(5).fill(9) }, { name: 'b', dtype: 'U8', shape: [1003], data: b }]));
+    const f = SafetensorsFile.open(p);
+    const ib = f.get('b')!;
+    const r = f.reserve(ib);
+    expect([r.bytes.length, r.offset, r.file, r.fd]).toEqual([1003, ib.begin, p, f.descriptor]);
+    expect(r.bytes.byteOffset % 8).toBe(0);
+    expect(fs.readSync(r.fd, new Uint8Array(3), 0, 3, r.offset)).toBe(3);
+    r.fill();
+    expect(r.bytes).toEqual(b);
+    fs.truncateSync(p, ib.begin + 10);
+    expect(() => f.reserve(ib).fill()).toThrow(/shrank/);
+    f.close();
+  });
+});
+
+describe('willNeed: read-ahead advice given on a background thread', () => {
+  it('is queued for a regular file, refused for a closed descriptor, and checks its arguments', async () => {
+    const { willNeed } = await import('../io/prefetch.js');
+    const p = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ld-willneed-')), 'w.bin');
+    fs.writeFileSync(p, new Uint8Array(1 << 20).fill(1));
+    const fd = fs.openSync(p, 'r');
+    expect(willNeed(fd, 0, 1 << 20)).toBe(true);
+    fs.closeSync(fd); // closing right away is safe: the advice holds its own descriptor
+    expect(willNeed(fd, 0, 10), 'a closed descriptor').toBe(false);
+    expect(() => willNeed(0, -1, 10)).toThrow(/offset and length must be ≥ 0/);
+    expect(fs.readFileSync(p).every((x) => x === 1), 'the file is unchanged').toBe(true);
+  });
+});

@@ -20,7 +20,8 @@ import { faultApplies } from '../formats/registry.js';
 const WEIGHT_CAUSES = ALL_CAUSES.filter((c) => faultApplies(c, 'mxfp4', 'e8m0') || faultApplies(c, 'fp8-block', 'e8m0'));
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
-import { nanWeight } from '../../fixtures/inject.js';
+import { copyCheckpoint, nanWeight } from '../../fixtures/inject.js';
+import { InputError } from '../errors.js';
 import { cli, LLAMA_TINY } from './cli.js';
 import { substageOrder } from '../runner/run.js';
 import { packageRoot } from '../version.js';
@@ -166,6 +167,46 @@ describe('weights check on synthetic tensors', () => {
   });
 });
 
+describe('the fused read (MXFP4 and FP8-block weights read by the compare itself)', () => {
+  it('reports every tensor exactly as checking the tensors read whole does, with and without a device fault', () => {
+    withTiny((ck) => {
+      for (const fault of [null, 'nibble-swap', 'scale-axis'] as const) {
+        const plan = fault === null ? null : { fault, layer: null };
+        const w = checkWeights(ck, N, { layers: null, faults: plan });
+        const cache = new LinearCache(N);
+        const lws = tinyLinears(ck);
+        expect(w.tensors.map((t) => t.name)).toEqual(lws.map((lw) => lw.name));
+        lws.forEach((lw, k) => expect(w.tensors[k], `${fault}: ${lw.name}`).toEqual(checkTensor(lw, w.tensors[k].layer, cache, fault)));
+        if (fault !== null) expect(w.mismatched, fault).toBeGreaterThan(0);
+      }
+    });
+  });
+
+  it('a shard cut short after it was opened: one InputError naming the file and the tensor', () => {
+    const dir = path.join(tmp, 'shrunk');
+    copyCheckpoint(LLAMA_TINY(), dir);
+    const ck = Checkpoint.open(dir);
+    try {
+      const victim = 'model.layers.3.mlp.down_proj.weight';
+      const info = ck.info(victim);
+      const shard = path.join(dir, ck.weightMap.get(victim)!);
+      fs.truncateSync(shard, info.begin + Math.floor((info.end - info.begin) / 2));
+      let err: unknown = null;
+      try {
+        checkWeights(ck, N, { layers: null, faults: null });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(InputError);
+      expect((err as InputError).tensor).toBe(victim);
+      expect((err as InputError).file).toBe(shard);
+      expect((err as Error).message).toMatch(/read failed: the file ended before the tensor did/);
+    } finally {
+      ck.close();
+    }
+  });
+});
+
 describe('layerdiff inspect --check', () => {
   it('exits 0 when every weight is exact', () => {
     const r = cli(['inspect', LLAMA_TINY(), '--check']);
@@ -191,5 +232,16 @@ describe('layerdiff inspect --check', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toContain(defect.tensor!);
     expect(r.stderr).toContain(defect.file!);
+  });
+  it('exits 2 naming the FP8 weight that holds an E4M3 NaN code (counted while the fused pass reads it)', () => {
+    const dir = path.join(tmp, 'nan-fp8');
+    const defect = nanWeight(LLAMA_TINY(), dir, 'model.layers.1.self_attn.q_proj.weight');
+    expect(defect.tensor).toBe('model.layers.1.self_attn.q_proj.weight');
+    const r = cli(['inspect', dir, '--check']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(defect.tensor!);
+    expect(r.stderr).toContain(defect.file!);
+    expect(r.stderr).toMatch(/NaN/);
   });
 });

@@ -21,9 +21,10 @@ import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
 import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../formats/linear.js';
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
+import type { DeferredRead } from '../io/safetensors.js';
 import { sharedReadPool, withReadPool } from '../io/read_pool.js';
 import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
-import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, nanCodeCount } from '../../reference-cpu/native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount } from '../../reference-cpu/native.js';
 import type { DeviceNative, DeviceRowSource } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
@@ -157,8 +158,8 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     enter(t.layer!);
     opt.onTensor?.(t.name, k, todo.length);
     withReadPool(pool, () => {
-      const lw = loadLinear(ck, `${moduleOf(t.name)}.weight`, storedLogicalShape(ck, t.name), qc);
-      tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!)));
+      const { lw, pending } = loadForCheck(ck, t.name, qc);
+      tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!), pending));
     });
   }
   const layers = todo.map((t) => t.layer!);
@@ -201,14 +202,28 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   };
 }
 
+/**
+ * One quantized weight for the check. An MXFP4 or FP8-block weight's bytes are left unread (pending), for the
+ * fused pass to read as it compares them (checkTensor); its scale is read here. Any other format is read whole.
+ */
+function loadForCheck(ck: Checkpoint, stored: string, qc: ReturnType<typeof parseQuantConfig>): { lw: LinearWeight; pending: DeferredRead | null } {
+  const name = `${moduleOf(stored)}.weight`;
+  const shape = storedLogicalShape(ck, stored);
+  const plan = loadLinear(ck, name, shape, qc, false);
+  if ((plan.format !== 'mxfp4' && plan.format !== 'fp8-block') || plan.scale === null || plan.global !== null) return { lw: loadLinear(ck, name, shape, qc), pending: null };
+  const pending = ck.reserve(plan.weight.name);
+  const scale = { ...plan.scale, bytes: ck.read(plan.scale.name), file: ck.info(plan.scale.name).file };
+  return { lw: { ...plan, weight: { ...plan.weight, bytes: pending.bytes, file: ck.info(plan.weight.name).file }, scale }, pending };
+}
+
 /** NaN encodings: E8M0 0xFF, E4M3 0x7F/0xFF (NVFP4) and NaN F32 scales in the scale, E4M3 0x7F/0xFF in an FP8 weight. */
-function nanCodes(lw: LinearWeight): { n: number; where: 'weight' | 'scale' | null } {
+function nanCodes(lw: LinearWeight, inWeightToo = true): { n: number; where: 'weight' | 'scale' | null } {
   const s = lw.scale!;
   // bitsandbytes' U8 absmax codes have no NaN code (the loader has refused non-finite quant_map and nested values)
   if (lw.format === 'bnb4' && s.dtype === 'U8') return { n: 0, where: null };
   // counted natively (reference-cpu/native/check_f16.cc): a per-byte loop here cost more than the compare
   const inScale = nanCodeCount(s.bytes, s.dtype === 'F32' ? 'f32' : s.dtype === 'F8_E4M3' ? 'e4m3' : 'e8m0');
-  const inWeight = lw.format === 'fp8-block' ? nanCodeCount(lw.weight.bytes, 'e4m3') : 0;
+  const inWeight = lw.format === 'fp8-block' && inWeightToo ? nanCodeCount(lw.weight.bytes, 'e4m3') : 0;
   return { n: inScale + inWeight, where: inScale > 0 ? 'scale' : inWeight > 0 ? 'weight' : null };
 }
 
@@ -219,7 +234,11 @@ export interface DeviceDequant {
   rowSource?(lw: LinearWeight, fault: FaultPlan['fault'] | null): DeviceRowSource | null;
 }
 
-export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null): TensorCheck {
+/**
+ * `pending`: lw's weight bytes are not read yet (loadForCheck); the fused pass reads them, or they are read here
+ * first where it does not run. Either way they are read before anything else looks at them.
+ */
+export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null, pending: DeferredRead | null = null): TensorCheck {
   const [R, C] = scaleGrid(lw);
   const base: TensorCheck = {
     name: lw.name,
@@ -241,14 +260,20 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
     matches: [],
     example: null,
   };
-  const nan = nanCodes(lw);
-  if (nan.n > 0) return { ...base, exact: false, nan_codes: nan.n, nan_in: nan.where };
-
   // The device's FP16 tensor is materialised only where it is needed: bitsandbytes' compare, a device without a
   // row source, and the evidence of a mismatch (the example and the catalog readings).
   let devTensor: Uint16Array | null = null;
   const device = (): Uint16Array => (devTensor ??= cache.get(lw, fault));
+  // A pending weight is read by the fused pass, which counts an FP8 weight's NaN codes as it reads; the scale's
+  // are counted first, so a NaN scale still stops the check before any compare. Without the fused pass (no row
+  // source, a NaN scale, whose report counts the weight's NaN codes too), it is read here first.
   const source = lw.format === 'bnb4' ? null : (cache.rowSource?.(lw, fault) ?? null);
+  const inScale = pending !== null ? nanCodes(lw, false) : null;
+  const fused = pending !== null && source !== null && inScale!.n === 0 ? pending : null;
+  if (pending !== null && fused === null) pending.fill();
+  const nan = fused !== null ? inScale! : nanCodes(lw);
+  if (nan.n > 0) return { ...base, exact: false, nan_codes: nan.n, nan_in: nan.where };
+
   // One native pass (reference-cpu/native/check_f16.cc), row by row: the exact value, its one FP16 rounding
   // by the reference side's rule, and per element:
   //   f16(device) == exact                → fine: an exact E2M1/E4M3 × 2^k value FP16 holds is its own
@@ -260,12 +285,20 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the native pass's
   // [row, column] block grid cannot count.
   const e = exactOperands(lw);
-  const cmp =
-    lw.format === 'bnb4'
-      ? compareTs(lw, device())
-      : source !== null
-        ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
-        : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
+  let cmp: ExactVsF16;
+  if (fused !== null) {
+    const r = checkExactVsF16RowsReading(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source, fused);
+    if ('readError' in r) throw new InputError(`read failed: ${r.readError}`, { file: fused.file, tensor: lw.weight.name });
+    if (r.weightNanCodes > 0) return { ...base, exact: false, nan_codes: r.weightNanCodes, nan_in: 'weight' };
+    cmp = r;
+  } else {
+    cmp =
+      lw.format === 'bnb4'
+        ? compareTs(lw, device())
+        : source !== null
+          ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
+          : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
+  }
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
   const firstBad = cmp.firstBad;

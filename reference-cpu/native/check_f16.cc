@@ -21,6 +21,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cerrno>
+#include <unistd.h>
+
 #include <immintrin.h>
 
 #include "dequant_exact.h"
@@ -63,6 +66,7 @@ struct Partial {
   int64_t non_finite = 0;
   int64_t first_ref_nonfinite = -1;  // an exact value outside float32 (bad input, reported by the caller)
   int64_t bad_blocks = 0, over_blocks = 0, under_blocks = 0;  // flags this thread set first
+  int64_t weight_nan = 0;  // E4M3 NaN codes among the FP8 weight bytes this thread read (the fused read only)
 };
 
 // Every binary16 value as float32, from exact_f16_value (the definition), built once: the compare reads it
@@ -141,7 +145,7 @@ inline void compare_elem(float r, uint16_t dv, int64_t k, int64_t blk, const flo
 }
 
 // The threads' partial results merged into checkF16's result object.
-Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, const Flags& flags) {
+Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, const Flags& flags, bool weight_nan = false) {
   if (flags.bad.failed() || flags.over.failed() || flags.under.failed()) {
     throw Napi::Error::New(env, "weights check: out of memory for the block flags of a " + std::to_string(flags.blocks()) + "-block tensor");
   }
@@ -152,6 +156,7 @@ Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, const Flag
     all.non_finite += p.non_finite;
     if (p.first_ref_nonfinite >= 0 && (all.first_ref_nonfinite < 0 || p.first_ref_nonfinite < all.first_ref_nonfinite)) all.first_ref_nonfinite = p.first_ref_nonfinite;
     all.bad_blocks += p.bad_blocks, all.over_blocks += p.over_blocks, all.under_blocks += p.under_blocks;
+    all.weight_nan += p.weight_nan;
   }
   Napi::Object res = Napi::Object::New(env);
   res.Set("firstBad", static_cast<double>(all.first_bad));
@@ -164,6 +169,7 @@ Napi::Object result(Napi::Env env, const std::vector<Partial>& parts, const Flag
   res.Set("badBlocks", static_cast<double>(all.bad_blocks));
   res.Set("overBlocks", static_cast<double>(all.over_blocks));
   res.Set("underBlocks", static_cast<double>(all.under_blocks));
+  if (weight_nan) res.Set("weightNanCodes", static_cast<double>(all.weight_nan));
   return res;
 }
 
@@ -570,10 +576,61 @@ void fp8_step_same(const Fp8Ref& f8, const uint8_t* w, int64_t in, int64_t bo, i
   }
 }
 
+// How many bytes x of b [n] have (x & mask) == value; the AVX2 form 32 at a time (a byte loop ran at ~1 GB/s and
+// cost a wide layer's check ~0.1 s over its 110 MB of E8M0 scales).
+int64_t count_bytes(const uint8_t* b, size_t n, uint8_t mask, uint8_t value) {
+  int64_t count = 0;
+  for (size_t i = 0; i < n; i++) count += (b[i] & mask) == value;
+  return count;
+}
+
+__attribute__((target("avx2,popcnt"))) int64_t count_bytes_avx2(const uint8_t* b, size_t n, uint8_t mask, uint8_t value) {
+  const __m256i m = _mm256_set1_epi8(static_cast<char>(mask)), v = _mm256_set1_epi8(static_cast<char>(value));
+  int64_t count = 0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i x = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)), m);
+    count += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, v))));
+  }
+  return count + count_bytes(b + i, n - i, mask, value);
+}
+
+// The fused read (issue 15): with a `fill` argument {fd, offset}, the weight's bytes are not in `weight` yet but
+// in the file at `offset` (the tensor's first byte), and each thread reads the rows it is about to compare into
+// their place in `weight` (pread, 64 rows = 128 KiB of MXFP4 or 256 KiB of FP8 codes at a time), then decodes
+// and compares them while they sit in its L2: one pass over the page cache on both cores, where a read of the
+// whole tensor first (one thread, the kernel's copy into memory) and the compare after it read every byte twice
+// from memory. When the call returns, `weight` holds the tensor as a read would have left it. The FP8 weight's
+// E4M3 NaN codes are counted in the same pass (weightNanCodes), as the caller counted them before.
+struct Fill {
+  bool on = false;
+  int fd = -1;
+  int64_t offset = 0;
+  std::atomic<int> error{0};  // 0, −1: the file ended early, else errno
+};
+
+// rows [r0, e) of the weight from the file into w; false (and f.error set) on a short read or an error
+bool fill_rows(Fill& f, uint8_t* w, int64_t row_bytes, int64_t r0, int64_t e) {
+  uint8_t* dst = w + r0 * row_bytes;
+  size_t want = static_cast<size_t>((e - r0) * row_bytes);
+  off_t at = static_cast<off_t>(f.offset + r0 * row_bytes);
+  while (want > 0) {
+    const ssize_t got = pread(f.fd, dst, want, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      int none = 0;
+      f.error.compare_exchange_strong(none, got == 0 ? -1 : errno);
+      return false;
+    }
+    dst += got, at += got, want -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
 Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16Rows";
-  if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast)");
+  if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast[, fill])");
   const WeightArgs wa = weight_args(info, fn);
   const ExactKind kind = wa.kind;
   const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
@@ -588,6 +645,20 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const LdRowSource* src = info[7].As<Napi::External<LdRowSource>>().Data();
   if (src->out != out || src->in != in) throw Napi::RangeError::New(env, "checkF16Rows: the row source is [" + std::to_string(src->out) + "×" + std::to_string(src->in) + "], the weight [" + std::to_string(out) + "×" + std::to_string(in) + "]");
   const bool fast = info[8].IsBoolean() && info[8].As<Napi::Boolean>().Value();
+  Fill fill;
+  if (info.Length() >= 10 && !info[9].IsUndefined() && !info[9].IsNull()) {
+    if (!info[9].IsObject()) throw Napi::TypeError::New(env, "checkF16Rows: fill must be { fd, offset }");
+    const Napi::Object o = info[9].As<Napi::Object>();
+    const Napi::Value fd = o.Get("fd"), off = o.Get("offset");
+    const double fdv = fd.IsNumber() ? fd.As<Napi::Number>().DoubleValue() : -1, offv = off.IsNumber() ? off.As<Napi::Number>().DoubleValue() : -1;
+    if (!(fdv >= 0 && fdv <= 2147483647.0 && fdv == std::floor(fdv)) || !(offv >= 0 && offv <= 9007199254740991.0 && offv == std::floor(offv))) {
+      throw Napi::RangeError::New(env, "checkF16Rows: fill.fd and fill.offset must be integers ≥ 0");
+    }
+    if (kind != ExactKind::Mxfp4 && kind != ExactKind::Fp8E8m0 && kind != ExactKind::Fp8F32) throw Napi::RangeError::New(env, "checkF16Rows: fill reads MXFP4 and FP8-block weights only");
+    fill.on = true, fill.fd = static_cast<int>(fdv), fill.offset = static_cast<int64_t>(offv);
+  }
+  uint8_t* wfill = const_cast<uint8_t*>(w);  // the caller's buffer, written only with fill (above)
+  const int64_t row_bytes = kind == ExactKind::Mxfp4 ? in / 2 : in;
 
   const int64_t C = (in + bi - 1) / bi, blocks = ((out + bo - 1) / bo) * C;
   Flags flags(blocks);
@@ -610,6 +681,8 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
     std::vector<float> row(mx ? 0 : in);
     std::vector<uint8_t> same(mx ? C : 0, 0);
     const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
+    int64_t filled_from = 0, filled_to = 0;  // the rows this thread read last (fill)
+    const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
     // Rows in chunks of 64 (256 KiB of FP8 codes, 128 KiB of MXFP4), taken as threads come free: a vCPU of a
     // shared machine is not always as fast as the other, and with one contiguous range per thread (static) the
     // faster one waited for the slower at the end of every tensor (1.3× slower over 16 [2048×4096] tensors,
@@ -617,6 +690,20 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
 #pragma omp for schedule(dynamic, chunk)
     for (int64_t r0 = 0; r0 < out; r0 += step) {
       const int64_t n = std::min(step, out - r0);
+      if (fill.on) {
+        if (fill.error.load(std::memory_order_relaxed) != 0) continue;  // the call fails; the rest is not compared
+        if (r0 < filled_from || r0 + n > filled_to) {
+          // this row's chunk: up to the next multiple of 64 rows, where the schedule's next chunk begins
+          const int64_t e = std::min(out, (r0 / (chunk * step) + 1) * chunk * step);
+          if (!fill_rows(fill, wfill, row_bytes, r0, std::max(e, r0 + n))) continue;
+          filled_from = r0, filled_to = std::max(e, r0 + n);
+          if (!mx) {
+            const uint8_t* b = w + r0 * row_bytes;
+            const size_t len = static_cast<size_t>((filled_to - r0) * row_bytes);
+            p.weight_nan += avx2 ? count_bytes_avx2(b, len, 0x7f, 0x7f) : count_bytes(b, len, 0x7f, 0x7f);
+          }
+        }
+      }
       src->rows(src, r0, n, dev.data());
       if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, w, in, bo, bi, C, r0, n, dev.data(), differ.data());
       for (int64_t o = r0; o < r0 + n; o++) {
@@ -664,26 +751,15 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
       }
     }
   }
-  return result(env, parts, flags);
-}
-
-// How many bytes x of b [n] have (x & mask) == value; the AVX2 form 32 at a time (a byte loop ran at ~1 GB/s and
-// cost a wide layer's check ~0.1 s over its 110 MB of E8M0 scales).
-int64_t count_bytes(const uint8_t* b, size_t n, uint8_t mask, uint8_t value) {
-  int64_t count = 0;
-  for (size_t i = 0; i < n; i++) count += (b[i] & mask) == value;
-  return count;
-}
-
-__attribute__((target("avx2,popcnt"))) int64_t count_bytes_avx2(const uint8_t* b, size_t n, uint8_t mask, uint8_t value) {
-  const __m256i m = _mm256_set1_epi8(static_cast<char>(mask)), v = _mm256_set1_epi8(static_cast<char>(value));
-  int64_t count = 0;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m256i x = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)), m);
-    count += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, v))));
+  if (fill.on) {
+    const int err = fill.error.load();
+    if (err != 0) {
+      Napi::Object res = Napi::Object::New(env);
+      res.Set("readError", err < 0 ? std::string("the file ended before the tensor did") : std::string(std::strerror(err)));
+      return res;
+    }
   }
-  return count + count_bytes(b + i, n - i, mask, value);
+  return result(env, parts, flags, fill.on);
 }
 
 // nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32') → how many NaN encodings the stored bytes hold:

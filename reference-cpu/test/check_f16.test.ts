@@ -5,6 +5,9 @@
  * are right, and wrong in seeded places (bit flips, Inf, NaN, ±0 swaps), for MXFP4 and both FP8 scale kinds.
  * The native FP16 rounding is also held to f32ToF16Bits bit for bit.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { f16ToF32, f32ToF16Bits } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
@@ -12,7 +15,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, type ExactVsF16, nanCodeCount, roundF16Native, setReferenceSimd } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, setReferenceSimd } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -225,5 +228,84 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     // dequantRowSource checks dequantToF16's arguments with its messages
     expect(() => N.dequantRowSource!(0, lw.weight.bytes, lw.scale!.bytes, false, 64, 63, 1, 32, 0)).toThrow(/dequantToF16: mxfp4 weight \[64×63\]: in must be a multiple of 32/);
   });
-});
 
+  // The fused read: the weight's bytes come from a file, read by the threads as they compare (check_f16.cc).
+  describe('reading the weight itself (fill)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-fill-'));
+    // the weight's bytes at an odd offset of a file, after 1,000,003 bytes of something else
+    const lead = 1_000_003;
+    const inFile = (name: string, bytes: Uint8Array, cut = 0): { fd: number; offset: number } => {
+      const f = path.join(dir, name);
+      const all = new Uint8Array(lead + bytes.length - cut);
+      all.fill(0x5a, 0, lead);
+      all.set(bytes.subarray(0, bytes.length - cut), lead);
+      fs.writeFileSync(f, all);
+      return { fd: fs.openSync(f, 'r'), offset: lead };
+    };
+    // rows not a multiple of the 64-row chunk, past 2^18 elements (both threads), and a small one-thread tensor
+    const FILL = [['mxfp4', 1000, 512], ['mxfp4', 40, 96], ['fp8-e8m0', 1030, 256, [20, 96]], ['fp8-f32', 300, 1024]] as const;
+    FILL.forEach(([what, out, inn, block], c) => {
+      it(`${what} [${out}×${inn}]: the buffer ends holding the file's bytes and the result is checkF16Rows' on the read tensor, right device and every fault`, () => {
+        const r = new Rng(1500 + c);
+        const lw = weights(r, what, out, inn, block ? [...block] : undefined);
+        const fill = inFile(`w${c}`, lw.weight.bytes);
+        try {
+          for (const fault of [null, 'nibble-swap', 'scale-axis', 'e3m0-table'] as const) {
+            const src = cache.rowSource(lw, fault as keyof typeof FAULT_CODES | null);
+            const want = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src));
+            // the buffer the row source was made on is filled by the pass: garbage before it, as a recycled buffer is
+            const buf = Uint8Array.from(lw.weight.bytes, (b) => b ^ 0xa5);
+            const src2 = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, fault as keyof typeof FAULT_CODES | null);
+            const got = checkExactVsF16RowsReading(kindOf(lw), buf, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src2, fill);
+            expect('readError' in got, `${fault}`).toBe(false);
+            if ('readError' in got) continue;
+            expect(got.weightNanCodes).toBe(0);
+            const { weightNanCodes: _, ...rest } = got;
+            expect(flags(rest), `${fault ?? 'no fault'}`).toEqual(want);
+            expect(Buffer.compare(buf, lw.weight.bytes), 'the buffer holds the weight').toBe(0);
+            if (fault === null) expect(want.firstBad).toBe(-1);
+          }
+        } finally {
+          fs.closeSync(fill.fd);
+        }
+      });
+    });
+
+    it('counts an FP8 weight\'s E4M3 NaN codes as nanCodes does; MXFP4 has none to count', () => {
+      const r = new Rng(1600);
+      const lw = weights(r, 'fp8-e8m0', 300, 1024);
+      const w = lw.weight.bytes.slice();
+      for (const k of [0, 77, 1023, 5000, 150_000, 307_199]) w[k] = k % 2 ? 0x7f : 0xff;
+      const fill = inFile('nan', w);
+      try {
+        const buf = new Uint8Array(w.length);
+        const got = checkExactVsF16RowsReading(kindOf(lw), buf, lw.scale!.bytes, 300, 1024, 128, 128, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, null), fill);
+        expect('readError' in got ? -1 : got.weightNanCodes).toBe(nanCodeCount(w, 'e4m3'));
+        expect(nanCodeCount(w, 'e4m3')).toBe(6);
+      } finally {
+        fs.closeSync(fill.fd);
+      }
+    });
+
+    it('a file that ends inside the tensor gives readError, not a result; bad fill arguments and kinds are refused by name', () => {
+      const r = new Rng(1700);
+      const lw = weights(r, 'mxfp4', 1000, 512);
+      const fill = inFile('short', lw.weight.bytes, 1000);
+      try {
+        const buf = new Uint8Array(lw.weight.bytes.length);
+        const src = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, null);
+        const got = checkExactVsF16RowsReading('mxfp4', buf, lw.scale!.bytes, 1000, 512, 1, 32, src, fill);
+        expect(got).toEqual({ readError: 'the file ended before the tensor did' });
+        const bad = checkExactVsF16RowsReading('mxfp4', buf, lw.scale!.bytes, 1000, 512, 1, 32, src, { fd: 987654, offset: 0 });
+        expect(bad).toEqual({ readError: expect.stringMatching(/bad file descriptor/i) });
+        expect(() => checkExactVsF16RowsReading('mxfp4', buf, lw.scale!.bytes, 1000, 512, 1, 32, src, { fd: -1, offset: 0 })).toThrow(/fill.fd and fill.offset must be integers/);
+        expect(() => checkExactVsF16RowsReading('mxfp4', buf, lw.scale!.bytes, 1000, 512, 1, 32, src, { fd: fill.fd, offset: 0.5 })).toThrow(/fill.fd and fill.offset must be integers/);
+        const f32 = new Uint8Array(64 * 64 * 4);
+        const plain = N.dequantRowSource!(4, f32, null, false, 64, 64, 1, 1, 0);
+        expect(() => checkExactVsF16RowsReading('f32', f32, new Uint8Array(0), 64, 64, 1, 1, plain, fill)).toThrow(/fill reads MXFP4 and FP8-block weights only/);
+      } finally {
+        fs.closeSync(fill.fd);
+      }
+    });
+  });
+});
