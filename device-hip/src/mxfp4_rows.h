@@ -12,12 +12,14 @@ namespace ld {
 struct Mxfp4Table {
   alignas(16) uint8_t lo[256][16];
   alignas(16) uint8_t hi[256][16];
+  alignas(32) uint16_t f16[256][16];  // the same bits whole, for the AVX-512 row's word permutes
   explicit Mxfp4Table(int fault) {
     for (int s = 0; s < 256; s++) {
       for (int c = 0; c < 16; c++) {
         const uint16_t h = ld_mxfp4_value_f16(c, (uint8_t)s, fault);
         lo[s][c] = (uint8_t)(h & 0xFF);
         hi[s][c] = (uint8_t)(h >> 8);
+        f16[s][c] = h;
       }
     }
   }
@@ -28,7 +30,8 @@ struct Mxfp4Table {
 const Mxfp4Table& mxfp4_table(int fault);
 
 // Row o of an MXFP4 weight [out, in] (packed [out, in/2], E8M0 scales [out, in/32], fault as ld_scale_index and
-// ld_mxfp4_nibble take it) → y [in] f16 bits through t; AVX2 or scalar by g_avx2, the same lookups either way.
+// ld_mxfp4_nibble take it) → y [in] f16 bits through t; AVX-512BW, AVX2 or scalar by g_simd, the same lookups
+// every way.
 void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, int out, int in, int o, int fault, uint16_t* y);
 
 }  // namespace ld
