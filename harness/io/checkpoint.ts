@@ -142,14 +142,34 @@ export class Checkpoint {
   }
 
   /**
-   * Read-ahead: ask the kernel to start loading these tensors' bytes (or a byte range of one) into the page
-   * cache while the caller computes on what it already read (posix_fadvise WILLNEED through the native
-   * addon). Advice only: it changes no result, and is skipped where the addon cannot give it.
+   * Read-ahead: ask the kernel to start loading these tensors' bytes into the page cache while the caller
+   * computes on what it already read (posix_fadvise WILLNEED through the native addon, on its background
+   * thread). Advice only: it changes no result, and is skipped where the addon cannot give it. The byte ranges
+   * are merged per shard file where they touch or overlap: one advice per run of bytes (a wide DeepSeek-V4
+   * layer's ~1,500 tensors are one or two runs), not one per tensor.
    */
-  prefetch(name: string, offset = 0, length?: number): void {
-    const info = this.info(name);
-    const fd = this.shard(this.weightMap.get(name)!).descriptor;
-    willNeed(fd, info.begin + offset, length ?? info.end - info.begin - offset);
+  prefetchTensors(names: Iterable<string>): void {
+    const byShard = new Map<string, Array<[number, number]>>();
+    for (const n of names) {
+      const info = this.info(n);
+      const shard = this.weightMap.get(n)!;
+      let runs = byShard.get(shard);
+      if (runs === undefined) byShard.set(shard, (runs = []));
+      runs.push([info.begin, info.end]);
+    }
+    for (const [shard, runs] of byShard) {
+      const fd = this.shard(shard).descriptor;
+      runs.sort((a, b) => a[0] - b[0]);
+      let [b, e] = runs[0];
+      for (const [x, y] of runs) {
+        if (x <= e) e = Math.max(e, y);
+        else {
+          willNeed(fd, b, e - b);
+          [b, e] = [x, y];
+        }
+      }
+      willNeed(fd, b, e - b);
+    }
   }
 
   read(name: string): Uint8Array {

@@ -1,7 +1,7 @@
 /**
- * posix_fadvise(WILLNEED) through the reference's native addon (reference-cpu/native/dequant_exact.cc): the
- * page-cache read-ahead Checkpoint.prefetch asks for. Node has no fadvise of its own. Without the addon (a
- * build that lacks it) the advice is simply not given.
+ * posix_fadvise(WILLNEED) through the reference's native addon (reference-cpu/native/file_io.cc): the
+ * page-cache read-ahead Checkpoint.prefetchTensors asks for, given on the addon's background thread. Node has no
+ * fadvise of its own. Without the addon (a build that lacks it) the advice is simply not given.
  */
 import { loadAddon } from './addon.js';
 

@@ -142,13 +142,16 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const byLayer = new Map<number, string[]>();
   for (const n of ck.names()) {
     const L = layerOf(n);
-    if (L !== null) byLayer.set(L, [...(byLayer.get(L) ?? []), n]);
+    if (L === null) continue;
+    const names = byLayer.get(L);
+    if (names === undefined) byLayer.set(L, [n]);
+    else names.push(n);
   }
   let ahead = -1;
   const enter = (L: number) => {
     if (L <= ahead) return;
-    if (ahead < 0) for (const n of byLayer.get(L) ?? []) ck.prefetch(n);
-    for (const n of byLayer.get(L + 1) ?? []) ck.prefetch(n);
+    if (ahead < 0) ck.prefetchTensors(byLayer.get(L) ?? []);
+    ck.prefetchTensors(byLayer.get(L + 1) ?? []);
     ahead = L;
   };
   // One tensor's bytes at a time, in buffers recycled from the last tensor's (nothing read outlives its check);
