@@ -188,6 +188,18 @@ describe('elementwise', () => {
   });
 });
 
+describe('dequant mxfp4 at every kernel level', () => {
+  it('AVX-512BW, AVX2 and scalar rows give the same bits: one block, odd block counts, every fault code', () => {
+    const rand = rng(4242);
+    for (const inD of [32, 96, 4128]) {
+      const out = 5;
+      const w = Uint8Array.from({ length: (out * inD) / 2 }, () => Math.floor(rand() * 256));
+      const s = Uint8Array.from({ length: (out * inD) / 32 }, () => 110 + Math.floor(rand() * 30));
+      for (let f = 0; f <= 11; f++) bothPaths(() => N.dequantToF16(0, w, s, false, out, inD, 1, 32, f));
+    }
+  });
+});
+
 describe('argument validation', () => {
   it('the TypeScript surface names shapes in RangeError/TypeError', () => {
     const x = new Uint16Array(16 * 4096);

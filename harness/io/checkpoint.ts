@@ -160,15 +160,17 @@ export class Checkpoint {
     for (const [shard, runs] of byShard) {
       const fd = this.shard(shard).descriptor;
       runs.sort((a, b) => a[0] - b[0]);
+      // a length of 0 would mean "to the end of the file" to posix_fadvise: empty runs are not advised
+      const advise = (b: number, e: number) => e > b && willNeed(fd, b, e - b);
       let [b, e] = runs[0];
       for (const [x, y] of runs) {
         if (x <= e) e = Math.max(e, y);
         else {
-          willNeed(fd, b, e - b);
+          advise(b, e);
           [b, e] = [x, y];
         }
       }
-      willNeed(fd, b, e - b);
+      advise(b, e);
     }
   }
 

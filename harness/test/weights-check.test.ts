@@ -182,12 +182,21 @@ describe('the fused read (MXFP4 and FP8-block weights read by the compare itself
     });
   });
 
-  it('a shard cut short after it was opened: one InputError naming the file and the tensor', () => {
-    const dir = path.join(tmp, 'shrunk');
+  it('without the device\'s row source the weights are read whole first, with the same report', () => {
+    withTiny((ck) => {
+      const fused = checkWeights(ck, N, { layers: null, faults: { fault: 'nibble-swap', layer: null } });
+      const noSource = { ...N, dequantRowSource: undefined };
+      const whole = checkWeights(ck, noSource, { layers: null, faults: { fault: 'nibble-swap', layer: null } });
+      expect(whole.tensors).toEqual(fused.tensors);
+      expect(whole.mismatched).toBeGreaterThan(0);
+    });
+  });
+
+  for (const victim of ['model.layers.3.mlp.down_proj.weight', 'model.layers.1.self_attn.q_proj.weight']) it(`a shard cut short after it was opened inside ${victim} (${victim.includes('mlp') ? 'MXFP4' : 'FP8'}): one InputError from the fused read naming the file and the tensor`, () => {
+    const dir = path.join(tmp, `shrunk-${victim}`);
     copyCheckpoint(LLAMA_TINY(), dir);
     const ck = Checkpoint.open(dir);
     try {
-      const victim = 'model.layers.3.mlp.down_proj.weight';
       const info = ck.info(victim);
       const shard = path.join(dir, ck.weightMap.get(victim)!);
       fs.truncateSync(shard, info.begin + Math.floor((info.end - info.begin) / 2));

@@ -67,6 +67,7 @@ struct Partial {
   int64_t first_ref_nonfinite = -1;  // an exact value outside float32 (bad input, reported by the caller)
   int64_t bad_blocks = 0, over_blocks = 0, under_blocks = 0;  // flags this thread set first
   int64_t weight_nan = 0;  // E4M3 NaN codes among the FP8 weight bytes this thread read (the fused read only)
+  int64_t filled = 0;      // weight bytes this thread read (the fused read only)
 };
 
 // Every binary16 value as float32, from exact_f16_value (the definition), built once: the compare reads it
@@ -501,7 +502,9 @@ Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
       t.f16[k * 256 + c] = h;
       t.lo[k * 256 + c] = static_cast<uint8_t>(h & 0xff);
       t.hi[k * 256 + c] = static_cast<uint8_t>(h >> 8);
-      // NaN codes (0x7F, 0xFF) decode to NaN: the caller has refused weights holding any, so they never mark a block
+      // NaN codes (0x7F, 0xFF) decode to NaN and never mark a block: a weight holding any is refused, by the caller
+      // before the compare or, when the compare reads the weight itself, after it from weightNanCodes (check.ts
+      // looks at that before anything else in the result)
       if ((c & 0x7f) != 0x7f && (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0))) lossy = true;
     }
     t.lossy[k] = lossy;
@@ -672,7 +675,8 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
   const Fp8Ref f8 = fp8 ? fp8_ref(kind, s, blocks) : Fp8Ref{};
   // FP8 blocks: kFp8Rows rows a step, so each block's tables are loaded once for the step's rows on both sides
   // (a block is 128 codes of a row: 8 table loads for every 2 steps of lookups, one row at a time); else one row.
-  const int64_t step = fp8 ? kFp8Rows : kRows, chunk = std::max<int64_t>(1, 64 / step);
+  const int64_t step = fp8 ? kFp8Rows : kRows, chunk_rows = std::max<int64_t>(1, 64 / step) * step;
+  const int64_t nchunks = (out + chunk_rows - 1) / chunk_rows;
 #pragma omp parallel num_threads(nt)
   {
     Partial& p = parts[omp_get_thread_num()];
@@ -681,81 +685,83 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
     std::vector<float> row(mx ? 0 : in);
     std::vector<uint8_t> same(mx ? C : 0, 0);
     const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
-    int64_t filled_from = 0, filled_to = 0;  // the rows this thread read last (fill)
     const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
     // Rows in chunks of 64 (256 KiB of FP8 codes, 128 KiB of MXFP4), taken as threads come free: a vCPU of a
     // shared machine is not always as fast as the other, and with one contiguous range per thread (static) the
     // faster one waited for the slower at the end of every tensor (1.3× slower over 16 [2048×4096] tensors,
-    // measured side by side; 8-row chunks interleaved the threads' pages too finely).
-#pragma omp for schedule(dynamic, chunk)
-    for (int64_t r0 = 0; r0 < out; r0 += step) {
-      const int64_t n = std::min(step, out - r0);
+    // measured side by side; 8-row chunks interleaved the threads' pages too finely). With fill, a chunk is also
+    // what its thread reads before comparing it: one chunk, one thread, by construction of the loop.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t ci = 0; ci < nchunks; ci++) {
+      const int64_t c0 = ci * chunk_rows, c1 = std::min(out, c0 + chunk_rows);
       if (fill.on) {
         if (fill.error.load(std::memory_order_relaxed) != 0) continue;  // the call fails; the rest is not compared
-        if (r0 < filled_from || r0 + n > filled_to) {
-          // this row's chunk: up to the next multiple of 64 rows, where the schedule's next chunk begins
-          const int64_t e = std::min(out, (r0 / (chunk * step) + 1) * chunk * step);
-          if (!fill_rows(fill, wfill, row_bytes, r0, std::max(e, r0 + n))) continue;
-          filled_from = r0, filled_to = std::max(e, r0 + n);
-          if (!mx) {
-            const uint8_t* b = w + r0 * row_bytes;
-            const size_t len = static_cast<size_t>((filled_to - r0) * row_bytes);
-            p.weight_nan += avx2 ? count_bytes_avx2(b, len, 0x7f, 0x7f) : count_bytes(b, len, 0x7f, 0x7f);
-          }
+        if (!fill_rows(fill, wfill, row_bytes, c0, c1)) continue;
+        p.filled += (c1 - c0) * row_bytes;
+        if (!mx) {
+          const uint8_t* b = w + c0 * row_bytes;
+          const size_t len = static_cast<size_t>((c1 - c0) * row_bytes);
+          p.weight_nan += avx2 ? count_bytes_avx2(b, len, 0x7f, 0x7f) : count_bytes(b, len, 0x7f, 0x7f);
         }
       }
-      src->rows(src, r0, n, dev.data());
-      if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, w, in, bo, bi, C, r0, n, dev.data(), differ.data());
-      for (int64_t o = r0; o < r0 + n; o++) {
-        const uint16_t* drow = dev.data() + (o - r0) * in;
-        const int64_t brow = (o / bo) * C;
-        if (mx) {
-          const uint8_t* wrow = w + o * (in / 2);
-          const uint8_t* srow = s + o * C;
-          // the blocks that do not pass on their bits go element by element (every block when !fast); a row whose
-          // blocks all pass is done without a look at same[]
-          int64_t differ = C;
-          if (fast && simd == RefSimd::Avx512 && g_avx512bw && mxfp4_row_clean_avx512(*t, wrow, srow, drow, C)) continue;
-          if (fast && simd != RefSimd::Scalar && g_avx2 && mxfp4_row_clean_avx2(*t, wrow, srow, drow, C)) continue;
-          if (!fast) std::fill(same.begin(), same.end(), 0);
-          else if (simd != RefSimd::Scalar && g_avx2) differ = mxfp4_row_same_avx2(*t, wrow, srow, drow, C, same.data());
-          else differ = mxfp4_row_same(*t, wrow, srow, drow, C, same.data());
-          for (int64_t c = 0; c < C && differ > 0; c++) {
-            if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p), differ--;
-          }
-        } else if (fp8) {
-          // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
-          // block that does not (the slow path, element by element)
-          const uint8_t* wrow = w + o * in;
-          bool decoded = false;
-          for (int64_t c = 0; c < C; c++) {
-            const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
-            const uint32_t k = f8.id[brow + c];
-            const int64_t b = static_cast<int64_t>(k) * 256;
-            uint32_t diff = f8.lossy[k];
-            if (simd == RefSimd::Avx512 && g_vbmi) {
-              diff |= differ[(o - r0) * C + c];
-            } else {
-              const uint16_t* t = f8.f16.data() + b;
-              for (int64_t i = i0; i < i1; i++) diff |= static_cast<uint32_t>(t[wrow[i]] ^ drow[i]);  // no branch per element
+      for (int64_t r0 = c0; r0 < c1; r0 += step) {
+        const int64_t n = std::min(step, c1 - r0);
+        src->rows(src, r0, n, dev.data());
+        if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, w, in, bo, bi, C, r0, n, dev.data(), differ.data());
+        for (int64_t o = r0; o < r0 + n; o++) {
+          const uint16_t* drow = dev.data() + (o - r0) * in;
+          const int64_t brow = (o / bo) * C;
+          if (mx) {
+            const uint8_t* wrow = w + o * (in / 2);
+            const uint8_t* srow = s + o * C;
+            // the blocks that do not pass on their bits go element by element (every block when !fast); a row whose
+            // blocks all pass is done without a look at same[]
+            int64_t differ = C;
+            if (fast && simd == RefSimd::Avx512 && g_avx512bw && mxfp4_row_clean_avx512(*t, wrow, srow, drow, C)) continue;
+            if (fast && simd != RefSimd::Scalar && g_avx2 && mxfp4_row_clean_avx2(*t, wrow, srow, drow, C)) continue;
+            if (!fast) std::fill(same.begin(), same.end(), 0);
+            else if (simd != RefSimd::Scalar && g_avx2) differ = mxfp4_row_same_avx2(*t, wrow, srow, drow, C, same.data());
+            else differ = mxfp4_row_same(*t, wrow, srow, drow, C, same.data());
+            for (int64_t c = 0; c < C && differ > 0; c++) {
+              if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p), differ--;
             }
-            if (diff == 0) continue;
-            if (!decoded) exact_row(kind, w, s, o, in, bo, bi, row.data());
-            decoded = true;
-            for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
+          } else if (fp8) {
+            // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
+            // block that does not (the slow path, element by element)
+            const uint8_t* wrow = w + o * in;
+            bool decoded = false;
+            for (int64_t c = 0; c < C; c++) {
+              const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
+              const uint32_t k = f8.id[brow + c];
+              const int64_t b = static_cast<int64_t>(k) * 256;
+              uint32_t diff = f8.lossy[k];
+              if (simd == RefSimd::Avx512 && g_vbmi) {
+                diff |= differ[(o - r0) * C + c];
+              } else {
+                const uint16_t* t = f8.f16.data() + b;
+                for (int64_t i = i0; i < i1; i++) diff |= static_cast<uint32_t>(t[wrow[i]] ^ drow[i]);  // no branch per element
+              }
+              if (diff == 0) continue;
+              if (!decoded) exact_row(kind, w, s, o, in, bo, bi, row.data());
+              decoded = true;
+              for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
+            }
+          } else {
+            exact_row(kind, w, s, o, in, bo, bi, row.data());
+            for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
           }
-        } else {
-          exact_row(kind, w, s, o, in, bo, bi, row.data());
-          for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
         }
       }
     }
   }
   if (fill.on) {
+    int64_t filled = 0;
+    for (const Partial& q : parts) filled += q.filled;
+    if (fill.error.load() == 0 && filled != out * row_bytes) fill.error.store(-2);  // a row left unread: never a result
     const int err = fill.error.load();
     if (err != 0) {
       Napi::Object res = Napi::Object::New(env);
-      res.Set("readError", err < 0 ? std::string("the file ended before the tensor did") : std::string(std::strerror(err)));
+      res.Set("readError", err == -1 ? std::string("the file ended before the tensor did") : err == -2 ? std::string("not every row of the weight was read") : std::string(std::strerror(err)));
       return res;
     }
   }

@@ -12,6 +12,7 @@
 #include <deque>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
 namespace {
@@ -29,8 +30,22 @@ class Advisor {
     if (d < 0) return false;
     {
       std::lock_guard<std::mutex> lock(m_);
+      // advice the thread has not reached yet is dropped past kMaxQueued (a caller far ahead of the disk gains
+      // nothing from more), and none is given where the thread cannot be started
+      bool queued = q_.size() < kMaxQueued;
+      if (queued && !started_) {
+        try {
+          std::thread([this] { run(); }).detach();
+          started_ = true;
+        } catch (const std::system_error&) {
+          queued = false;
+        }
+      }
+      if (!queued) {
+        close(d);
+        return false;
+      }
       q_.push_back({d, off, len});
-      if (!started_) std::thread([this] { run(); }).detach(), started_ = true;
     }
     cv_.notify_one();
     return true;
@@ -56,6 +71,7 @@ class Advisor {
   }
   std::mutex m_;
   std::condition_variable cv_;
+  static constexpr size_t kMaxQueued = 4096;
   std::deque<Advice> q_;
   bool started_ = false;
 };
