@@ -14,6 +14,11 @@ import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
 import { openRegular } from './regular.js';
 
+/** A read's buffer of `length` bytes, 8-byte aligned and padded to 8: recycled inside withReadPool, else fresh. */
+function readBuffer(length: number): Uint8Array {
+  return activeReadPool()?.take(length) ?? new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+}
+
 /** A tensor's buffer and where its bytes are, for a pass that reads them itself (SafetensorsFile.reserve). */
 export interface DeferredRead {
   /** the tensor's buffer, not yet filled */
@@ -112,15 +117,19 @@ export class SafetensorsFile {
     if (offset < 0 || length < 0 || info.begin + offset + length > info.end) {
       throw new InputError(`read of [${offset}, ${offset + length}) is outside the tensor's ${info.end - info.begin} bytes`, { file: this.file, tensor: info.name });
     }
-    // a recycled buffer inside withReadPool (harness/io/read_pool.ts), else a fresh one
-    const buf = activeReadPool()?.take(length) ?? new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+    const buf = readBuffer(length);
+    this.readInto(this.fd, info, offset, buf);
+    return buf;
+  }
+
+  /** buf ← the file's bytes [info.begin + offset, + buf.length) through fd; a file that ends first is bad input */
+  private readInto(fd: number, info: TensorInfo, offset: number, buf: Uint8Array): void {
     let done = 0;
-    while (done < length) {
-      const got = fs.readSync(this.fd, buf, done, length - done, info.begin + offset + done);
+    while (done < buf.length) {
+      const got = fs.readSync(fd, buf, done, buf.length - done, info.begin + offset + done);
       if (got === 0) throw new InputError('file shrank while reading', { file: this.file, tensor: info.name });
       done += got;
     }
-    return buf;
   }
 
   /**
@@ -130,18 +139,9 @@ export class SafetensorsFile {
    */
   reserve(info: TensorInfo): DeferredRead {
     if (this.fd === undefined) throw new Error(`${this.file} is closed`);
-    const length = info.end - info.begin;
-    const bytes = activeReadPool()?.take(length) ?? new Uint8Array(new ArrayBuffer(Math.ceil(length / 8) * 8), 0, length);
+    const bytes = readBuffer(info.end - info.begin);
     const fd = this.fd;
-    const fill = () => {
-      let done = 0;
-      while (done < length) {
-        const got = fs.readSync(fd, bytes, done, length - done, info.begin + done);
-        if (got === 0) throw new InputError('file shrank while reading', { file: this.file, tensor: info.name });
-        done += got;
-      }
-    };
-    return { bytes, fd, offset: info.begin, file: this.file, fill };
+    return { bytes, fd, offset: info.begin, file: this.file, fill: () => this.readInto(fd, info, 0, bytes) };
   }
 
   /**
