@@ -29,3 +29,4 @@ void register_check_f16(Napi::Env env, Napi::Object exports);
 void register_file_io(Napi::Env env, Napi::Object exports);
 // sha256_parts.cc: sha256Parts (SHA-256 of several byte ranges side by side)
 void register_sha256_parts(Napi::Env env, Napi::Object exports);
+void register_blake3(Napi::Env env, Napi::Object exports);
