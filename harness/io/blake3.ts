@@ -82,7 +82,7 @@ const chainingValue = (o: Output) => compress(o.cv, o.block, o.counter, o.blockL
 
 /** A streaming BLAKE3 hasher (hash mode). */
 export class Blake3 {
-  private cv = IV;
+  private cv: Uint32Array = IV;
   private chunk = 0;
   /** bytes of the current chunk already compressed (whole blocks) */
   private compressed = 0;
