@@ -1,7 +1,7 @@
 # Two addons, built by `npm run build:native` (npm's bundled node-gyp):
 #   ld_device    the `emulated` device backend (device-hip/src, numerics in include/ld_numerics.h)
 #   ld_reference the reference path's FP32 GEMM, exact dequantization and the weights check's fused compare,
-#                and the core's file primitives (read-ahead, mapping, SHA-256 and BLAKE3 of several parts side by side)
+#                and the core's file primitives (read-ahead, mapping, BLAKE3 of byte ranges and files on several threads)
 #                (reference-cpu/native)
 # Flags: no -march=native (it would emit AVX-512 and the build would not run on another x86-64);
 # AVX2/FMA/F16C kernels are per-function target attributes chosen at run time.
@@ -27,7 +27,7 @@
     {
       'target_name': 'ld_reference',
       'include_dirs': ['../harness/contracts'],
-      'sources': ['../reference-cpu/native/gemm_f32.cc', '../reference-cpu/native/dequant_exact.cc', '../reference-cpu/native/check_f16.cc', '../reference-cpu/native/file_io.cc', '../reference-cpu/native/sha256_parts.cc', '../reference-cpu/native/blake3.cc'],
+      'sources': ['../reference-cpu/native/gemm_f32.cc', '../reference-cpu/native/dequant_exact.cc', '../reference-cpu/native/check_f16.cc', '../reference-cpu/native/file_io.cc', '../reference-cpu/native/blake3.cc'],
     },
     # The `hip` backend (device-hip/hip): probes and drives an AMD GPU through a dlopen'ed libamdhip64 — no
     # link-time ROCm dependency, so it builds and loads everywhere — and exposes the kernels' host reference.

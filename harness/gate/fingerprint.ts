@@ -247,7 +247,8 @@ function forgetGone(c: CacheFile): void {
 
 /**
  * Digests of parts of open files (a part is named by a label: the FP16 cache's routed experts by their tensor
- * prefix), cached as whole files are: under the file's (size, mtime, ctime, inode, device) taken through the
+ * prefix, its whole files by '(whole file)'), cached as whole files are (the entry's sha256 field holds the digest
+ * the caller names, 'blake3:<hex>' for the FP16 cache's): under the file's (size, mtime, ctime, inode, device) taken through the
  * descriptor its bytes are read through, MACed with the signing key when there is one, as `<path>\0<label>` in
  * the same cache file. A part whose bytes matched their expected digest is recorded (`record`, written by
  * `flush`), and a later process opening the unchanged file trusts it (`vouches`) without hashing it again. The
@@ -276,22 +277,22 @@ export class PartDigests {
     return f;
   }
 
-  /** The cache holds `label`'s digest in `file` (read through `fd`) as `sha256`, for the file as it is now. */
-  vouches(file: string, fd: number, label: string, sha256: string): boolean {
+  /** The cache holds `label`'s digest in `file` (read through `fd`) as `digest`, for the file as it is now. */
+  vouches(file: string, fd: number, label: string, digest: string): boolean {
     const f = this.of(file, fd);
     if (this.cache === null || !this.readFromCache) return false;
     const at = `${f.abs}\0${label}`;
     const e = this.cache.entries[at];
-    return e !== undefined && e.sha256 === sha256 && sameKey(e, f.key) && macOk(this.macKey, at, e);
+    return e !== undefined && e.sha256 === digest && sameKey(e, f.key) && macOk(this.macKey, at, e);
   }
 
-  /** `label`'s bytes in `file` were just hashed to `sha256` (and matched what they should be). */
-  record(file: string, fd: number, label: string, sha256: string): void {
+  /** `label`'s bytes in `file` were just hashed to `digest` (and matched what they should be). */
+  record(file: string, fd: number, label: string, digest: string): void {
     if (this.cache === null) return;
     this.of(file, fd);
     let m = this.fresh.get(file);
     if (m === undefined) this.fresh.set(file, (m = new Map()));
-    m.set(label, sha256);
+    m.set(label, digest);
   }
 
   /** Write what was recorded, but not for a file changed since it was first named or too recently (racy, above). */

@@ -1,8 +1,10 @@
 /**
  * The FP16 weight cache of the optimized path (`layerdiff convert <model> --fp16-cache DIR`): the device
  * path's pre-dequantized weights as safetensors tensors named like the checkpoint's weights, plus
- * manifest.json binding them to the checkpoint's full fingerprint and to each file's SHA-256. This file holds
- * what every architecture shares; the layouts are fp16cache_llama.ts and fp16cache_deepseek_v4.ts.
+ * manifest.json binding them to the checkpoint's full fingerprint and to each file's BLAKE3 (harness/io/blake3.ts:
+ * a cryptographic hash that runs on every core at SIMD width, where SHA-256 is one serial stream per file and
+ * was ~70% of a first load's start-up). This file holds what every architecture shares; the layouts are
+ * fp16cache_llama.ts, fp16cache_gpt_oss.ts and fp16cache_deepseek_v4.ts.
  *
  * Writing (writeCache): into a staging folder next to the target, swapped in only when complete, so a failed
  * or interrupted convert leaves the previous cache intact and no partial output; a non-empty folder that is
@@ -10,19 +12,23 @@
  *
  * Loading (openCache): a cache whose manifest names another checkpoint fingerprint (or tool version) is stale
  * and is not used (the caller dequantizes at load instead, with a note); a cache whose files do not match the
- * manifest's digests, or lack a tensor, is corrupt: an InputError naming the file. The file digests go through
- * the same stat-keyed cache as checkpoint fingerprints, so after the first load verifying costs a few stats.
+ * manifest's digests, or lack a tensor, is corrupt: an InputError naming the file. A file that matched is
+ * recorded in the stat-keyed cache checkpoint fingerprints use (PartDigests), so after the first load verifying
+ * costs a few stats.
  * A file of which a run reads only a few rows (DeepSeek-V4's 1 GB embedding, for a prompt's tokens) is vouched
  * for chunk by chunk instead (ChunkedFileDigest): its header at the first read, each chunk when a read first
  * touches it, so a load never hashes what it does not use. A manifest of the earlier layout (schema /1, every
- * such file whole) is stale: the caller dequantizes at load and says to rerun convert.
+ * such file whole) or of SHA-256 digests (schema /2) is stale: the caller dequantizes at load and says to rerun
+ * convert.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
-import { type FileDigest, fingerprintFiles, type FingerprintOptions } from '../gate/fingerprint.js';
+import { type FingerprintOptions, PartDigests } from '../gate/fingerprint.js';
+import { hashThreads } from '../gate/hash_workers.js';
+import { blake3File, blake3Parts } from '../io/blake3.js';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
@@ -33,9 +39,9 @@ import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { storedToF16 } from '../../device-hip/linear.js';
 
-export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/2';
-/** the earlier layout (no chunked files): treated as stale, and replaceable by convert */
-const OLDER_SCHEMAS = new Set(['layerdiff.fp16-cache/1']);
+export const FP16_CACHE_SCHEMA = 'layerdiff.fp16-cache/3';
+/** earlier layouts (/1: no chunked files; /2: SHA-256 digests): treated as stale, and replaceable by convert */
+const OLDER_SCHEMAS = new Set(['layerdiff.fp16-cache/1', 'layerdiff.fp16-cache/2']);
 export const MANIFEST = 'manifest.json';
 
 /** the registry entry's name (harness/arch/): the layout a cache was written in */
@@ -48,10 +54,17 @@ export interface Fp16ManifestBase {
   checkpoint: { path: string; fingerprint: string };
   num_layers: number;
   /** the files verified as a whole at load */
-  files: FileDigest[];
+  files: CacheFileDigest[];
   /** the files verified chunk by chunk as they are read (ChunkedFile) */
   chunked: ChunkedFileDigest[];
   created: string;
+}
+
+/** A cache file vouched for as a whole: its size and the BLAKE3 of all its bytes (hex). */
+export interface CacheFileDigest {
+  name: string;
+  size: number;
+  blake3: string;
 }
 
 /**
@@ -63,8 +76,8 @@ export interface ChunkedFileDigest {
   size: number;
   header_bytes: number;
   chunk_bytes: number;
-  /** SHA-256 of the header, then of each data chunk in file order */
-  sha256: string[];
+  /** BLAKE3 of the header, then of each data chunk in file order */
+  blake3: string[];
 }
 
 export const layerFile = (L: number, part = '') => `layer.${String(L).padStart(5, '0')}${part}.safetensors`;
@@ -207,9 +220,9 @@ function openRegularForRead(file: string): number {
 }
 
 /**
- * The digest of a cache's file list as its manifest gives it (every file: name, size, SHA-256; DeepSeek-V4's
+ * The digest of a cache's file list as its manifest gives it (every file: name, size, BLAKE3; DeepSeek-V4's
  * chunked files with their per-chunk digests, DeepSeek-V4's experts files with their per-expert digests): what
- * an acceptance record binds (`fp16_cache.files_digest`).
+ * an acceptance record binds (`fp16_cache.files_digest`, a SHA-256 of the list: records keep one digest kind).
  * Since every file is verified against the manifest when read, a cache whose list digest is the record's
  * holds exactly the bytes the gate compared.
  */
@@ -237,9 +250,8 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   if (man.tool?.version !== toolVersion()) throw new InputError(`the FP16 cache was written by layerdiff ${String(man.tool?.version)}, this is ${toolVersion()}; rerun layerdiff convert`, { file: mf });
   const files = new CacheFiles(t);
   const { verified, chunked, extra } = await body(files);
-  const now = await fingerprintFiles(t.dir, verified, { protect: t.checkpointDir, useCache: false });
-  // the files were just compared byte for byte with the conversion, so their chunk digests are the conversion's
-  const want = { architecture: t.architecture, num_layers: t.numLayers, files: now.files, chunked: chunkDigests(t.dir, chunked), ...extra };
+  // the files were just compared byte for byte with the conversion, so their digests are the conversion's
+  const want = { architecture: t.architecture, num_layers: t.numLayers, files: wholeDigests(t.dir, verified), chunked: chunkDigests(t.dir, chunked), ...extra };
   for (const [k, v] of Object.entries(want)) {
     if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
@@ -312,14 +324,13 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
   const files = new CacheFiles({ ...t, dir: staging });
   try {
     const { verified, chunked, extra } = await body(files);
-    const digests = await fingerprintFiles(staging, verified, { protect: t.checkpointDir, useCache: false });
     const manifest = {
       schema: FP16_CACHE_SCHEMA,
       tool: { name: 'layerdiff', version: toolVersion() },
       architecture: t.architecture,
       checkpoint: { path: path.resolve(t.checkpointDir), fingerprint: t.fingerprint },
       num_layers: t.numLayers,
-      files: digests.files,
+      files: wholeDigests(staging, verified),
       chunked: chunkDigests(staging, chunked),
       ...extra,
       created: new Date().toISOString(),
@@ -391,11 +402,62 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
     throw new InputError(`lists chunked files ${JSON.stringify(listedChunked)}, expected ${JSON.stringify(wantChunked)}`, { file: mf });
   }
   for (const c of man.chunked) checkChunkedEntry(dir, c, mf);
-  const now = await fingerprintFiles(dir, man.files.map((f) => f.name), { protect: want.checkpointDir, ...fpOptions });
-  now.files.forEach((f, i) => {
-    if (f.sha256 !== man.files[i].sha256 || f.size !== man.files[i].size) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file: path.join(dir, f.name) });
-  });
+  verifyWholeFiles(dir, man.files, mf, { protect: want.checkpointDir, ...fpOptions });
   return { ok: true, manifest: man };
+}
+
+// ---- files vouched for as a whole ---------------------------------------------------------------------------
+
+/** The label of a whole file's digest in the stat-keyed cache (PartDigests; a part's label is a tensor prefix). */
+const WHOLE_FILE = '(whole file)';
+
+/** The BLAKE3 of each named file in `dir`, read back from disk after writing (every core on each file). */
+function wholeDigests(dir: string, names: readonly string[]): CacheFileDigest[] {
+  return names.map((name) => {
+    const file = path.join(dir, name);
+    const fd = openRegularForRead(file);
+    try {
+      const size = fs.fstatSync(fd).size;
+      const blake3 = blake3File(fd, size, hashThreads(Number.POSITIVE_INFINITY));
+      if (blake3 === null) throw new InputError('shrank while it was being read (truncated?); rerun layerdiff convert', { file });
+      return { name, size, blake3 };
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+}
+
+/**
+ * Every file the manifest vouches for as a whole has its size and BLAKE3, each hashed through its own descriptor
+ * on every core, unless the stat-keyed cache holds that digest for the file as it is now (an earlier process
+ * verified it; with a signing key the entry is MACed, and `--verify full` ignores it). A match is recorded there.
+ */
+function verifyWholeFiles(dir: string, files: readonly CacheFileDigest[], mf: string, o: FingerprintOptions): void {
+  const trusted = new PartDigests(o);
+  const threads = hashThreads(Number.POSITIVE_INFINITY, o.hashThreads);
+  const fds: number[] = [];
+  try {
+    for (const f of files) {
+      const file = path.join(dir, String(f?.name));
+      if (!Number.isSafeInteger(f?.size) || typeof f?.blake3 !== 'string' || !HEX64.test(f.blake3)) throw new InputError(`its entry for ${String(f?.name)} is not {name, size, blake3} (edited manifest?); rerun layerdiff convert`, { file: mf });
+      let fd: number;
+      try {
+        fd = openRegularForRead(file);
+      } catch (e) {
+        throw new InputError(`cannot be read as part of the FP16 cache (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { file });
+      }
+      fds.push(fd);
+      const size = fs.fstatSync(fd).size;
+      if (size !== f.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${f.size} (truncated or edited); rerun layerdiff convert`, { file });
+      const digest = `blake3:${f.blake3}`;
+      if (trusted.vouches(file, fd, WHOLE_FILE, digest)) continue;
+      if (blake3File(fd, size, threads) !== f.blake3) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file });
+      trusted.record(file, fd, WHOLE_FILE, digest);
+    }
+    trusted.flush();
+  } finally {
+    for (const fd of fds) fs.closeSync(fd);
+  }
 }
 
 // ---- files vouched for chunk by chunk ---------------------------------------------------------------------
@@ -411,15 +473,15 @@ function chunkDigests(dir: string, specs: ChunkedSpec[] = []): ChunkedFileDigest
       if (fs.readSync(fd, len, 0, 8, 0) !== 8) throw new InputError('is too short for a safetensors file', { file });
       const headerBytes = 8 + Number(len.readBigUInt64LE(0));
       if (headerBytes > size) throw new InputError('has a header longer than the file', { file });
-      const sha256: string[] = [];
+      const blake3: string[] = [];
       const buf = Buffer.alloc(Math.max(headerBytes, c.chunkBytes));
       for (let at = 0; at < size; ) {
         const n = Math.min(at === 0 ? headerBytes : c.chunkBytes, size - at);
         readFully(fd, buf, n, at, file);
-        sha256.push(createHash('sha256').update(buf.subarray(0, n)).digest('hex'));
+        blake3.push(blake3Parts([[buf.subarray(0, n)]], 1)[0]);
         at += n;
       }
-      return { name: c.name, size, header_bytes: headerBytes, chunk_bytes: c.chunkBytes, sha256 };
+      return { name: c.name, size, header_bytes: headerBytes, chunk_bytes: c.chunkBytes, blake3 };
     } finally {
       fs.closeSync(fd);
     }
@@ -440,8 +502,8 @@ const HEX64 = /^[0-9a-f]{64}$/;
 function checkChunkedEntry(dir: string, c: ChunkedFileDigest, mf: string): void {
   const file = path.join(dir, String(c?.name));
   const int = (v: unknown, min: number) => Number.isSafeInteger(v) && (v as number) >= min;
-  if (!int(c.size, 8) || !int(c.header_bytes, 8) || c.header_bytes > c.size || !int(c.chunk_bytes, 1) || !Array.isArray(c.sha256)
-    || c.sha256.length !== 1 + Math.ceil((c.size - c.header_bytes) / c.chunk_bytes) || c.sha256.some((h) => typeof h !== 'string' || !HEX64.test(h))) {
+  if (!int(c.size, 8) || !int(c.header_bytes, 8) || c.header_bytes > c.size || !int(c.chunk_bytes, 1) || !Array.isArray(c.blake3)
+    || c.blake3.length !== 1 + Math.ceil((c.size - c.header_bytes) / c.chunk_bytes) || c.blake3.some((h) => typeof h !== 'string' || !HEX64.test(h))) {
     throw new InputError(`its entry for ${String(c?.name)} is not a well-formed chunked digest (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
   let st: fs.Stats;
@@ -468,7 +530,7 @@ export class ChunkedFile {
     private readonly d: ChunkedFileDigest,
     private readonly tensor: string,
   ) {
-    this.checked = d.sha256.map(() => false);
+    this.checked = d.blake3.map(() => false);
   }
 
   /** chunks whose bytes matched their digest so far */
@@ -502,7 +564,7 @@ export class ChunkedFile {
     // n ≤ the file's size (checkChunkedEntry): an edited chunk_bytes cannot make this allocation absurd
     if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(n);
     readFully(this.fd, this.buf, n, at, this.file);
-    if (createHash('sha256').update(this.buf.subarray(0, n)).digest('hex') !== this.d.sha256[c]) {
+    if (blake3Parts([[this.buf.subarray(0, n)]], 1)[0] !== this.d.blake3[c]) {
       const what = c === 0 ? 'its header' : `bytes ${at}–${at + n} of ${this.tensor}`;
       throw new InputError(`${what} do${c === 0 ? 'es' : ''} not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file: this.file, tensor: this.tensor });
     }

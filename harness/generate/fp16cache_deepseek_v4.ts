@@ -14,18 +14,18 @@
  * F16 tensor); routed experts one at a time, read without being kept (DeepseekV4Checkpoint.readExpert). A real
  * layer's routed experts are 256 × 3 × 2048×4096 F16 ≈ 12 GiB: never held.
  *
- * Verification: head and layer files are vouched for as a whole (fp16cache.ts, at load: a first token reads all
- * of them). The embedding (1 GB at real width, of which a prompt reads a few rows) is vouched for in chunks of
+ * Verification (BLAKE3, harness/io/blake3.ts): head and layer files are vouched for as a whole (fp16cache.ts, at
+ * load: a first token reads all of them). The embedding (1 GB at real width, of which a prompt reads a few rows) is vouched for in chunks of
  * EMBED_CHUNK_ROWS rows, each hashed when a row in it is first read (fp16cache.ts ChunkedFile). Hashing the
  * experts files at start-up would read 12 GiB per layer to use 6 experts per token, so the manifest holds one
- * SHA-256 per routed expert (its w1, w2, w3 F16 bytes in that order) and an expert is checked when it is first
- * read, which is when it is first routed to (loadLayer's expert(e), as the checkpoint binds it). A corrupt
+ * digest per routed expert (its w1, w2, w3 F16 bytes in that order) and an expert is checked when it is first
+ * read, which is when it is first routed to (loadLayer's expert(e), as the checkpoint binds it). The manifest holds one
+ * BLAKE3 per routed expert. A corrupt
  * expert is an InputError naming the file and the expert, at that moment. An expert that matched is recorded in
  * the fingerprint cache under its file's stat key (PartDigests), as whole files are, so a later process trusts it
  * while the file is unchanged: at real width a first token's 6 experts a layer are ~290 MB × 43 layers to hash,
  * ~40% of the wide start-up before.
  */
-import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
@@ -33,7 +33,7 @@ import type { DType } from '../formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../formats/linear.js';
 import { type FingerprintOptions, PartDigests } from '../gate/fingerprint.js';
 import { hashThreads } from '../gate/hash_workers.js';
-import { sha256Parts } from '../io/sha256_parts.js';
+import { blake3Parts } from '../io/blake3.js';
 import {
   type DeepseekV4Checkpoint, type DeepseekV4Config, type DeepseekV4Expert, type DeepseekV4Head, type DeepseekV4LayerWeights,
   type DeepseekV4Weights, isNormKey, mapLayerTensors,
@@ -47,8 +47,8 @@ import { type CacheFiles, CacheStore, ChunkedFile, f16Bytes, type Fp16ManifestBa
 export interface ExpertsFileDigest {
   name: string;
   size: number;
-  /** per routed expert e: SHA-256 of its w1, w2, w3 F16 bytes, concatenated in that order */
-  sha256: string[];
+  /** per routed expert e: BLAKE3 of its w1, w2, w3 F16 bytes, concatenated in that order */
+  blake3: string[];
 }
 
 export interface DeepseekV4Fp16Manifest extends Fp16ManifestBase {
@@ -129,21 +129,21 @@ function writeExperts(files: CacheFiles, m: DeepseekV4Checkpoint, linears: Linea
     const p = `layers.${L}.ffn.experts.${e}`;
     specs.push({ name: `${p}.w1.weight`, dtype: 'F16', shape: [I, D] }, { name: `${p}.w2.weight`, dtype: 'F16', shape: [D, I] }, { name: `${p}.w3.weight`, dtype: 'F16', shape: [I, D] });
   }
-  const sha256: string[] = [];
+  const blake3: string[] = [];
   const file = expertsFile(L);
+  const threads = hashThreads(Number.POSITIVE_INFINITY);
   files.stream(file, specs, (w) => {
     for (let e = 0; e < E; e++) {
       const ex = m.readExpert(L, e);
-      const h = createHash('sha256');
-      for (const lw of [ex.w1, ex.w2, ex.w3]) {
+      const bytes = [ex.w1, ex.w2, ex.w3].map((lw) => {
         const b = f16Bytes(linears.dequant(lw, null));
         w.write(lw.name, b);
-        h.update(b);
-      }
-      sha256.push(h.digest('hex'));
+        return b;
+      });
+      blake3.push(blake3Parts([bytes], threads)[0]);
     }
   });
-  return { name: file, size: fs.statSync(files.path(file)).size, sha256 };
+  return { name: file, size: fs.statSync(files.path(file)).size, blake3 };
 }
 
 export type DeepseekV4Fp16CacheLoad = { ok: true; weights: DeepseekV4Fp16Weights } | { ok: false; why: string };
@@ -158,7 +158,7 @@ export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoi
   const mf = path.join(dir, MANIFEST);
   if (!Array.isArray(man.experts) || man.experts.length !== layers) throw new InputError(`lists ${Array.isArray(man.experts) ? man.experts.length : 'no'} experts files, the checkpoint has ${layers} layers`, { file: mf });
   man.experts.forEach((x, L) => {
-    if (x?.name !== expertsFile(L) || !Array.isArray(x.sha256) || x.sha256.length !== E) throw new InputError(`experts entry ${L} is not ${expertsFile(L)} with ${E} expert digests`, { file: mf });
+    if (x?.name !== expertsFile(L) || !Array.isArray(x.blake3) || x.blake3.length !== E) throw new InputError(`experts entry ${L} is not ${expertsFile(L)} with ${E} expert digests`, { file: mf });
     const f = path.join(dir, x.name);
     const size = fs.existsSync(f) ? fs.statSync(f).size : -1;
     if (size < 0) throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file: f });
@@ -279,8 +279,8 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   /**
    * Routed experts `es` of layer L bound to their cache bytes, each verified on its first use in this process:
    * trusted if an earlier process checked it in this file as it is now (the whole files' stat-keyed trust), else
-   * hashed where it is mapped (~50 MB at real width; the bytes hashed are the bytes used), the group side by side
-   * on the hashing threads, and, matching, recorded for the next process.
+   * hashed where it is mapped (~50 MB at real width; the bytes hashed are the bytes used) on the hashing threads,
+   * and, matching, recorded for the next process (as `blake3:<hex>`, never mistaken for another digest kind).
    */
   private experts(L: number, es: readonly number[], skeletons: readonly DeepseekV4Expert[]): DeepseekV4Expert[] {
     const x = this.manifest.experts[L];
@@ -288,13 +288,14 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     const parts = (this.parts ??= new PartDigests(this.fpOptions));
     const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
     const tensor = (e: number) => `layers.${L}.ffn.experts.${e}`;
-    const toHash = es.map((e, i) => i).filter((i) => !this.verified.has(`${L}.${es[i]}`) && !parts.vouches(file, fd, tensor(es[i]), x.sha256[es[i]]));
-    const got = sha256Parts(toHash.map((i) => [bound[i].w1.weight.bytes, bound[i].w2.weight.bytes, bound[i].w3.weight.bytes]), this.threads);
+    const digest = (e: number) => `blake3:${x.blake3[e]}`;
+    const toHash = es.map((e, i) => i).filter((i) => !this.verified.has(`${L}.${es[i]}`) && !parts.vouches(file, fd, tensor(es[i]), digest(es[i])));
+    const got = blake3Parts(toHash.map((i) => [bound[i].w1.weight.bytes, bound[i].w2.weight.bytes, bound[i].w3.weight.bytes]), this.threads);
     toHash.forEach((i, j) => {
-      if (got[j] !== x.sha256[es[i]]) {
+      if (got[j] !== x.blake3[es[i]]) {
         throw new InputError(`routed expert ${es[i]} does not match its digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert`, { file, tensor: tensor(es[i]) });
       }
-      parts.record(file, fd, tensor(es[i]), got[j]);
+      parts.record(file, fd, tensor(es[i]), digest(es[i]));
     });
     for (const e of es) this.verified.add(`${L}.${e}`);
     return bound;

@@ -28,6 +28,7 @@ import { LinearCache } from '../../device-hip/linear.js';
 import { wrongShape } from '../../fixtures/inject.js';
 import { Rng } from '../rng.js';
 import { cli, flipBits, hashTree, LLAMA_TINY } from './cli.js';
+import { Blake3 } from '../io/blake3.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -225,13 +226,13 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const dir = path.join(tmp, 'parts');
     fs.cpSync(cacheDir, dir, { recursive: true });
     const file = path.join(dir, 'layer.00001.experts.safetensors');
-    const want = (JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as { experts: Array<{ sha256: string[] }> }).experts[1].sha256[3];
-    // the manifest's digest of expert 3, recomputed here from the file: its w1, w2, w3 bytes in that order
+    const want = (JSON.parse(fs.readFileSync(path.join(dir, 'manifest.json'), 'utf8')) as { experts: Array<{ blake3: string[] }> }).experts[1].blake3[3];
+    // the manifest's digest of expert 3, recomputed here from the file (the TypeScript BLAKE3): its w1, w2, w3 bytes in that order
     const sf = SafetensorsFile.open(file);
-    const h = createHash('sha256');
+    const h = new Blake3();
     for (const w of ['w1', 'w2', 'w3']) h.update(sf.read(sf.get(`layers.1.ffn.experts.3.${w}.weight`)!));
     sf.close();
-    expect(h.digest('hex')).toBe(want);
+    expect(h.hex()).toBe(want);
     const saved = process.env.LAYERDIFF_CACHE_DIR;
     process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'parts-digests');
     const entries = () => (JSON.parse(fs.readFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), 'utf8')) as { entries: Record<string, Record<string, string | number>> }).entries;
@@ -249,7 +250,7 @@ describe('the DeepSeek-V4 FP16 cache', () => {
       // a first load hashes it and records it under the file's stat key (the copy is seconds old: racyMs 0)
       await use({ racyMs: 0 });
       const st = fs.statSync(file, { bigint: true });
-      expect(entries()[label]).toEqual({ size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev), sha256: want });
+      expect(entries()[label]).toEqual({ size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev), sha256: `blake3:${want}` });
       // edited in place: the entry no longer matches the file, so the expert is hashed again and refused
       const sf2 = SafetensorsFile.open(file);
       const at = sf2.get('layers.1.ffn.experts.3.w1.weight')!.begin + 5;
@@ -260,7 +261,7 @@ describe('the DeepSeek-V4 FP16 cache', () => {
       // whole files' entries are; with a key it has no valid MAC, and --verify full hashes every expert it uses
       const now = fs.statSync(file, { bigint: true });
       const forged = JSON.parse(fs.readFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), 'utf8')) as { entries: Record<string, unknown> };
-      forged.entries[label] = { size: Number(now.size), mtime_ns: String(now.mtimeNs), ctime_ns: String(now.ctimeNs), ino: String(now.ino), dev: String(now.dev), sha256: want };
+      forged.entries[label] = { size: Number(now.size), mtime_ns: String(now.mtimeNs), ctime_ns: String(now.ctimeNs), ino: String(now.ino), dev: String(now.dev), sha256: `blake3:${want}` };
       fs.writeFileSync(path.join(tmp, 'parts-digests', 'fingerprints.json'), JSON.stringify(forged));
       await use({ racyMs: 0 });
       await expect(use({ racyMs: 0, macKey: 'k' })).rejects.toThrow(/layers\.1\.ffn\.experts\.3.*digest/);
@@ -288,11 +289,11 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const file = fs.readFileSync(embed);
     const headerBytes = 8 + Number(file.readBigUInt64LE(0));
     const chunkBytes = 64 * m.cfg.hidden * 2;
-    const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-    const want = [sha(file.subarray(0, headerBytes))];
-    for (let at = headerBytes; at < file.length; at += chunkBytes) want.push(sha(file.subarray(at, Math.min(file.length, at + chunkBytes))));
+    const digest = (b: Buffer) => new Blake3().update(b).hex();
+    const want = [digest(file.subarray(0, headerBytes))];
+    for (let at = headerBytes; at < file.length; at += chunkBytes) want.push(digest(file.subarray(at, Math.min(file.length, at + chunkBytes))));
     expect(want.length).toBe(1 + Math.ceil(m.cfg.vocab / 64));
-    expect(cached.manifest.chunked).toEqual([{ name: 'embed.safetensors', size: file.length, header_bytes: headerBytes, chunk_bytes: chunkBytes, sha256: want }]);
+    expect(cached.manifest.chunked).toEqual([{ name: 'embed.safetensors', size: file.length, header_bytes: headerBytes, chunk_bytes: chunkBytes, blake3: want }]);
     expect(cached.manifest.files.map((f) => f.name)).not.toContain('embed.safetensors');
 
     // One bit of token 200's row flipped (chunk 1 + 200/64 = 4): loading hashes nothing of the embedding, rows
@@ -341,15 +342,15 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const edited = path.join(tmp, 'embed-manifest');
     fs.cpSync(cacheDir, edited, { recursive: true });
     const mf = path.join(edited, 'manifest.json');
-    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { chunked: Array<{ sha256: string[] }> };
-    man.chunked[0].sha256.pop();
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { chunked: Array<{ blake3: string[] }> };
+    man.chunked[0].blake3.pop();
     fs.writeFileSync(mf, JSON.stringify(man));
     await expect(loadDeepseekV4Fp16Cache(edited, m, fp)).rejects.toThrow(/manifest\.json.*embed\.safetensors is not a well-formed chunked digest/);
     // an absurd chunk size with a digest count to match: well formed, so the first read hashes what the file
     // holds (never more than its size) and refuses it
-    const huge = JSON.parse(fs.readFileSync(path.join(cacheDir, 'manifest.json'), 'utf8')) as { chunked: Array<{ chunk_bytes: number; sha256: string[] }> };
+    const huge = JSON.parse(fs.readFileSync(path.join(cacheDir, 'manifest.json'), 'utf8')) as { chunked: Array<{ chunk_bytes: number; blake3: string[] }> };
     huge.chunked[0].chunk_bytes = 2 ** 52;
-    huge.chunked[0].sha256 = [huge.chunked[0].sha256[0], 'a'.repeat(64)];
+    huge.chunked[0].blake3 = [huge.chunked[0].blake3[0], 'a'.repeat(64)];
     fs.writeFileSync(mf, JSON.stringify(huge));
     const hc = await loadDeepseekV4Fp16Cache(edited, m, fp);
     if (!hc.ok) throw new Error(hc.why);
@@ -372,6 +373,11 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const c = await loadDeepseekV4Fp16Cache(old, m, fp);
     expect(c.ok).toBe(false);
     if (!c.ok) expect(c.why).toMatch(/earlier layout \(layerdiff\.fp16-cache\/1\)/);
+    // the layout before BLAKE3 (schema /2: the same files, SHA-256 digests) is stale too
+    fs.writeFileSync(mf, JSON.stringify({ ...man, schema: 'layerdiff.fp16-cache/2' }));
+    const c2 = await loadDeepseekV4Fp16Cache(old, m, fp);
+    expect(c2.ok).toBe(false);
+    if (!c2.ok) expect(c2.why).toMatch(/earlier layout \(layerdiff\.fp16-cache\/2\)/);
     await writeDeepseekV4Fp16Cache(m, N, old, fp);
     const again = await loadDeepseekV4Fp16Cache(old, m, fp);
     expect(again.ok).toBe(true);

@@ -8,7 +8,6 @@
  * digest-cache entry does not unlock the optimized path.
  */
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -22,6 +21,7 @@ import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot } from '../version.js';
 import { cliAsync, limit } from './async-cli.js';
 import { type CliResult, hashTree, LLAMA_TINY } from './cli.js';
+import { Blake3 } from '../io/blake3.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -400,9 +400,9 @@ describe('the trust chain', () => {
     for (let i = begin + 1; i < end; i += 2) b[i] ^= 0x80; // F16 little-endian: the sign bit is in the high byte
     fs.writeFileSync(head, b);
     const mf = path.join(cache, 'manifest.json');
-    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { files: Array<{ name: string; size: number; sha256: string }> };
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { files: Array<{ name: string; size: number; blake3: string }> };
     const entry = man.files.find((x) => x.name === 'head.safetensors')!;
-    entry.sha256 = createHash('sha256').update(b).digest('hex');
+    entry.blake3 = new Blake3().update(b).hex();
     entry.size = b.length;
     fs.writeFileSync(mf, JSON.stringify(man, null, 2));
     const locked = await gen(rec, ['--fp16-cache', cache]);
@@ -432,7 +432,7 @@ describe('the trust chain', () => {
     fs.writeFileSync(head, b);
     const cf = path.join(e.LAYERDIFF_CACHE_DIR, 'fingerprints.json');
     const c = JSON.parse(fs.readFileSync(cf, 'utf8')) as { entries: Record<string, Record<string, unknown>> };
-    const entry = c.entries[fs.realpathSync(head)];
+    const entry = c.entries[`${fs.realpathSync(head)}\0(whole file)`];
     expect(entry).toBeDefined();
     const st = fs.statSync(head, { bigint: true });
     Object.assign(entry, { size: Number(st.size), mtime_ns: String(st.mtimeNs), ctime_ns: String(st.ctimeNs), ino: String(st.ino), dev: String(st.dev) });

@@ -27,6 +27,5 @@ void register_dequant_exact(Napi::Env env, Napi::Object exports);
 void register_check_f16(Napi::Env env, Napi::Object exports);
 // file_io.cc: willNeed (posix_fadvise) and mapRange (a private mapping of a file range)
 void register_file_io(Napi::Env env, Napi::Object exports);
-// sha256_parts.cc: sha256Parts (SHA-256 of several byte ranges side by side)
-void register_sha256_parts(Napi::Env env, Napi::Object exports);
+// blake3.cc: blake3Parts and blake3File (BLAKE3 of byte ranges and of files, on several threads)
 void register_blake3(Napi::Env env, Napi::Object exports);

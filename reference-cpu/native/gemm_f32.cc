@@ -360,7 +360,6 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_dequant_exact(env, exports);
   register_check_f16(env, exports);
   register_file_io(env, exports);
-  register_sha256_parts(env, exports);
   register_blake3(env, exports);
   return exports;
 }
