@@ -156,7 +156,7 @@ __attribute__((target("avx512f"))) inline void load_transposed16(const uint8_t* 
   }
 }
 
-// GCC 12's avx512fintrin.h fills the unused source of ror and gather with _mm512_undefined_epi32(), a variable
+// GCC 12's avx512fintrin.h fills the unused source of ror with _mm512_undefined_epi32(), a variable
 // initialised from itself: a false -Wuninitialized in every caller.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
