@@ -152,7 +152,8 @@ export interface FingerprintOptions {
   sources?: ReadonlyMap<string, number | Buffer>;
   /**
    * threads to hash files with, side by side (hash_workers.ts); 1: in this thread. Default: worker threads, one
-   * per core, once the files to hash pass PARALLEL_BYTES (a worker's start costs ~20 ms), else this thread
+   * per core, once the files to hash pass PARALLEL_BYTES (a worker's start costs ~20 ms), else this thread.
+   * The FP16 cache's BLAKE3 digests (fp16cache.ts) take their thread count from it too (default: one per core).
    */
   hashThreads?: number;
 }

@@ -74,7 +74,8 @@ export interface AcceptanceRecord {
   report_digest: string;
   /**
    * `gate --fp16-cache DIR`: the FP16 cache the gate re-derived from this checkpoint and compared byte for
-   * byte; `files_digest` is generate/fp16cache.ts cacheListDigest of its manifest (every file's SHA-256)
+   * byte; `files_digest` is generate/fp16cache.ts cacheListDigest of its manifest (a SHA-256 over every file's
+   * size and BLAKE3, the chunk and expert digests included)
    */
   fp16_cache?: { path: string; files_digest: string };
   created: string;

@@ -2,8 +2,8 @@
  * The FP16 weight cache of the optimized path (`layerdiff convert <model> --fp16-cache DIR`): the device
  * path's pre-dequantized weights as safetensors tensors named like the checkpoint's weights, plus
  * manifest.json binding them to the checkpoint's full fingerprint and to each file's BLAKE3 (harness/io/blake3.ts:
- * a cryptographic hash that runs on every core at SIMD width, where SHA-256 is one serial stream per file and
- * was ~70% of a first load's start-up). This file holds what every architecture shares; the layouts are
+ * a cryptographic hash that runs on every core at SIMD width, where SHA-256 is one serial stream per file: a
+ * first load took 2.4–2.8 s with it, against 0.7 s once the digests are recorded). This file holds what every architecture shares; the layouts are
  * fp16cache_llama.ts, fp16cache_gpt_oss.ts and fp16cache_deepseek_v4.ts.
  *
  * Writing (writeCache): into a staging folder next to the target, swapped in only when complete, so a failed
@@ -120,6 +120,8 @@ export interface CacheTarget {
 export class CacheFiles {
   readonly written: string[] = [];
   readonly meta: Record<string, string>;
+  /** verify mode: each compared file's identity (identityOf) as it was compared, so its digests are of those bytes */
+  readonly compared: Pinned = new Map();
 
   constructor(private readonly t: CacheTarget) {
     this.meta = { format: 'pt', generator: 'layerdiff convert', checkpoint_fingerprint: t.fingerprint };
@@ -135,7 +137,7 @@ export class CacheFiles {
       const v = new CacheFileCheck(this.path(file));
       try {
         v.expect(encodeSafetensors(tensors, this.meta), 'the header and tensors');
-        v.end();
+        this.compared.set(file, v.end());
       } finally {
         v.close();
       }
@@ -150,7 +152,7 @@ export class CacheFiles {
       try {
         v.expect(safetensorsLayout(specs, this.meta).header, 'the safetensors header');
         body({ write: (name, chunk) => v.expect(chunk, name) });
-        v.end();
+        this.compared.set(file, v.end());
       } finally {
         v.close();
       }
@@ -180,14 +182,12 @@ export class CacheFiles {
  */
 class CacheFileCheck {
   private readonly fd: number;
+  private readonly identity: string;
   private at = 0;
 
   constructor(private readonly file: string) {
-    try {
-      this.fd = openRegularForRead(file);
-    } catch (e) {
-      throw new InputError(`cannot be read as part of the FP16 cache (${(e as Error).message})`, { file });
-    }
+    this.fd = openCacheFile(file);
+    this.identity = identityOf(this.fd);
   }
 
   expect(bytes: Uint8Array, what: string): void {
@@ -199,13 +199,36 @@ class CacheFileCheck {
     this.at += n;
   }
 
-  end(): void {
+  /** The file ends where the conversion does and did not change while compared: its identity then. */
+  end(): string {
     const size = fs.fstatSync(this.fd).size;
     if (size !== this.at) throw new InputError(`is ${size} bytes where the conversion gives ${this.at} (edited or corrupted); rerun layerdiff convert`, { file: this.file });
+    if (identityOf(this.fd) !== this.identity) throw new InputError('changed while it was being compared; run again once nothing writes to the cache', { file: this.file });
+    return this.identity;
   }
 
   close(): void {
     fs.closeSync(this.fd);
+  }
+}
+
+/**
+ * Which file a descriptor reads, as it is now: device, inode, size, mtime and ctime. Verification pins each file it
+ * vouches for by this, and the file later mapped must have it, so a file swapped (or edited) between the check and
+ * the use is refused rather than used unverified.
+ */
+export type Pinned = Map<string, string>;
+export function identityOf(fd: number): string {
+  const st = fs.fstatSync(fd, { bigint: true });
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
+
+/** openRegularForRead, its failure an InputError naming the file. */
+function openCacheFile(file: string): number {
+  try {
+    return openRegularForRead(file);
+  } catch (e) {
+    throw new InputError(`cannot be read as part of the FP16 cache (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { file });
   }
 }
 
@@ -251,7 +274,7 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   const files = new CacheFiles(t);
   const { verified, chunked, extra } = await body(files);
   // the files were just compared byte for byte with the conversion, so their digests are the conversion's
-  const want = { architecture: t.architecture, num_layers: t.numLayers, files: wholeDigests(t.dir, verified), chunked: chunkDigests(t.dir, chunked), ...extra };
+  const want = { architecture: t.architecture, num_layers: t.numLayers, files: wholeDigests(t.dir, verified, files.compared), chunked: chunkDigests(t.dir, chunked, files.compared), ...extra };
   for (const [k, v] of Object.entries(want)) {
     if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
@@ -356,7 +379,8 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
 
 // ---- loading -----------------------------------------------------------------------------------------
 
-export type CacheOpen<M> = { ok: true; manifest: M } | { ok: false; why: string };
+/** ok: the manifest, and the identity of every file it vouched for as a whole (for CacheStore to hold them to). */
+export type CacheOpen<M> = { ok: true; manifest: M; pinned: Pinned } | { ok: false; why: string };
 
 export interface CacheExpectation {
   architecture: Fp16Architecture;
@@ -402,8 +426,8 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
     throw new InputError(`lists chunked files ${JSON.stringify(listedChunked)}, expected ${JSON.stringify(wantChunked)}`, { file: mf });
   }
   for (const c of man.chunked) checkChunkedEntry(dir, c, mf);
-  verifyWholeFiles(dir, man.files, mf, { protect: want.checkpointDir, ...fpOptions });
-  return { ok: true, manifest: man };
+  const pinned = verifyWholeFiles(dir, man.files, mf, { protect: want.checkpointDir, ...fpOptions });
+  return { ok: true, manifest: man, pinned };
 }
 
 // ---- files vouched for as a whole ---------------------------------------------------------------------------
@@ -411,15 +435,20 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
 /** The label of a whole file's digest in the stat-keyed cache (PartDigests; a part's label is a tensor prefix). */
 const WHOLE_FILE = '(whole file)';
 
-/** The BLAKE3 of each named file in `dir`, read back from disk after writing (every core on each file). */
-function wholeDigests(dir: string, names: readonly string[]): CacheFileDigest[] {
+/**
+ * The BLAKE3 of each named file in `dir` (every core on each file), read back from disk after writing, or after a
+ * compare (`compared`: each file must still be the one compared, and not change while hashed).
+ */
+function wholeDigests(dir: string, names: readonly string[], compared?: Pinned): CacheFileDigest[] {
   return names.map((name) => {
     const file = path.join(dir, name);
-    const fd = openRegularForRead(file);
+    const fd = openCacheFile(file);
     try {
+      const before = identityOf(fd);
+      assertCompared(compared, name, before, file);
       const size = fs.fstatSync(fd).size;
       const blake3 = blake3File(fd, size, hashThreads(Number.POSITIVE_INFINITY));
-      if (blake3 === null) throw new InputError('shrank while it was being read (truncated?); rerun layerdiff convert', { file });
+      if (blake3 === null || identityOf(fd) !== before) throw new InputError('changed while it was being hashed; rerun layerdiff convert', { file });
       return { name, size, blake3 };
     } finally {
       fs.closeSync(fd);
@@ -427,34 +456,39 @@ function wholeDigests(dir: string, names: readonly string[]): CacheFileDigest[] 
   });
 }
 
+function assertCompared(compared: Pinned | undefined, name: string, identity: string, file: string): void {
+  if (compared !== undefined && compared.get(name) !== identity) throw new InputError('changed after it was compared with the conversion (replaced or edited meanwhile); run again once nothing writes to the cache', { file });
+}
+
 /**
  * Every file the manifest vouches for as a whole has its size and BLAKE3, each hashed through its own descriptor
  * on every core, unless the stat-keyed cache holds that digest for the file as it is now (an earlier process
  * verified it; with a signing key the entry is MACed, and `--verify full` ignores it). A match is recorded there.
  */
-function verifyWholeFiles(dir: string, files: readonly CacheFileDigest[], mf: string, o: FingerprintOptions): void {
+function verifyWholeFiles(dir: string, files: readonly CacheFileDigest[], mf: string, o: FingerprintOptions): Pinned {
   const trusted = new PartDigests(o);
+  const pinned: Pinned = new Map();
   const threads = hashThreads(Number.POSITIVE_INFINITY, o.hashThreads);
   const fds: number[] = [];
   try {
     for (const f of files) {
       const file = path.join(dir, String(f?.name));
       if (!Number.isSafeInteger(f?.size) || typeof f?.blake3 !== 'string' || !HEX64.test(f.blake3)) throw new InputError(`its entry for ${String(f?.name)} is not {name, size, blake3} (edited manifest?); rerun layerdiff convert`, { file: mf });
-      let fd: number;
-      try {
-        fd = openRegularForRead(file);
-      } catch (e) {
-        throw new InputError(`cannot be read as part of the FP16 cache (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { file });
-      }
+      const fd = openCacheFile(file);
       fds.push(fd);
+      const identity = identityOf(fd);
       const size = fs.fstatSync(fd).size;
       if (size !== f.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${f.size} (truncated or edited); rerun layerdiff convert`, { file });
       const digest = `blake3:${f.blake3}`;
-      if (trusted.vouches(file, fd, WHOLE_FILE, digest)) continue;
-      if (blake3File(fd, size, threads) !== f.blake3) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file });
-      trusted.record(file, fd, WHOLE_FILE, digest);
+      if (!trusted.vouches(file, fd, WHOLE_FILE, digest)) {
+        if (blake3File(fd, size, threads) !== f.blake3) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file });
+        if (identityOf(fd) !== identity) throw new InputError('changed while it was being hashed; run again once nothing writes to the cache', { file });
+        trusted.record(file, fd, WHOLE_FILE, digest);
+      }
+      pinned.set(f.name, identity);
     }
     trusted.flush();
+    return pinned;
   } finally {
     for (const fd of fds) fs.closeSync(fd);
   }
@@ -463,11 +497,13 @@ function verifyWholeFiles(dir: string, files: readonly CacheFileDigest[], mf: st
 // ---- files vouched for chunk by chunk ---------------------------------------------------------------------
 
 /** The chunk digests of each spec'd file in `dir` (read back from disk, as the whole-file digests are). */
-function chunkDigests(dir: string, specs: ChunkedSpec[] = []): ChunkedFileDigest[] {
+function chunkDigests(dir: string, specs: ChunkedSpec[] = [], compared?: Pinned): ChunkedFileDigest[] {
   return specs.map((c) => {
     const file = path.join(dir, c.name);
-    const fd = openRegularForRead(file);
+    const fd = openCacheFile(file);
     try {
+      const before = identityOf(fd);
+      assertCompared(compared, c.name, before, file);
       const size = fs.fstatSync(fd).size;
       const len = Buffer.alloc(8);
       if (fs.readSync(fd, len, 0, 8, 0) !== 8) throw new InputError('is too short for a safetensors file', { file });
@@ -481,6 +517,7 @@ function chunkDigests(dir: string, specs: ChunkedSpec[] = []): ChunkedFileDigest
         blake3.push(blake3Parts([[buf.subarray(0, n)]], 1)[0]);
         at += n;
       }
+      if (identityOf(fd) !== before) throw new InputError('changed while it was being hashed; rerun layerdiff convert', { file });
       return { name: c.name, size, header_bytes: headerBytes, chunk_bytes: c.chunkBytes, blake3 };
     } finally {
       fs.closeSync(fd);
@@ -518,7 +555,8 @@ function checkChunkedEntry(dir: string, c: ChunkedFileDigest, mf: string): void 
 
 /**
  * A chunked cache file's reads checked against its manifest entry: before bytes [begin, end) are used, each
- * chunk they touch is read and hashed, once per process; the header (chunk 0) before the file is parsed.
+ * chunk they touch is read and hashed, once per process; the header (chunk 0) before the file is parsed. The
+ * file it opens is pinned (`pinned`, the CacheStore's), so the store maps that same file or refuses.
  */
 export class ChunkedFile {
   private readonly checked: boolean[];
@@ -529,6 +567,7 @@ export class ChunkedFile {
     readonly file: string,
     private readonly d: ChunkedFileDigest,
     private readonly tensor: string,
+    private readonly pinned: Pinned = new Map(),
   ) {
     this.checked = d.blake3.map(() => false);
   }
@@ -556,10 +595,9 @@ export class ChunkedFile {
   private checkChunk(c: number): void {
     const at = c === 0 ? 0 : this.d.header_bytes + (c - 1) * this.d.chunk_bytes;
     const n = c === 0 ? this.d.header_bytes : Math.min(this.d.chunk_bytes, this.d.size - at);
-    try {
-      this.fd ??= openRegularForRead(this.file);
-    } catch (e) {
-      throw new InputError(`cannot be read as part of the FP16 cache (${(e as Error).message})`, { file: this.file });
+    if (this.fd === undefined) {
+      this.fd = openCacheFile(this.file);
+      this.pinned.set(path.basename(this.file), identityOf(this.fd));
     }
     // n ≤ the file's size (checkChunkedEntry): an edited chunk_bytes cannot make this allocation absurd
     if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(n);
@@ -577,16 +615,32 @@ export class ChunkedFile {
   }
 }
 
-/** Tensors of a cache's files, opened on first use, each read checked to have the dtype and shape the layout says. */
+/**
+ * Tensors of a cache's files, opened on first use, each read checked to have the dtype and shape the layout says.
+ * A file verified before it is opened here (openCache's whole files, a ChunkedFile's) must be the file verified:
+ * `pinned` holds its identity then, and an open that finds another file, or the file changed, is refused.
+ */
 export class CacheStore {
   private readonly files: SafetensorsFolder;
+  private readonly held = new Set<string>();
 
-  constructor(readonly dir: string) {
+  constructor(
+    readonly dir: string,
+    readonly pinned: Pinned = new Map(),
+  ) {
     this.files = new SafetensorsFolder(dir);
   }
 
   private file(file: string): SafetensorsFile {
-    return this.files.get(file);
+    const f = this.files.get(file);
+    if (!this.held.has(file)) {
+      const want = this.pinned.get(file);
+      if (want !== undefined && identityOf(f.descriptor) !== want) {
+        throw new InputError('is not the file that was verified against the FP16 cache manifest (replaced or edited since); rerun', { file: path.join(this.dir, file) });
+      }
+      this.held.add(file);
+    }
+    return f;
   }
 
   info(file: string, name: string, dtype: DType, shape: readonly number[]): TensorInfo {

@@ -14,14 +14,13 @@
  * F16 tensor); routed experts one at a time, read without being kept (DeepseekV4Checkpoint.readExpert). A real
  * layer's routed experts are 256 × 3 × 2048×4096 F16 ≈ 12 GiB: never held.
  *
- * Verification (BLAKE3, harness/io/blake3.ts): head and layer files are vouched for as a whole (fp16cache.ts, at
- * load: a first token reads all of them). The embedding (1 GB at real width, of which a prompt reads a few rows) is vouched for in chunks of
- * EMBED_CHUNK_ROWS rows, each hashed when a row in it is first read (fp16cache.ts ChunkedFile). Hashing the
- * experts files at start-up would read 12 GiB per layer to use 6 experts per token, so the manifest holds one
- * digest per routed expert (its w1, w2, w3 F16 bytes in that order) and an expert is checked when it is first
- * read, which is when it is first routed to (loadLayer's expert(e), as the checkpoint binds it). The manifest holds one
- * BLAKE3 per routed expert. A corrupt
- * expert is an InputError naming the file and the expert, at that moment. An expert that matched is recorded in
+ * Verification (every digest BLAKE3, harness/io/blake3.ts): head and layer files are vouched for as a whole
+ * (fp16cache.ts, at load: a first token reads all of them). The embedding (1 GB at real width, of which a prompt
+ * reads a few rows) is vouched for in chunks of EMBED_CHUNK_ROWS rows, each hashed when a row in it is first read
+ * (fp16cache.ts ChunkedFile). Hashing the experts files at start-up would read 12 GiB per layer to use 6 experts
+ * per token, so the manifest holds one digest per routed expert (its w1, w2, w3 F16 bytes in that order) and an
+ * expert is checked when it is first read, which is when it is first routed to (loadLayer's expert(e), as the
+ * checkpoint binds it). A corrupt expert is an InputError naming the file and the expert, at that moment. An expert that matched is recorded in
  * the fingerprint cache under its file's stat key (PartDigests), as whole files are, so a later process trusts it
  * while the file is unchanged: at real width a first token's 6 experts a layer are ~290 MB × 43 layers to hash,
  * ~40% of the wide start-up before.
@@ -164,7 +163,7 @@ export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoi
     if (size < 0) throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file: f });
     if (size !== x.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${x.size} (truncated or edited); rerun layerdiff convert`, { file: f });
   });
-  return { ok: true, weights: new DeepseekV4Fp16Weights(m, new CacheStore(dir), man, { protect: m.ck.dir, ...fpOptions }) };
+  return { ok: true, weights: new DeepseekV4Fp16Weights(m, new CacheStore(dir, c.pinned), man, { protect: m.ck.dir, ...fpOptions }) };
 }
 
 /** The device path's weights read from the cache: bound like the checkpoint's (same fields, same names), all F16/F32/I64. */
@@ -193,7 +192,7 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   ) {
     this.cfg = m.cfg;
     this.threads = hashThreads(Number.POSITIVE_INFINITY, fpOptions.hashThreads);
-    this.embedChunks = new ChunkedFile(path.join(store.dir, EMBED), manifest.chunked.find((c) => c.name === EMBED)!, m.embedName);
+    this.embedChunks = new ChunkedFile(path.join(store.dir, EMBED), manifest.chunked.find((c) => c.name === EMBED)!, m.embedName, store.pinned);
   }
 
   /** Layer L from its cache file; routed experts are read from the experts file when first asked for. */

@@ -67,7 +67,7 @@ export async function loadGptOssFp16Cache(dir: string, m: GptOssCheckpoint, fing
   const want = { architecture: 'gpt_oss' as const, numLayers: c.layers, fingerprint, files: files(c.layers), checkpointDir: m.ck.dir, listDigest };
   const opened = await openCache<GptOssFp16Manifest>(dir, want, fpOptions);
   if (!opened.ok) return opened;
-  const store = new CacheStore(dir);
+  const store = new CacheStore(dir, opened.pinned);
   const layer = (L: number): GptOssLayerWeights => {
     // the checkpoint's binding for shapes, dtypes and roles, without reading its bytes
     const shape = m.loadLayer(L, false);

@@ -64,7 +64,7 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
   if (!c.ok) return c;
   const man = c.manifest;
   const { vocab: V, hidden: D } = m.cfg;
-  const store = new CacheStore(dir);
+  const store = new CacheStore(dir, c.pinned);
   try {
     const embed = store.f16(EMBED, m.embedName, [V, D]);
     const layers: LlamaF16Layer[] = [];

@@ -159,7 +159,11 @@ function addon(): Native | null {
 /** Hex BLAKE3 of each part (its arrays hashed as one concatenation), side by side on `threads` threads. */
 export function blake3Parts(parts: readonly (readonly Uint8Array[])[], threads: number): string[] {
   const n = addon();
-  if (n !== null) return n.blake3Parts(parts.map((p) => [...p]), threads);
+  return n !== null ? n.blake3Parts(parts.map((p) => [...p]), threads) : blake3PartsTs(parts);
+}
+
+/** blake3Parts without the addon: this file's hasher, one part after another. */
+export function blake3PartsTs(parts: readonly (readonly Uint8Array[])[]): string[] {
   return parts.map((p) => p.reduce((h, b) => h.update(b), new Blake3()).hex());
 }
 
@@ -169,7 +173,11 @@ export function blake3Parts(parts: readonly (readonly Uint8Array[])[], threads: 
  */
 export function blake3File(fd: number, length: number, threads: number): string | null {
   const n = addon();
-  if (n !== null) return n.blake3File(fd, length, threads);
+  return n !== null ? n.blake3File(fd, length, threads) : blake3FileTs(fd, length);
+}
+
+/** blake3File without the addon: positional reads of 1 MiB into this file's hasher. */
+export function blake3FileTs(fd: number, length: number): string | null {
   const h = new Blake3();
   const buf = new Uint8Array(1 << 20);
   for (let at = 0; at < length; ) {

@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadAddon } from '../io/addon.js';
-import { Blake3, blake3File, blake3Parts } from '../io/blake3.js';
+import { Blake3, blake3File, blake3FileTs, blake3Parts, blake3PartsTs } from '../io/blake3.js';
 
 // The official test vectors (BLAKE3-team/BLAKE3, test_vectors/test_vectors.json): input byte i is i % 251.
 const vectors = JSON.parse(fs.readFileSync(path.join(import.meta.dirname, 'golden', 'blake3-vectors.json'), 'utf8')) as { cases: Array<{ input_len: number; hash: string }> };
@@ -13,6 +13,8 @@ const input = (n: number) => Uint8Array.from({ length: n }, (_, i) => i % 251);
 type Native = { blake3Parts: (p: unknown, t: unknown) => string[]; blake3File: (fd: unknown, n: unknown, t: unknown) => string | null; blake3Level: (l?: number) => number };
 const native = loadAddon('ld_reference') as Native;
 const levels = [0, 1, 2].filter((l) => native.blake3Level(l) === l);
+// every level this CPU has is tested (a level silently missing would leave its kernel untested)
+const cpu = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : '';
 afterAll(() => native.blake3Level(-1));
 
 /** The TypeScript hasher over a part, fed in pieces of `step` bytes (the pieces' boundaries must not matter). */
@@ -34,6 +36,8 @@ describe('BLAKE3', () => {
 
   it('the native implementation gives every official test vector at every kernel level and thread count', () => {
     expect(levels).toContain(0);
+    if (/\bavx2\b/.test(cpu)) expect(levels).toContain(1);
+    if (/\bavx512f\b/.test(cpu)) expect(levels).toContain(2);
     for (const l of levels) {
       native.blake3Level(l);
       for (const t of [1, 3]) expect(blake3Parts(vectors.cases.map((c) => [input(c.input_len)]), t), `level ${l}, ${t} threads`).toEqual(vectors.cases.map((c) => c.hash));
@@ -77,6 +81,10 @@ describe('BLAKE3', () => {
         expect(blake3File(fd, 1000, 1)).toBe(ts([bytes.subarray(0, 1000)]));
         expect(blake3File(fd, 0, 1)).toBe(vectors.cases[0].hash);
         expect(blake3File(fd, bytes.length + 1, 2)).toBeNull();
+        // the fallbacks without the addon give the same digests
+        expect(blake3FileTs(fd, bytes.length)).toBe(want);
+        expect(blake3FileTs(fd, bytes.length + 1)).toBeNull();
+        expect(blake3PartsTs([[bytes.subarray(0, 5000), bytes.subarray(5000)], []])).toEqual([want, vectors.cases[0].hash]);
         const b = Buffer.alloc(4);
         fs.readSync(fd, b, 0, 4, null);
         expect(b.equals(bytes.subarray(0, 4))).toBe(true);
@@ -95,5 +103,10 @@ describe('BLAKE3', () => {
     expect(() => native.blake3File(0, -1, 1)).toThrow(/length/);
     expect(() => native.blake3File(0, 1.5, 1)).toThrow(/length/);
     expect(() => native.blake3File(0, 10, 0)).toThrow(/threads/);
+    for (const fd of [-1, Number.NaN, 2 ** 32 + 5, 1.5]) expect(() => native.blake3File(fd, 10, 1)).toThrow(/fd/);
+    expect(() => native.blake3File(0, 2 ** 60, 1)).toThrow(/length/);
+    // not an open regular file, or shorter than the length: null, before any work is sized by the length
+    expect(native.blake3File(987_654, 10, 1)).toBeNull();
+    expect(native.blake3File(0, 2 ** 50, 1_000_000)).toBeNull();
   });
 });

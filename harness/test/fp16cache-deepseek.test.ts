@@ -511,4 +511,53 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
     expect(fs.existsSync(badOut)).toBe(false);
     expect(hashTree(bad)).toBe(before);
   });
+  it('maps only the files it verified: a file swapped after the load checked it is refused when first used', async () => {
+    // a whole file (a layer's) replaced by a modified copy between the load and the layer's first use
+    const dir = path.join(tmp, 'swapped');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    const c = await loadDeepseekV4Fp16Cache(dir, m, fp, { racyMs: 0 });
+    if (!c.ok) throw new Error(c.why);
+    try {
+      c.weights.loadLayer(0); // opened and used before the swap: fine
+      const layer1 = path.join(dir, 'layer.00001.safetensors');
+      const copy = path.join(dir, 'copy.tmp');
+      fs.copyFileSync(layer1, copy);
+      flipBits(copy, -3, 0x40);
+      fs.renameSync(copy, layer1);
+      expect(() => c.weights.loadLayer(1)).toThrow(/layer\.00001\.safetensors.*not the file that was verified/);
+    } finally {
+      c.weights.close();
+    }
+    // the embedding: its chunk reader opened (and pinned) the file, then the file is replaced before the store maps it
+    const e = path.join(tmp, 'swapped-embed');
+    fs.cpSync(cacheDir, e, { recursive: true });
+    const ce = await loadDeepseekV4Fp16Cache(e, m, fp);
+    if (!ce.ok) throw new Error(ce.why);
+    try {
+      ce.weights.embedChunks.header();
+      const embed = path.join(e, 'embed.safetensors');
+      fs.copyFileSync(embed, `${embed}.tmp`);
+      fs.renameSync(`${embed}.tmp`, embed);
+      expect(() => ce.weights.embedRows([1])).toThrow(/embed\.safetensors.*not the file that was verified/);
+    } finally {
+      ce.weights.close();
+    }
+  });
+
+  it('gate --fp16-cache vouches only for the bytes it compared: a file replaced after its compare is refused', async () => {
+    const dir = path.join(tmp, 'swap-after-compare');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    // each file is replaced by an identical copy (another inode) right after it was compared, before it is hashed
+    const swap = (name: string) => {
+      const f = path.join(dir, name);
+      fs.copyFileSync(f, `${f}.tmp`);
+      fs.renameSync(`${f}.tmp`, f);
+    };
+    await expect(writeDeepseekV4Fp16Cache(m, N, dir, fp, swap, true)).rejects.toThrow(/changed after it was compared/);
+    // untouched, the same verify passes and gives the manifest's digests
+    const again = path.join(tmp, 'verify-untouched');
+    fs.cpSync(cacheDir, again, { recursive: true });
+    const man = await writeDeepseekV4Fp16Cache(m, N, again, fp, undefined, true);
+    expect(man.files).toEqual(cached.manifest.files);
+  });
 });

@@ -1,7 +1,7 @@
 // BLAKE3 (the hash mode: 32-byte digests) of byte ranges in memory and of files, on several threads, for the FP16
 // cache's trust chain (harness/io/blake3.ts). Why not SHA-256: a first load of the cache verifies every byte it uses
-// (3.4 GB on the wide fixture), and SHA-256 is one serial stream per file at ~1.3–1.75 GB/s a core here (SHA-NI),
-// so verification was ~70% of that start-up. BLAKE3 is a tree: every 1 KiB chunk is compressed independently
+// (3.4 GB on the wide fixture), and SHA-256 is one serial stream per file at ~1.1–1.75 GB/s a core here (SHA-NI):
+// a first load took 2.4–2.8 s where a load whose digests were already recorded took 0.7 s. BLAKE3 is a tree: every 1 KiB chunk is compressed independently
 // (16 at a time in AVX-512 lanes, 8 in AVX2), and the chunks' chaining values are merged pairwise, so a file is
 // hashed on every core and at SIMD width, and it is still a cryptographic hash (an edited cache cannot be made
 // to match its manifest).
@@ -17,10 +17,12 @@
 #include <napi.h>
 #include <omp.h>
 #include <immintrin.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -314,13 +316,14 @@ void merge(uint32_t* cvs, size_t count, bool root) {
 // Where an input's bytes come from: spans in memory (hashed as their concatenation) or a file read through fd.
 struct Input {
   std::vector<std::pair<const uint8_t*, size_t>> spans;
+  bool from_file = false;  // read through fd, else the spans
   int fd = -1;
   size_t length = 0;
 
   // `n` bytes from `at`: a pointer into a span when they lie in one, else assembled in (or read into) scratch.
   // nullptr: the file could not be read there (error or end of file).
   const uint8_t* get(size_t at, size_t n, uint8_t* scratch) const {
-    if (fd >= 0) {
+    if (from_file) {
       for (size_t done = 0; done < n;) {
         const ssize_t got = pread(fd, scratch + done, n - done, static_cast<off_t>(at + done));
         if (got < 0 && errno == EINTR) continue;
@@ -385,6 +388,8 @@ std::vector<std::string> digest_all(const std::vector<Input>& inputs, int thread
   std::vector<uint32_t> values(tasks.size() * 8);
   std::vector<char> task_ok(tasks.size(), 0);
   const int n = static_cast<int>(tasks.size());
+  // never more threads than tasks or processors (each takes ~320 KiB of scratch)
+  threads = std::max(1, std::min({threads, n, omp_get_num_procs()}));
 #pragma omp parallel num_threads(threads)
   {
     std::vector<uint32_t> cvs(kSubtreeChunks * 8);
@@ -451,16 +456,22 @@ Napi::Value blake3_parts(const Napi::CallbackInfo& info) {
 }
 
 // blake3File(fd, length, threads) → hex digest of the file's bytes [0, length), read with pread (the descriptor's
-// offset untouched), or null when they cannot all be read (a read error, or the file ends before `length`).
+// offset untouched), or null when they cannot all be read (not an open regular file, a read error, or the file
+// ends before `length`).
 Napi::Value blake3_file(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber()) throw Napi::TypeError::New(env, "blake3File: expected (fd, length, threads)");
-  const double len = info[1].As<Napi::Number>().DoubleValue();
-  if (!(len >= 0 && len == static_cast<double>(static_cast<int64_t>(len)))) throw Napi::RangeError::New(env, "blake3File: length must be an integer ≥ 0");
+  const double fdv = info[0].As<Napi::Number>().DoubleValue(), len = info[1].As<Napi::Number>().DoubleValue();
+  if (!(fdv >= 0 && fdv <= 2147483647.0 && fdv == std::floor(fdv))) throw Napi::RangeError::New(env, "blake3File: fd must be an integer ≥ 0");
+  if (!(len >= 0 && len <= 9007199254740991.0 && len == std::floor(len))) throw Napi::RangeError::New(env, "blake3File: length must be an integer ≥ 0");
   const int threads = threads_arg(info, 2, "blake3File");
   std::vector<Input> inputs(1);
-  inputs[0].fd = info[0].As<Napi::Number>().Int32Value();
+  inputs[0].from_file = true;
+  inputs[0].fd = static_cast<int>(fdv);
   inputs[0].length = static_cast<size_t>(len);
+  // a length the file does not have is answered before any work is sized by it
+  struct stat st;
+  if (fstat(inputs[0].fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<double>(st.st_size) < len) return env.Null();
   std::vector<char> ok;
   const std::vector<std::string> hex = digest_all(inputs, threads, ok);
   return ok[0] ? Napi::Value(Napi::String::New(env, hex[0])) : env.Null();
