@@ -401,6 +401,22 @@ describe('the DeepSeek-V4 FP16 cache', () => {
     const ex = path.join(cut, 'layer.00003.experts.safetensors');
     fs.truncateSync(ex, fs.statSync(ex).size - 8);
     await expect(loadDeepseekV4Fp16Cache(cut, m, fp)).rejects.toThrow(/layer\.00003\.experts\.safetensors.*truncated/);
+
+    // a whole file's entry without its BLAKE3 (a SHA-256 where the digest should be), or the file a symlink
+    const edited = path.join(tmp, 'sha-entry');
+    fs.cpSync(cacheDir, edited, { recursive: true });
+    const mf = path.join(edited, 'manifest.json');
+    const man = JSON.parse(fs.readFileSync(mf, 'utf8')) as { files: Array<Record<string, unknown>> };
+    const { blake3, ...rest } = man.files[0];
+    man.files[0] = { ...rest, sha256: blake3 };
+    fs.writeFileSync(mf, JSON.stringify(man));
+    await expect(loadDeepseekV4Fp16Cache(edited, m, fp)).rejects.toThrow(/manifest\.json.*not \{name, size, blake3\}/);
+    const linked = path.join(tmp, 'symlinked');
+    fs.cpSync(cacheDir, linked, { recursive: true });
+    const head = path.join(linked, 'head.safetensors');
+    fs.renameSync(head, path.join(tmp, 'head-elsewhere.safetensors'));
+    fs.symlinkSync(path.join(tmp, 'head-elsewhere.safetensors'), head);
+    await expect(loadDeepseekV4Fp16Cache(linked, m, fp)).rejects.toThrow(/head\.safetensors.*cannot be read as part of the FP16 cache/);
   });
 });
 
