@@ -272,13 +272,41 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   if (man.checkpoint?.fingerprint !== t.fingerprint) throw new InputError('the FP16 cache was converted from another checkpoint (its manifest names another fingerprint); rerun layerdiff convert', { file: mf });
   if (man.tool?.version !== toolVersion()) throw new InputError(`the FP16 cache was written by layerdiff ${String(man.tool?.version)}, this is ${toolVersion()}; rerun layerdiff convert`, { file: mf });
   const files = new CacheFiles(t);
-  const { verified, chunked, extra } = await body(files);
+  const { verified, chunked, parts, extra } = await body(files);
   // the files were just compared byte for byte with the conversion, so their digests are the conversion's
   const want = { architecture: t.architecture, num_layers: t.numLayers, files: wholeDigests(t.dir, verified, files.compared), chunked: chunkDigests(t.dir, chunked, files.compared), ...extra };
   for (const [k, v] of Object.entries(want)) {
     if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
+  recordCompared(t, files.compared, want.files, parts ?? []);
   return man;
+}
+
+/**
+ * After `gate --fp16-cache`: the files it compared byte for byte with the conversion go into the stat-keyed digest
+ * cache with their digests (PartDigests: MACed with the signing key when there is one, not for a file changed too
+ * recently), as a load records what it verified, whole files and DeepSeek-V4's routed experts alike. So the first
+ * `generate` after the gate verifies them by stat instead of hashing again the 3.4 GB (wide fixture) it uses. A file
+ * that is no longer the one compared is not recorded, and is then hashed at load as always.
+ */
+function recordCompared(t: CacheTarget, compared: Pinned, whole: readonly CacheFileDigest[], parts: NonNullable<CacheBody<Fp16ManifestBase>['parts']>): void {
+  const trusted = new PartDigests({ protect: t.checkpointDir });
+  const fds = new Map<string, number>();
+  const fdOf = (name: string): number => {
+    let fd = fds.get(name);
+    if (fd === undefined) fds.set(name, (fd = openCacheFile(path.join(t.dir, name))));
+    return fd;
+  };
+  try {
+    const record = (name: string, label: string, digest: string) => {
+      if (compared.get(name) === identityOf(fdOf(name))) trusted.record(path.join(t.dir, name), fdOf(name), label, digest);
+    };
+    for (const f of whole) record(f.name, WHOLE_FILE, `blake3:${f.blake3}`);
+    for (const p of parts) record(p.file, p.label, p.digest);
+    trusted.flush();
+  } finally {
+    for (const fd of fds.values()) fs.closeSync(fd);
+  }
 }
 
 /**
@@ -317,6 +345,8 @@ function assertReplaceableCache(t: CacheTarget): void {
 export interface CacheBody<M extends Fp16ManifestBase> {
   verified: string[];
   chunked?: ChunkedSpec[];
+  /** parts of files a load verifies one by one (DeepSeek-V4's routed experts): their digest-cache labels and digests */
+  parts?: Array<{ file: string; label: string; digest: string }>;
   extra: Omit<M, keyof Fp16ManifestBase>;
 }
 

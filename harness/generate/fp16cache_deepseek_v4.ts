@@ -66,6 +66,10 @@ const wholeFiles = (layers: number) => [...Array.from({ length: layers }, (_, L)
  */
 const EMBED_CHUNK_ROWS = 64;
 
+/** A routed expert's label in the digest cache (PartDigests) and its digest there: one spelling for load and gate. */
+const expertLabel = (L: number, e: number) => `layers.${L}.ffn.experts.${e}`;
+const expertDigest = (hex: string) => `blake3:${hex}`;
+
 /** One tensor of a cache file: its header entry and, when its turn comes, its bytes. */
 interface Item {
   spec: TensorSpec;
@@ -116,7 +120,8 @@ export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: Devic
       writeTable(N, m, m.headName, w);
       for (const i of head) w.write(i.spec.name, i.bytes());
     });
-    return { verified: wholeFiles(c.layers), chunked: [{ name: EMBED, chunkBytes: EMBED_CHUNK_ROWS * c.hidden * 2 }], extra: { experts } };
+    const parts = experts.flatMap((x, L) => x.blake3.map((d, e) => ({ file: x.name, label: expertLabel(L, e), digest: expertDigest(d) })));
+    return { verified: wholeFiles(c.layers), chunked: [{ name: EMBED, chunkBytes: EMBED_CHUNK_ROWS * c.hidden * 2 }], parts, extra: { experts } };
   });
 }
 
@@ -286,8 +291,8 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
     const bound = skeletons.map((sk) => ({ w1: this.linear(x.name, sk.w1), w2: this.linear(x.name, sk.w2), w3: this.linear(x.name, sk.w3) }));
     const parts = (this.parts ??= new PartDigests(this.fpOptions));
     const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
-    const tensor = (e: number) => `layers.${L}.ffn.experts.${e}`;
-    const digest = (e: number) => `blake3:${x.blake3[e]}`;
+    const tensor = (e: number) => expertLabel(L, e);
+    const digest = (e: number) => expertDigest(x.blake3[e]);
     const toHash = es.map((e, i) => i).filter((i) => !this.verified.has(`${L}.${es[i]}`) && !parts.vouches(file, fd, tensor(es[i]), digest(es[i])));
     const got = blake3Parts(toHash.map((i) => [bound[i].w1.weight.bytes, bound[i].w2.weight.bytes, bound[i].w3.weight.bytes]), this.threads);
     toHash.forEach((i, j) => {

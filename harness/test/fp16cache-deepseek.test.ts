@@ -560,6 +560,34 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
     }
   });
 
+  it('gate --fp16-cache records what it compared in the digest cache, so the next load verifies by stat', async () => {
+    const dir = path.join(tmp, 'gate-records');
+    fs.cpSync(cacheDir, dir, { recursive: true });
+    await new Promise((r) => setTimeout(r, 3100)); // past the racy window: a file changed just now is never recorded
+    const saved = process.env.LAYERDIFF_CACHE_DIR;
+    process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'gate-records-digests');
+    try {
+      await writeDeepseekV4Fp16Cache(m, N, dir, fp, undefined, true);
+      const entries = (JSON.parse(fs.readFileSync(path.join(tmp, 'gate-records-digests', 'fingerprints.json'), 'utf8')) as { entries: Record<string, { sha256: string; ino: string }> }).entries;
+      const man = cached.manifest;
+      for (const f of man.files) {
+        const abs = fs.realpathSync(path.join(dir, f.name));
+        expect(entries[`${abs}\0(whole file)`]?.sha256, f.name).toBe(`blake3:${f.blake3}`);
+        expect(entries[`${abs}\0(whole file)`].ino).toBe(String(fs.statSync(abs, { bigint: true }).ino));
+      }
+      man.experts.forEach((x, L) => {
+        const abs = fs.realpathSync(path.join(dir, x.name));
+        x.blake3.forEach((d, e) => expect(entries[`${abs}\0layers.${L}.ffn.experts.${e}`]?.sha256).toBe(`blake3:${d}`));
+      });
+      const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
+      if (!c.ok) throw new Error(c.why);
+      c.weights.loadLayer(1).expert(2);
+      c.weights.close();
+    } finally {
+      process.env.LAYERDIFF_CACHE_DIR = saved;
+    }
+  });
+
   it('gate --fp16-cache vouches only for the bytes it compared: a file replaced after its compare is refused', async () => {
     const dir = path.join(tmp, 'swap-after-compare');
     fs.cpSync(cacheDir, dir, { recursive: true });
