@@ -50,30 +50,36 @@ struct Schedule {
 };
 constexpr Schedule kSchedule;
 
-// The quarter-round G and a full round over the 16-word state v with message m, for any word type: the
-// operations are macros so that the scalar, AVX2 and AVX-512 compressions are one text.
-#define LD_G(a, b, c, d, x, y)                  \
-  v[a] = ADD(ADD(v[a], v[b]), x);                \
-  v[d] = ROR16(XOR(v[d], v[a]));                 \
-  v[c] = ADD(v[c], v[d]);                        \
-  v[b] = ROR12(XOR(v[b], v[c]));                 \
-  v[a] = ADD(ADD(v[a], v[b]), y);                \
-  v[d] = ROR8(XOR(v[d], v[a]));                  \
-  v[c] = ADD(v[c], v[d]);                        \
-  v[b] = ROR7(XOR(v[b], v[c]));
-#define LD_ROUND(s)                                \
-  LD_G(0, 4, 8, 12, m[s[0]], m[s[1]])              \
-  LD_G(1, 5, 9, 13, m[s[2]], m[s[3]])              \
-  LD_G(2, 6, 10, 14, m[s[4]], m[s[5]])             \
-  LD_G(3, 7, 11, 15, m[s[6]], m[s[7]])             \
-  LD_G(0, 5, 10, 15, m[s[8]], m[s[9]])             \
-  LD_G(1, 6, 11, 12, m[s[10]], m[s[11]])           \
-  LD_G(2, 7, 8, 13, m[s[12]], m[s[13]])            \
-  LD_G(3, 4, 9, 14, m[s[14]], m[s[15]])
+// The 7 rounds of quarter-rounds G over the 16-word state v with message m (§2.2), for any word type: the
+// word operations are the macro's arguments, so that the scalar, AVX2 and AVX-512 compressions are one text.
+#define LD_G(ADD, XOR, R16, R12, R8, R7, a, b, c, d, x, y) \
+  v[a] = ADD(ADD(v[a], v[b]), x);                          \
+  v[d] = R16(XOR(v[d], v[a]));                             \
+  v[c] = ADD(v[c], v[d]);                                  \
+  v[b] = R12(XOR(v[b], v[c]));                             \
+  v[a] = ADD(ADD(v[a], v[b]), y);                          \
+  v[d] = R8(XOR(v[d], v[a]));                              \
+  v[c] = ADD(v[c], v[d]);                                  \
+  v[b] = R7(XOR(v[b], v[c]));
+#define LD_ROUNDS(...)                                              \
+  for (int r = 0; r < 7; r++) {                                     \
+    const uint8_t* s = kSchedule.s[r];                              \
+    LD_G(__VA_ARGS__, 0, 4, 8, 12, m[s[0]], m[s[1]])                \
+    LD_G(__VA_ARGS__, 1, 5, 9, 13, m[s[2]], m[s[3]])                \
+    LD_G(__VA_ARGS__, 2, 6, 10, 14, m[s[4]], m[s[5]])               \
+    LD_G(__VA_ARGS__, 3, 7, 11, 15, m[s[6]], m[s[7]])               \
+    LD_G(__VA_ARGS__, 0, 5, 10, 15, m[s[8]], m[s[9]])               \
+    LD_G(__VA_ARGS__, 1, 6, 11, 12, m[s[10]], m[s[11]])             \
+    LD_G(__VA_ARGS__, 2, 7, 8, 13, m[s[12]], m[s[13]])              \
+    LD_G(__VA_ARGS__, 3, 4, 9, 14, m[s[14]], m[s[15]])              \
+  }
 
 // ---- scalar ----------------------------------------------------------------------------------------------
 
-inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+inline uint32_t add32(uint32_t x, uint32_t y) { return x + y; }
+inline uint32_t xor32(uint32_t x, uint32_t y) { return x ^ y; }
+template <int n>
+inline uint32_t rotr(uint32_t x) { return (x >> n) | (x << (32 - n)); }
 
 // One compression; out = the first 8 words of the output (the new chaining value). block: 64 bytes, zero-padded.
 void compress(const uint32_t cv[8], const uint8_t block[kBlock], uint32_t block_len, uint64_t counter, uint32_t flags, uint32_t out[8]) {
@@ -81,21 +87,7 @@ void compress(const uint32_t cv[8], const uint8_t block[kBlock], uint32_t block_
   std::memcpy(m, block, kBlock);  // words are little-endian (§2.2), as x86-64 stores them
   uint32_t v[16] = {cv[0], cv[1], cv[2], cv[3], cv[4], cv[5], cv[6], cv[7], kIV[0], kIV[1], kIV[2], kIV[3],
                     static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32), block_len, flags};
-#define ADD(x, y) ((x) + (y))
-#define XOR(x, y) ((x) ^ (y))
-#define ROR16(x) rotr(x, 16)
-#define ROR12(x) rotr(x, 12)
-#define ROR8(x) rotr(x, 8)
-#define ROR7(x) rotr(x, 7)
-  for (int r = 0; r < 7; r++) {
-    LD_ROUND(kSchedule.s[r])
-  }
-#undef ADD
-#undef XOR
-#undef ROR16
-#undef ROR12
-#undef ROR8
-#undef ROR7
+  LD_ROUNDS(add32, xor32, rotr<16>, rotr<12>, rotr<8>, rotr<7>)
   for (int i = 0; i < 8; i++) out[i] = v[i] ^ v[i + 8];
 }
 
@@ -162,6 +154,8 @@ __attribute__((target("avx512f"))) inline void load_transposed16(const uint8_t* 
 // initialised from itself: a false -Wuninitialized in every caller.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+template <int n>
+__attribute__((target("avx512f"))) inline __m512i ror512(__m512i x) { return _mm512_ror_epi32(x, n); }
 __attribute__((target("avx512f"))) void hash16_avx512(const uint8_t* base, size_t stride, size_t nblocks, uint64_t counter0, uint64_t inc, uint32_t flags, uint32_t first, uint32_t last, uint32_t* out) {
   alignas(64) uint32_t lo[16], hi[16];
   for (int i = 0; i < 16; i++) {
@@ -179,21 +173,7 @@ __attribute__((target("avx512f"))) void hash16_avx512(const uint8_t* base, size_
     __m512i v[16] = {h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
                      _mm512_set1_epi32(static_cast<int>(kIV[0])), _mm512_set1_epi32(static_cast<int>(kIV[1])), _mm512_set1_epi32(static_cast<int>(kIV[2])), _mm512_set1_epi32(static_cast<int>(kIV[3])),
                      clo, chi, _mm512_set1_epi32(static_cast<int>(kBlock)), _mm512_set1_epi32(static_cast<int>(f))};
-#define ADD(x, y) _mm512_add_epi32(x, y)
-#define XOR(x, y) _mm512_xor_si512(x, y)
-#define ROR16(x) _mm512_ror_epi32(x, 16)
-#define ROR12(x) _mm512_ror_epi32(x, 12)
-#define ROR8(x) _mm512_ror_epi32(x, 8)
-#define ROR7(x) _mm512_ror_epi32(x, 7)
-    for (int r = 0; r < 7; r++) {
-      LD_ROUND(kSchedule.s[r])
-    }
-#undef ADD
-#undef XOR
-#undef ROR16
-#undef ROR12
-#undef ROR8
-#undef ROR7
+    LD_ROUNDS(_mm512_add_epi32, _mm512_xor_si512, ror512<16>, ror512<12>, ror512<8>, ror512<7>)
     for (int i = 0; i < 8; i++) h[i] = _mm512_xor_si512(v[i], v[i + 8]);
   }
   const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(8));
@@ -201,7 +181,8 @@ __attribute__((target("avx512f"))) void hash16_avx512(const uint8_t* base, size_
 }
 #pragma GCC diagnostic pop
 
-__attribute__((target("avx2"))) inline __m256i ror_avx2(__m256i x, int n) { return _mm256_or_si256(_mm256_srli_epi32(x, n), _mm256_slli_epi32(x, 32 - n)); }
+template <int n>
+__attribute__((target("avx2"))) inline __m256i ror_avx2(__m256i x) { return _mm256_or_si256(_mm256_srli_epi32(x, n), _mm256_slli_epi32(x, 32 - n)); }
 
 // m[w] = word w (of 8) of the 32 bytes at p + i·stride, lane i: an 8×8 transpose of 32-bit words.
 __attribute__((target("avx2"))) inline void load_transposed8(const uint8_t* p, size_t stride, __m256i m[8]) {
@@ -245,21 +226,9 @@ __attribute__((target("avx2"))) void hash8_avx2(const uint8_t* base, size_t stri
     __m256i v[16] = {h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7],
                      _mm256_set1_epi32(static_cast<int>(kIV[0])), _mm256_set1_epi32(static_cast<int>(kIV[1])), _mm256_set1_epi32(static_cast<int>(kIV[2])), _mm256_set1_epi32(static_cast<int>(kIV[3])),
                      clo, chi, _mm256_set1_epi32(static_cast<int>(kBlock)), _mm256_set1_epi32(static_cast<int>(f))};
-#define ADD(x, y) _mm256_add_epi32(x, y)
-#define XOR(x, y) _mm256_xor_si256(x, y)
-#define ROR16(x) _mm256_shuffle_epi8(x, r16)
-#define ROR12(x) ror_avx2(x, 12)
-#define ROR8(x) _mm256_shuffle_epi8(x, r8)
-#define ROR7(x) ror_avx2(x, 7)
-    for (int r = 0; r < 7; r++) {
-      LD_ROUND(kSchedule.s[r])
-    }
-#undef ADD
-#undef XOR
-#undef ROR16
-#undef ROR12
-#undef ROR8
-#undef ROR7
+    const auto rot16 = [r16](__m256i x) __attribute__((target("avx2"))) { return _mm256_shuffle_epi8(x, r16); };
+    const auto rot8 = [r8](__m256i x) __attribute__((target("avx2"))) { return _mm256_shuffle_epi8(x, r8); };
+    LD_ROUNDS(_mm256_add_epi32, _mm256_xor_si256, rot16, ror_avx2<12>, rot8, ror_avx2<7>)
     for (int i = 0; i < 8; i++) h[i] = _mm256_xor_si256(v[i], v[i + 8]);
   }
   alignas(32) uint32_t t[8][8];
