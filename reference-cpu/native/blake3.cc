@@ -133,7 +133,7 @@ __attribute__((target("avx512f"))) inline void load_transposed16(const uint8_t* 
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);      // quarter j: i w4j, i+1 w4j, i w4j+1, i+1 w4j+1
     t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);  // quarter j: the same for words 4j+2, 4j+3
   }
-  for (int g = 0; g < 4; g++) {  // lanes 4g..4g+3: u[4g+q], quarter j = their word 4j+q
+  for (int g = 0; g < 4; g++) {  // lanes 4g..4g+3: r[4g+q], quarter j = their word 4j+q
     const __m512i *a = t + 4 * g;
     r[4 * g + 0] = _mm512_unpacklo_epi64(a[0], a[2]);
     r[4 * g + 1] = _mm512_unpackhi_epi64(a[0], a[2]);
