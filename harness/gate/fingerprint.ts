@@ -119,8 +119,8 @@ function readCache(file: string): CacheFile {
  * hashed version would leave every key field equal. Such a file is simply hashed again next time.
  */
 const RACY_MS = 3000;
-const racy = (k: { mtime_ns: string; ctime_ns: string }, racyMs: number) => {
-  const now = BigInt(Date.now()) * 1_000_000n;
+const racy = (k: { mtime_ns: string; ctime_ns: string }, racyMs: number, readAtMs = Date.now()) => {
+  const now = BigInt(Math.floor(readAtMs)) * 1_000_000n;
   const window = BigInt(racyMs) * 1_000_000n;
   return now - BigInt(k.mtime_ns) < window || now - BigInt(k.ctime_ns) < window;
 };
@@ -261,7 +261,7 @@ export class PartDigests {
   private readonly readFromCache: boolean;
   private readonly macKey: string | null;
   private readonly opened = new Map<string, { fd: number; abs: string; key: ReturnType<typeof keyOf> }>();
-  private readonly fresh = new Map<string, Map<string, string>>();
+  private readonly fresh = new Map<string, Map<string, { digest: string; readAtMs: number }>>();
 
   constructor(private readonly o: Pick<FingerprintOptions, 'useCache' | 'macKey' | 'racyMs' | 'protect'> = {}) {
     const cacheFile = fingerprintCacheFile();
@@ -282,18 +282,23 @@ export class PartDigests {
   vouches(file: string, fd: number, label: string, digest: string): boolean {
     const f = this.of(file, fd);
     if (this.cache === null || !this.readFromCache) return false;
+    // the file as it is now, not as it was when first named: one changed in place since is hashed (and refused)
+    if (!sameKey({ ...keyOf(fs.fstatSync(fd, { bigint: true })), sha256: '' }, f.key)) return false;
     const at = `${f.abs}\0${label}`;
     const e = this.cache.entries[at];
     return e !== undefined && e.sha256 === digest && sameKey(e, f.key) && macOk(this.macKey, at, e);
   }
 
-  /** `label`'s bytes in `file` were just hashed to `digest` (and matched what they should be). */
-  record(file: string, fd: number, label: string, digest: string): void {
+  /**
+   * `label`'s bytes in `file` were hashed (or compared) to `digest` and matched what they should be; `readAtMs`: when
+   * that read began, the time the racy rule (above) judges the file's timestamps against (default: now).
+   */
+  record(file: string, fd: number, label: string, digest: string, readAtMs = Date.now()): void {
     if (this.cache === null) return;
     this.of(file, fd);
     let m = this.fresh.get(file);
     if (m === undefined) this.fresh.set(file, (m = new Map()));
-    m.set(label, digest);
+    m.set(label, { digest, readAtMs: Math.min(readAtMs, m.get(label)?.readAtMs ?? Infinity) });
   }
 
   /** Write what was recorded, but not for a file changed since it was first named or too recently (racy, above). */
@@ -305,8 +310,9 @@ export class PartDigests {
     for (const [file, labels] of this.fresh) {
       const f = this.opened.get(file)!;
       const now = keyOf(fs.fstatSync(f.fd, { bigint: true }));
-      if (!sameKey({ ...now, sha256: '' }, f.key) || racy(f.key, this.o.racyMs ?? RACY_MS)) continue;
-      for (const [label, sha256] of labels) {
+      if (!sameKey({ ...now, sha256: '' }, f.key)) continue;
+      for (const [label, { digest: sha256, readAtMs }] of labels) {
+        if (racy(f.key, this.o.racyMs ?? RACY_MS, readAtMs)) continue;
         const at = `${f.abs}\0${label}`;
         const e = { ...f.key, sha256 };
         latest.entries[at] = this.macKey !== null ? { ...e, mac: entryMac(this.macKey, at, e) } : e;

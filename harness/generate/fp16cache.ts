@@ -122,6 +122,8 @@ export class CacheFiles {
   readonly meta: Record<string, string>;
   /** verify mode: each compared file's identity (identityOf) as it was compared, so its digests are of those bytes */
   readonly compared: Pinned = new Map();
+  /** verify mode: when each file's compare began (Date.now()), what the digest cache's racy rule judges it by */
+  readonly comparedAt = new Map<string, number>();
 
   constructor(private readonly t: CacheTarget) {
     this.meta = { format: 'pt', generator: 'layerdiff convert', checkpoint_fingerprint: t.fingerprint };
@@ -138,6 +140,7 @@ export class CacheFiles {
       try {
         v.expect(encodeSafetensors(tensors, this.meta), 'the header and tensors');
         this.compared.set(file, v.end());
+        this.comparedAt.set(file, v.startedAt);
       } finally {
         v.close();
       }
@@ -153,6 +156,7 @@ export class CacheFiles {
         v.expect(safetensorsLayout(specs, this.meta).header, 'the safetensors header');
         body({ write: (name, chunk) => v.expect(chunk, name) });
         this.compared.set(file, v.end());
+        this.comparedAt.set(file, v.startedAt);
       } finally {
         v.close();
       }
@@ -183,11 +187,17 @@ export class CacheFiles {
 class CacheFileCheck {
   private readonly fd: number;
   private readonly identity: string;
+  readonly startedAt = Date.now();
   private at = 0;
 
   constructor(private readonly file: string) {
     this.fd = openCacheFile(file);
-    this.identity = identityOf(this.fd);
+    try {
+      this.identity = identityOf(this.fd);
+    } catch (e) {
+      fs.closeSync(this.fd);
+      throw e;
+    }
   }
 
   expect(bytes: Uint8Array, what: string): void {
@@ -228,7 +238,9 @@ function openCacheFile(file: string): number {
   try {
     return openRegularForRead(file);
   } catch (e) {
-    throw new InputError(`cannot be read as part of the FP16 cache (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, { file });
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ELOOP' ? 'it is a symbolic link' : code === 'ENOENT' ? 'it is missing' : (code ?? (e as Error).message);
+    throw new InputError(`cannot be read as part of the FP16 cache (${why}); rerun layerdiff convert`, { file });
   }
 }
 
@@ -278,7 +290,7 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   for (const [k, v] of Object.entries(want)) {
     if (canonicalJson(v) !== canonicalJson((man as Record<string, unknown>)[k])) throw new InputError(`its ${k} is not what the checkpoint converts to (edited manifest?); rerun layerdiff convert`, { file: mf });
   }
-  recordCompared(t, files.compared, want.files, parts ?? []);
+  recordCompared(t, files, want.files, parts ?? []);
   return man;
 }
 
@@ -289,8 +301,7 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
  * `generate` after the gate verifies them by stat instead of hashing again the 3.4 GB (wide fixture) it uses. A file
  * that is no longer the one compared is not recorded, and is then hashed at load as always.
  */
-function recordCompared(t: CacheTarget, compared: Pinned, whole: readonly CacheFileDigest[], parts: NonNullable<CacheBody<Fp16ManifestBase>['parts']>): void {
-  const trusted = new PartDigests({ protect: t.checkpointDir });
+function recordCompared(t: CacheTarget, files: CacheFiles, whole: readonly CacheFileDigest[], parts: NonNullable<CacheBody<Fp16ManifestBase>['parts']>): void {
   const fds = new Map<string, number>();
   const fdOf = (name: string): number => {
     let fd = fds.get(name);
@@ -298,12 +309,21 @@ function recordCompared(t: CacheTarget, compared: Pinned, whole: readonly CacheF
     return fd;
   };
   try {
+    const trusted = new PartDigests({ protect: t.checkpointDir });
+    // recorded first (which takes the file's stat key), then checked to be the file compared: a ctime only moves
+    // forward, so a file that is the compared one now was the compared one when its key was taken
+    const named = new Set<string>();
     const record = (name: string, label: string, digest: string) => {
-      if (compared.get(name) === identityOf(fdOf(name))) trusted.record(path.join(t.dir, name), fdOf(name), label, digest);
+      trusted.record(path.join(t.dir, name), fdOf(name), label, digest, files.comparedAt.get(name));
+      named.add(name);
     };
     for (const f of whole) record(f.name, WHOLE_FILE, `blake3:${f.blake3}`);
     for (const p of parts) record(p.file, p.label, p.digest);
+    for (const name of named) if (files.compared.get(name) !== identityOf(fdOf(name))) return; // changed since: nothing recorded
     trusted.flush();
+  } catch (e) {
+    // the gate's verdict stands; only the shortcut for the next load is lost
+    process.stderr.write(`layerdiff: note: could not record the FP16 cache's digests for the next load: ${(e as Error).message}\n`);
   } finally {
     for (const fd of fds.values()) fs.closeSync(fd);
   }
@@ -487,6 +507,7 @@ function wholeDigests(dir: string, names: readonly string[], compared?: Pinned):
 }
 
 function assertCompared(compared: Pinned | undefined, name: string, identity: string, file: string): void {
+  if (compared !== undefined && !compared.has(name)) throw new Error(`${name} is vouched for but was never compared (the layout's converter does not write it)`);
   if (compared !== undefined && compared.get(name) !== identity) throw new InputError('changed after it was compared with the conversion (replaced or edited meanwhile); run again once nothing writes to the cache', { file });
 }
 
@@ -642,6 +663,7 @@ export class ChunkedFile {
   close(): void {
     if (this.fd !== undefined) fs.closeSync(this.fd);
     this.fd = undefined;
+    this.checked.fill(false); // a file opened again is checked again
   }
 }
 
@@ -666,7 +688,7 @@ export class CacheStore {
     if (!this.held.has(file)) {
       const want = this.pinned.get(file);
       if (want !== undefined && identityOf(f.descriptor) !== want) {
-        throw new InputError('is not the file that was verified against the FP16 cache manifest (replaced or edited since); rerun', { file: path.join(this.dir, file) });
+        throw new InputError('is not the file that was verified against the FP16 cache manifest (replaced or edited since); run again once nothing writes to the cache', { file: path.join(this.dir, file) });
       }
       this.held.add(file);
     }
@@ -724,6 +746,7 @@ export class CacheStore {
   }
 
   close(): void {
+    this.held.clear(); // a file opened again is held to its pin again
     this.files.close();
   }
 }

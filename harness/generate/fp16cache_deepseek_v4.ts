@@ -41,7 +41,7 @@ import { forEachRowChunk, readRows } from '../models/rows.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
 import type { TensorSpec } from '../io/stream_writer.js';
-import { type CacheFiles, CacheStore, ChunkedFile, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
+import { type CacheFiles, CacheStore, ChunkedFile, f16Bytes, type Fp16ManifestBase, identityOf, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface ExpertsFileDigest {
   name: string;
@@ -164,8 +164,10 @@ export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoi
   man.experts.forEach((x, L) => {
     if (x?.name !== expertsFile(L) || !Array.isArray(x.blake3) || x.blake3.length !== E) throw new InputError(`experts entry ${L} is not ${expertsFile(L)} with ${E} expert digests`, { file: mf });
     const f = path.join(dir, x.name);
-    const size = fs.existsSync(f) ? fs.statSync(f).size : -1;
-    if (size < 0) throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file: f });
+    const st = fs.lstatSync(f, { throwIfNoEntry: false });
+    if (st === undefined) throw new InputError('is missing (the FP16 cache manifest lists it); rerun layerdiff convert', { file: f });
+    if (!st.isFile()) throw new InputError(`is ${st.isSymbolicLink() ? 'a symbolic link' : 'not a regular file'}; rerun layerdiff convert`, { file: f });
+    const size = st.size;
     if (size !== x.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${x.size} (truncated or edited); rerun layerdiff convert`, { file: f });
   });
   return { ok: true, weights: new DeepseekV4Fp16Weights(m, new CacheStore(dir, c.pinned), man, { protect: m.ck.dir, ...fpOptions }) };
@@ -176,6 +178,8 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   readonly cfg: DeepseekV4Config;
   /** routed experts (`L.e`) whose bytes matched their digest: checked once, then trusted when read again */
   private readonly verified = new Set<string>();
+  /** each experts file's identity (identityOf) when its first expert was bound: it must not change while in use */
+  private readonly identities = new Map<string, string>();
   /** routed experts an earlier process checked, trusted while their experts file is unchanged */
   private parts: PartDigests | null = null;
   /** the embedding's reads, each chunk checked against its digest when first read */
@@ -288,9 +292,14 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
    */
   private experts(L: number, es: readonly number[], skeletons: readonly DeepseekV4Expert[]): DeepseekV4Expert[] {
     const x = this.manifest.experts[L];
+    const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
+    // An expert verified (or trusted by stat) earlier is mapped again when layers are not kept, and a digest-cache
+    // entry vouches for the file as it was when first named: both hold only while the file is the same as then.
+    const id = identityOf(fd);
+    if ((this.identities.get(x.name) ?? id) !== id) throw new InputError('changed while in use (edited in place?); run again once nothing writes to the cache', { file });
+    this.identities.set(x.name, id);
     const bound = skeletons.map((sk) => ({ w1: this.linear(x.name, sk.w1), w2: this.linear(x.name, sk.w2), w3: this.linear(x.name, sk.w3) }));
     const parts = (this.parts ??= new PartDigests(this.fpOptions));
-    const [file, fd] = [path.join(this.store.dir, x.name), this.store.descriptor(x.name)];
     const tensor = (e: number) => expertLabel(L, e);
     const digest = (e: number) => expertDigest(x.blake3[e]);
     const toHash = es.map((e, i) => i).filter((i) => !this.verified.has(`${L}.${es[i]}`) && !parts.vouches(file, fd, tensor(es[i]), digest(es[i])));

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InputError } from '../errors.js';
 import type { LinearWeight, StoredTensor } from '../formats/linear.js';
 import { act } from '../formats/tensor.js';
-import { checkpointFingerprint, fingerprintFiles } from '../gate/fingerprint.js';
+import { checkpointFingerprint, fingerprintFiles, PartDigests } from '../gate/fingerprint.js';
 import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
@@ -565,6 +565,8 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
     fs.cpSync(cacheDir, dir, { recursive: true });
     await new Promise((r) => setTimeout(r, 3100)); // past the racy window: a file changed just now is never recorded
     const saved = process.env.LAYERDIFF_CACHE_DIR;
+    const savedKey = process.env.LAYERDIFF_SIGNING_KEY;
+    delete process.env.LAYERDIFF_SIGNING_KEY;
     process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'gate-records-digests');
     try {
       await writeDeepseekV4Fp16Cache(m, N, dir, fp, undefined, true);
@@ -579,12 +581,52 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
         const abs = fs.realpathSync(path.join(dir, x.name));
         x.blake3.forEach((d, e) => expect(entries[`${abs}\0layers.${L}.ffn.experts.${e}`]?.sha256).toBe(`blake3:${d}`));
       });
+      // each entry is one a load accepts for the file as it is (stat key and, with a key, MAC)
+      const vouched = (o: { macKey?: string | null }, dir = path.join(tmp, 'gate-records')) => {
+        const parts = new PartDigests({ racyMs: 0, ...o });
+        const ok = (name: string, label: string, digest: string) => {
+          const fd = fs.openSync(path.join(dir, name), 'r');
+          try {
+            return parts.vouches(path.join(dir, name), fd, label, digest);
+          } finally {
+            fs.closeSync(fd);
+          }
+        };
+        return man.files.every((f) => ok(f.name, '(whole file)', `blake3:${f.blake3}`)) && man.experts.every((x, L) => x.blake3.every((d, e) => ok(x.name, `layers.${L}.ffn.experts.${e}`, `blake3:${d}`)));
+      };
+      expect(vouched({ macKey: null })).toBe(true);
+      expect(vouched({ macKey: 'k' })).toBe(false); // recorded without a key: no MAC a keyed load would accept
       const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
       if (!c.ok) throw new Error(c.why);
       c.weights.loadLayer(1).expert(2);
+      // an experts file edited in place after its first expert was used: a later expert is refused, not trusted by
+      // the entry recorded for the file as it was
+      const sf = SafetensorsFile.open(path.join(dir, 'layer.00001.experts.safetensors'));
+      const at = sf.get('layers.1.ffn.experts.5.w2.weight')!.begin + 3;
+      sf.close();
+      flipBits(path.join(dir, 'layer.00001.experts.safetensors'), at);
+      expect(() => c.weights.loadLayer(1).expert(5)).toThrow(/layer\.00001\.experts\.safetensors.*changed while in use/);
       c.weights.close();
+
+      // a gate on files written just now records nothing (racy); past the window, with the signing key, it records
+      // entries MACed under that key
+      process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'gate-records-keyed');
+      const keyed = path.join(tmp, 'gate-records-2');
+      fs.cpSync(cacheDir, keyed, { recursive: true });
+      await writeDeepseekV4Fp16Cache(m, N, keyed, fp, undefined, true);
+      const db = path.join(tmp, 'gate-records-keyed', 'fingerprints.json');
+      const recorded = () => (fs.existsSync(db) ? Object.keys((JSON.parse(fs.readFileSync(db, 'utf8')) as { entries: object }).entries).filter((k) => k.startsWith(fs.realpathSync(keyed))) : []);
+      expect(recorded()).toEqual([]);
+      await new Promise((r) => setTimeout(r, 3100));
+      process.env.LAYERDIFF_SIGNING_KEY = 'k';
+      await writeDeepseekV4Fp16Cache(m, N, keyed, fp, undefined, true);
+      expect(recorded().length).toBe(man.files.length + man.experts.reduce((n, x) => n + x.blake3.length, 0));
+      expect(vouched({ macKey: 'k' }, keyed)).toBe(true);
+      expect(vouched({ macKey: 'other' }, keyed)).toBe(false);
     } finally {
       process.env.LAYERDIFF_CACHE_DIR = saved;
+      if (savedKey === undefined) delete process.env.LAYERDIFF_SIGNING_KEY;
+      else process.env.LAYERDIFF_SIGNING_KEY = savedKey;
     }
   });
 
