@@ -3,8 +3,8 @@
  * path's pre-dequantized weights as safetensors tensors named like the checkpoint's weights, plus
  * manifest.json binding them to the checkpoint's full fingerprint and to each file's BLAKE3 (harness/io/blake3.ts:
  * a cryptographic hash that runs on every core at SIMD width, where SHA-256 is one serial stream per file: a
- * first load took 2.4–2.8 s with it, against 0.7 s once the digests are recorded). This file holds what every architecture shares; the layouts are
- * fp16cache_llama.ts, fp16cache_gpt_oss.ts and fp16cache_deepseek_v4.ts.
+ * first load took 2.4–2.8 s with it, against 0.7 s once the digests are recorded). This file holds what every
+ * architecture shares; the layouts are fp16cache_llama.ts, fp16cache_gpt_oss.ts and fp16cache_deepseek_v4.ts.
  *
  * Writing (writeCache): into a staging folder next to the target, swapped in only when complete, so a failed
  * or interrupted convert leaves the previous cache intact and no partial output; a non-empty folder that is
@@ -497,13 +497,18 @@ function wholeDigests(dir: string, names: readonly string[], compared?: Pinned):
       const before = identityOf(fd);
       assertCompared(compared, name, before, file);
       const size = fs.fstatSync(fd).size;
-      const blake3 = blake3File(fd, size, hashThreads(Number.POSITIVE_INFINITY));
-      if (blake3 === null || identityOf(fd) !== before) throw new InputError('changed while it was being hashed; rerun layerdiff convert', { file });
-      return { name, size, blake3 };
+      return { name, size, blake3: hashUnchanged(fd, file, before, size, hashThreads(Number.POSITIVE_INFINITY)) };
     } finally {
       fs.closeSync(fd);
     }
   });
+}
+
+/** The BLAKE3 of the `size` bytes of the file open as `fd`, which must still have `identity` once they are hashed. */
+function hashUnchanged(fd: number, file: string, identity: string, size: number, threads: number): string {
+  const digest = blake3File(fd, size, threads);
+  if (digest === null || identityOf(fd) !== identity) throw new InputError('changed while it was being hashed; run again once nothing writes to the cache', { file });
+  return digest;
 }
 
 function assertCompared(compared: Pinned | undefined, name: string, identity: string, file: string): void {
@@ -532,8 +537,7 @@ function verifyWholeFiles(dir: string, files: readonly CacheFileDigest[], mf: st
       if (size !== f.size) throw new InputError(`has ${size} bytes, the FP16 cache manifest says ${f.size} (truncated or edited); rerun layerdiff convert`, { file });
       const digest = `blake3:${f.blake3}`;
       if (!trusted.vouches(file, fd, WHOLE_FILE, digest)) {
-        if (blake3File(fd, size, threads) !== f.blake3) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file });
-        if (identityOf(fd) !== identity) throw new InputError('changed while it was being hashed; run again once nothing writes to the cache', { file });
+        if (hashUnchanged(fd, file, identity, size, threads) !== f.blake3) throw new InputError('does not match the digest in the FP16 cache manifest (corrupted or edited); rerun layerdiff convert', { file });
         trusted.record(file, fd, WHOLE_FILE, digest);
       }
       pinned.set(f.name, identity);
@@ -568,7 +572,7 @@ function chunkDigests(dir: string, specs: ChunkedSpec[] = [], compared?: Pinned)
         blake3.push(blake3Parts([[buf.subarray(0, n)]], 1)[0]);
         at += n;
       }
-      if (identityOf(fd) !== before) throw new InputError('changed while it was being hashed; rerun layerdiff convert', { file });
+      if (identityOf(fd) !== before) throw new InputError('changed while it was being hashed; run again once nothing writes to the cache', { file });
       return { name: c.name, size, header_bytes: headerBytes, chunk_bytes: c.chunkBytes, blake3 };
     } finally {
       fs.closeSync(fd);
