@@ -40,7 +40,7 @@
 namespace {
 
 constexpr int KB = 1024;  // k slice (multiple of 8): the panel [NR, KB] (32 KB at NR 8) stays in L1, x's slice [m, KB] in L2; 1.1–1.25× faster than 256 at m ≥ 16 (measured, same bits)
-constexpr int XS = KB + 16;  // x's row stride in a repacked slice (see gemm_simd)
+constexpr int XS = KB + 16;  // x's row stride in a repacked slice (see Avx2::slice_floats)
 
 enum class Simd { Scalar, Avx2, Avx512 };
 Simd g_simd = Simd::Scalar;
@@ -128,26 +128,52 @@ void tile_pairs_run(int pairs, const float* xq, int ldq, const float* const* wr,
   tile_pairs<RP>(xq, ldq, wr, len, acc);
 }
 
-// Tile dispatch on the number of x rows left (1..MR) and on FILL.
-template <template <int, bool> class Tile, int MR>
-struct Tiles {
-  template <int R = MR>
-  static void run(int rows, bool fill, const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) {
-    if constexpr (R > 1) {
-      if (rows < R) return run<R - 1>(rows, fill, x, ldx, wr, panel, len, acc);
-    }
-    if (fill) Tile<R, true>::call(x, ldx, wr, panel, len, acc);
-    else Tile<R, false>::call(x, ldx, wr, panel, len, acc);
+template <int R = 3>
+void tile_avx2_run(int rows, bool fill, const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) {
+  if constexpr (R > 1) {
+    if (rows < R) return tile_avx2_run<R - 1>(rows, fill, x, ldx, wr, panel, len, acc);
   }
-};
-template <int R, bool F>
-struct Avx2Tile {
-  static void call(const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) { tile_avx2<R, F>(x, ldx, wr, panel, len, acc); }
-};
+  if (fill) tile_avx2<R, true>(x, ldx, wr, panel, len, acc);
+  else tile_avx2<R, false>(x, ldx, wr, panel, len, acc);
+}
 
+// How each kernel lays out x and its accumulators (gemm_blocks drives both): a k slice of x repacked [rows][·],
+// the tiles run over one slice, and where output (i, j)'s 8 lanes sit in the per-thread accumulator buffer.
 struct Avx2 {
   static constexpr int NR = 4, MR = 3;
-  using T = Tiles<Avx2Tile, MR>;
+  static constexpr size_t kPanel = (size_t)NR * KB + 16;
+  static size_t acc_floats(int m) { return (size_t)m * NR * 8; }
+  // rows of a slice XS = KB + 16 floats apart instead of k: with k (or KB) a power of two, rows that far apart
+  // all fall in the same L1 sets and evict each other (16 rows > 12 ways)
+  static size_t slice_floats(int m) { return (size_t)m * XS; }
+  static void repack(const float* x, int m, int k, int k0, int len, float* xs) {
+    for (int i = 0; i < m; i++) std::memcpy(xs + (size_t)i * XS, x + (size_t)i * k + k0, (size_t)len * sizeof(float));
+  }
+  static void slice(int m, const float* xs, const float* const* wr, float* panel, int len, float* acc) {
+    for (int i = 0; i < m; i += MR) tile_avx2_run(std::min(MR, m - i), i == 0, xs + (size_t)i * XS, XS, wr, panel, len, acc + (size_t)i * NR * 8);
+  }
+  static float* lanes(float* acc, int i, int j) { return acc + ((size_t)i * NR + j) * 8; }
+};
+
+struct Avx512Pairs {
+  static constexpr int NR = 8, RPM = 3;
+  static constexpr size_t kPanel = 0;
+  // a pair's slice is [KB/8][16] floats, pairs LDQ = 2·KB + 32 floats apart (not a power of two, as XS); the odd
+  // last row's partner is zeros, computed and never stored
+  static constexpr int LDQ = 2 * KB + 32;
+  static size_t acc_floats(int m) { return (size_t)((m + 1) / 2) * NR * 16; }
+  static size_t slice_floats(int m) { return (size_t)((m + 1) / 2) * LDQ; }
+  static void repack(const float* x, int m, int k, int k0, int len, float* xs) {
+    for (int i = 0; i < m; i++) {
+      float* d = xs + (size_t)(i / 2) * LDQ + (i % 2) * 8;
+      for (int kk = 0; kk < len; kk += 8) std::memcpy(d + 2 * kk, x + (size_t)i * k + k0 + kk, 8 * sizeof(float));
+    }
+  }
+  static void slice(int m, const float* xs, const float* const* wr, float*, int len, float* acc) {
+    const int pairs = (m + 1) / 2;
+    for (int q = 0; q < pairs; q += RPM) tile_pairs_run(std::min(RPM, pairs - q), xs + (size_t)q * LDQ, LDQ, wr, len, acc + (size_t)q * NR * 16);
+  }
+  static float* lanes(float* acc, int i, int j) { return acc + ((size_t)(i / 2) * NR + j) * 16 + (i % 2) * 8; }
 };
 
 // Where the W rows come from. DirectRows: an FP32 matrix in memory. ExactRows (the fused linearExact): a stored
@@ -183,27 +209,26 @@ struct ExactRows {
   }
 };
 
-// y[i, j] for j < n (row stride n) from W rows src.rows(·).
+// y[i, j] for j < n (row stride n) from W rows src.rows(·), with the kernel Isa (Avx2 or Avx512Pairs).
 template <class Isa, class Src>
-void gemm_simd(const float* x, const Src& src, int m, int k, int n, float* y) {
+void gemm_blocks(const float* x, const Src& src, int m, int k, int n, float* y) {
   constexpr int NR = Isa::NR;
   const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads();
-  const size_t panel_n = (size_t)NR * KB + 16, accn = (size_t)m * NR * 8, rown = Src::kBuffered ? (size_t)NR * k : 0;
-  std::vector<float> scratch((size_t)nthreads * (panel_n + accn + rown));
-  // x repacked as [k slice][m][XS]: rows of a slice XS = KB + 16 floats apart instead of k. With k (or KB) a
-  // power of two, rows that far apart all fall in the same L1 sets and evict each other (16 rows > 12 ways).
+  const size_t accn = Isa::acc_floats(m), rown = Src::kBuffered ? (size_t)NR * k : 0, per_thread = Isa::kPanel + accn + rown;
+  std::vector<float> scratch((size_t)nthreads * per_thread);
+  // x repacked once, slice by slice, 64-byte aligned for the tiles' loads (zeros where a layout pads)
   const int nslices = (k8 + KB - 1) / KB;
-  std::vector<float> xp((size_t)nslices * m * XS);
-  for (int sl = 0; sl < nslices; sl++) {
-    const int k0 = sl * KB, len = std::min(KB, k8 - k0);
-    for (int i = 0; i < m; i++) std::memcpy(&xp[((size_t)sl * m + i) * XS], x + (size_t)i * k + k0, (size_t)len * sizeof(float));
-  }
+  const size_t slice_n = Isa::slice_floats(m);
+  std::vector<float> xbuf((size_t)nslices * slice_n + 16, 0.0f);
+  float* xp = xbuf.data();
+  while ((reinterpret_cast<uintptr_t>(xp) & 63) != 0) xp++;
+  for (int sl = 0; sl < nslices; sl++) Isa::repack(x, m, k, sl * KB, std::min(KB, k8 - sl * KB), xp + (size_t)sl * slice_n);
 #pragma omp parallel num_threads(nthreads)
   {
-    float* base = scratch.data() + (size_t)omp_get_thread_num() * (panel_n + accn + rown);
+    float* base = scratch.data() + (size_t)omp_get_thread_num() * per_thread;
     float* panel = base;
-    while ((reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
-    float* acc = base + panel_n;
+    while (Isa::kPanel > 0 && (reinterpret_cast<uintptr_t>(panel) & 63) != 0) panel++;
+    float* acc = base + Isa::kPanel;
     float* rowbuf = acc + accn;
 #pragma omp for schedule(static)
     for (int nb = 0; nb < nblocks; nb++) {
@@ -211,69 +236,14 @@ void gemm_simd(const float* x, const Src& src, int m, int k, int n, float* y) {
       const float* w = src.rows(j0, nr, rowbuf);  // row j0 + j is w + j·k
       std::fill(acc, acc + accn, 0.0f);
       for (int k0 = 0; k0 < k8; k0 += KB) {
-        const int len = std::min(KB, k8 - k0);
         // Rows past n repeat the last row: computed, never stored, so one tile shape serves all blocks.
         const float* wr[NR];
         for (int j = 0; j < NR; j++) wr[j] = w + (size_t)std::min(j, nr - 1) * k + k0;
-        const float* xs = &xp[(size_t)(k0 / KB) * m * XS];
-        for (int i = 0; i < m; i += Isa::MR)
-          Isa::T::run(std::min(Isa::MR, m - i), i == 0, xs + (size_t)i * XS, XS, wr, panel, len, acc + (size_t)i * NR * 8);
+        Isa::slice(m, xp + (size_t)(k0 / KB) * slice_n, wr, panel, std::min(KB, k8 - k0), acc);
       }
       for (int i = 0; i < m; i++) {
         for (int j = 0; j < nr; j++) {
-          float* p = acc + ((size_t)i * NR + j) * 8;
-          const float* xr = x + (size_t)i * k;
-          const float* wrow = w + (size_t)j * k;
-          for (int t = k8; t < k; t++) p[t & 7] = fmaf(xr[t], wrow[t], p[t & 7]);
-          y[(size_t)i * n + j0 + j] = combine(p);
-        }
-      }
-    }
-  }
-}
-
-// y[i, j] for j < n from W rows src.rows(·), AVX-512 with x rows in pairs (tile_pairs): 24 accumulators, 3 x pairs
-// and one broadcast W chunk in registers, 8 W rows per block.
-template <class Src>
-__attribute__((target("avx512f,avx2,fma"))) void gemm_pairs(const float* x, const Src& src, int m, int k, int n, float* y) {
-  constexpr int NR = 8, RPM = 3;
-  const int k8 = k & ~7, nblocks = (n + NR - 1) / NR, nthreads = omp_get_max_threads(), pairs = (m + 1) / 2;
-  const int nslices = (k8 + KB - 1) / KB;
-  // a pair's slice is [KB/8][16] floats, pairs 2·KB + 32 floats apart (not a power of two: see XS above); 64-byte
-  // aligned for the zmm loads. The odd last row's partner is zeros, computed and never stored.
-  const int ldq = 2 * KB + 32;
-  const size_t accn = (size_t)pairs * NR * 16, rown = Src::kBuffered ? (size_t)NR * k : 0;
-  std::vector<float> scratch((size_t)nthreads * (accn + rown));
-  std::vector<float> xbuf((size_t)nslices * pairs * ldq + 16, 0.0f);
-  float* xp = xbuf.data();
-  while ((reinterpret_cast<uintptr_t>(xp) & 63) != 0) xp++;
-  for (int sl = 0; sl < nslices; sl++) {
-    const int k0 = sl * KB, len = std::min(KB, k8 - k0);
-    for (int i = 0; i < m; i++) {
-      float* d = xp + ((size_t)sl * pairs + i / 2) * ldq + (i % 2) * 8;
-      const float* s = x + (size_t)i * k + k0;
-      for (int kk = 0; kk < len; kk += 8) std::memcpy(d + 2 * kk, s + kk, 8 * sizeof(float));
-    }
-  }
-#pragma omp parallel num_threads(nthreads)
-  {
-    float* acc = scratch.data() + (size_t)omp_get_thread_num() * (accn + rown);
-    float* rowbuf = acc + accn;
-#pragma omp for schedule(static)
-    for (int nb = 0; nb < nblocks; nb++) {
-      const int j0 = nb * NR, nr = std::min(NR, n - j0);
-      const float* w = src.rows(j0, nr, rowbuf);  // row j0 + j is w + j·k
-      std::fill(acc, acc + accn, 0.0f);
-      for (int k0 = 0; k0 < k8; k0 += KB) {
-        const int len = std::min(KB, k8 - k0);
-        const float* wr[NR];  // rows past n repeat the last row: computed, never stored
-        for (int j = 0; j < NR; j++) wr[j] = w + (size_t)std::min(j, nr - 1) * k + k0;
-        const float* xs = xp + (size_t)(k0 / KB) * pairs * ldq;
-        for (int q = 0; q < pairs; q += RPM) tile_pairs_run(std::min(RPM, pairs - q), xs + (size_t)q * ldq, ldq, wr, len, acc + (size_t)q * NR * 16);
-      }
-      for (int i = 0; i < m; i++) {
-        for (int j = 0; j < nr; j++) {
-          float* p = acc + ((size_t)(i / 2) * NR + j) * 16 + (i % 2) * 8;
+          float* p = Isa::lanes(acc, i, j);
           const float* xr = x + (size_t)i * k;
           const float* wrow = w + (size_t)j * k;
           for (int t = k8; t < k; t++) p[t & 7] = fmaf(xr[t], wrow[t], p[t & 7]);
@@ -303,8 +273,8 @@ void gemm_scalar(const float* x, const Src& src, int m, int k, int n, float* y) 
 
 template <class Src>
 void gemm_any(const float* x, const Src& src, int m, int k, int n, float* y) {
-  if (g_simd == Simd::Avx512) gemm_pairs(x, src, m, k, n, y);
-  else if (g_simd == Simd::Avx2) gemm_simd<Avx2>(x, src, m, k, n, y);
+  if (g_simd == Simd::Avx512) gemm_blocks<Avx512Pairs>(x, src, m, k, n, y);
+  else if (g_simd == Simd::Avx2) gemm_blocks<Avx2>(x, src, m, k, n, y);
   else gemm_scalar(x, src, m, k, n, y);
 }
 
