@@ -18,7 +18,7 @@
 //            accumulators for two x rows side by side, and each W chunk is broadcast to both halves from
 //            its row, so W needs neither a panel nor a shuffle. It replaced a 6×8 tile that packed two W
 //            rows per zmm into a panel (vinsertf64x4 on the FMA ports): 1.08–1.36× faster from m = 1 to
-//            256 at k = n = 4096, same bits (measured side by side; m = 32 within noise).
+//            256 at k = n = 4096 except m = 32 (0.94×, within the noise), same bits (measured side by side).
 //   Per output it is 8 lanes over k ≡ l (mod 8) at every level: the same order and the same bits as the
 //   scalar loop.
 #include <immintrin.h>
@@ -39,7 +39,10 @@
 
 namespace {
 
-constexpr int KB = 1024;  // k slice (multiple of 8): the panel [NR, KB] (32 KB at NR 8) stays in L1, x's slice [m, KB] in L2; 1.1–1.25× faster than 256 at m ≥ 16 (measured, same bits)
+// k slice (multiple of 8): AVX2's panel [NR, KB] (16 KB at NR 4) stays in L1, x's slice [m, KB] in L2; 1.1–1.25×
+// faster than 256 at m ≥ 16 with round 9's tiles, and 512, 1024 and 2048 within noise of each other with tile_pairs
+// (measured, same bits)
+constexpr int KB = 1024;
 constexpr int XS = KB + 16;  // x's row stride in a repacked slice (see Avx2::slice_floats)
 
 enum class Simd { Scalar, Avx2, Avx512 };
@@ -62,7 +65,7 @@ inline float dot_scalar(const float* x, const float* w, int k) {
   return combine(p);
 }
 
-// acc layout: [row i][W row j][8 lanes]; the tile for x rows [i, i+R) starts at acc + i·NR·8.
+// AVX2's acc layout: [row i][W row j][8 lanes]; the tile for x rows [i, i+R) starts at acc + i·NR·8.
 // FILL: the first tile of a slice reads the W rows straight from memory, so the DRAM stream overlaps its
 // FMAs, and leaves them in the panel [len/8][NR][8] for the slice's other tiles.
 template <int R, bool FILL>
@@ -120,7 +123,7 @@ __attribute__((target("avx512f,avx2,fma"))) void tile_pairs(const float* xq, int
     for (int j = 0; j < NR; j++) _mm512_storeu_ps(acc + (r * NR + j) * 16, c[r][j]);
 }
 
-template <int RP = 3>
+template <int RP>
 void tile_pairs_run(int pairs, const float* xq, int ldq, const float* const* wr, int len, float* acc) {
   if constexpr (RP > 1) {
     if (pairs < RP) return tile_pairs_run<RP - 1>(pairs, xq, ldq, wr, len, acc);
@@ -128,7 +131,7 @@ void tile_pairs_run(int pairs, const float* xq, int ldq, const float* const* wr,
   tile_pairs<RP>(xq, ldq, wr, len, acc);
 }
 
-template <int R = 3>
+template <int R>
 void tile_avx2_run(int rows, bool fill, const float* x, int ldx, const float* const* wr, float* panel, int len, float* acc) {
   if constexpr (R > 1) {
     if (rows < R) return tile_avx2_run<R - 1>(rows, fill, x, ldx, wr, panel, len, acc);
@@ -150,7 +153,7 @@ struct Avx2 {
     for (int i = 0; i < m; i++) std::memcpy(xs + (size_t)i * XS, x + (size_t)i * k + k0, (size_t)len * sizeof(float));
   }
   static void slice(int m, const float* xs, const float* const* wr, float* panel, int len, float* acc) {
-    for (int i = 0; i < m; i += MR) tile_avx2_run(std::min(MR, m - i), i == 0, xs + (size_t)i * XS, XS, wr, panel, len, acc + (size_t)i * NR * 8);
+    for (int i = 0; i < m; i += MR) tile_avx2_run<MR>(std::min(MR, m - i), i == 0, xs + (size_t)i * XS, XS, wr, panel, len, acc + (size_t)i * NR * 8);
   }
   static float* lanes(float* acc, int i, int j) { return acc + ((size_t)i * NR + j) * 8; }
 };
@@ -171,7 +174,7 @@ struct Avx512Pairs {
   }
   static void slice(int m, const float* xs, const float* const* wr, float*, int len, float* acc) {
     const int pairs = (m + 1) / 2;
-    for (int q = 0; q < pairs; q += RPM) tile_pairs_run(std::min(RPM, pairs - q), xs + (size_t)q * LDQ, LDQ, wr, len, acc + (size_t)q * NR * 16);
+    for (int q = 0; q < pairs; q += RPM) tile_pairs_run<RPM>(std::min(RPM, pairs - q), xs + (size_t)q * LDQ, LDQ, wr, len, acc + (size_t)q * NR * 16);
   }
   static float* lanes(float* acc, int i, int j) { return acc + ((size_t)(i / 2) * NR + j) * 16 + (i % 2) * 8; }
 };

@@ -7,6 +7,7 @@
  * bounded by γ(depth)·Σ|terms| (Higham, Accuracy and Stability, §4.2). The float64 loop's own error is
  * ~2^-29 times smaller and ignored. The bound is rigorous, so any excess is a kernel bug, not bad luck.
  */
+import * as fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../harness/rng.js';
 import { gemmF32, referenceNativeInfo, setReferenceSimd } from '../native.js';
@@ -39,6 +40,9 @@ function gemm64(x: Float32Array, w: Float32Array, m: number, k: number, n: numbe
 describe('gemmF32', () => {
   const SHAPES: Array<[number, number, number]> = [
     [16, 4096, 64], [1, 4096, 33], [5, 100, 7], [3, 7, 5], [17, 1037, 13], [2, 520, 4], [4, 8, 1],
+    // the AVX-512 pair tiles' edges: an odd row in a 2-pair tile (m = 3), a 1-pair tile after 3-pair ones (m = 7, 8,
+    // 13, 14), a slice of 8 after a full one (k = 1032), k tails beside n tails
+    [3, 40, 9], [7, 2056, 17], [8, 1032, 9], [13, 64, 8], [14, 29, 3],
   ];
   SHAPES.forEach(([m, k, n], s) => {
     it(`gemm_f32(m=${m},k=${k},n=${n})`, () => {
@@ -78,6 +82,33 @@ describe('gemmF32', () => {
       else if (j === 4) expect(Math.abs(v)).toBe(Infinity);
       else expect(Number.isFinite(v)).toBe(true);
     }
+  });
+
+  it('gemm_f32(m=5,k=45,n=11): NaN and Inf inside the SIMD part reach exactly their row and column, at every level', () => {
+    // the NaN in x row 3 (a pair's high half), the Inf in W's last row (n % 8 ≠ 0: the block's missing rows repeat it)
+    const m = 5, k = 45, n = 11;
+    const x = randomF32(31, m * k, 1), w = randomF32(32, n * k, 1);
+    x[3 * k + 5] = NaN;
+    w[10 * k + 9] = -Infinity;
+    const auto = gemmF32(x, w, m, k, n);
+    for (const mode of ['auto', 'avx2', 'scalar'] as const) {
+      setReferenceSimd(mode);
+      const y = gemmF32(x, w, m, k, n);
+      for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) {
+        const v = y[i * n + j];
+        if (i === 3) expect(Number.isNaN(v), `${mode} (${i}, ${j})`).toBe(true);
+        else if (j === 10) expect(Math.abs(v), `${mode} (${i}, ${j})`).toBe(Infinity);
+        else expect(Number.isFinite(v), `${mode} (${i}, ${j})`).toBe(true);
+        expect(Object.is(v, auto[i * n + j]), `${mode} (${i}, ${j}) has the bits of auto`).toBe(true);
+      }
+    }
+  });
+
+  it('auto is the best kernel the CPU has (so the AVX-512 pair tiles are what the other tests run where it exists)', () => {
+    const cpu = fs.existsSync('/proc/cpuinfo') ? fs.readFileSync('/proc/cpuinfo', 'utf8') : '';
+    if (cpu === '') return;
+    const want = /\bavx512f\b/.test(cpu) ? 'avx512' : /\bavx2\b/.test(cpu) && /\bfma\b/.test(cpu) ? 'avx2' : 'scalar';
+    expect(referenceNativeInfo().simd).toBe(want);
   });
 
   it('gemm_f32(m=3,k=21,n=5): results do not depend on byteOffset; guards untouched', () => {
