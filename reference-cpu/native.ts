@@ -61,6 +61,8 @@ interface ReferenceAddon {
   firstNonFinite(w: Float32Array): number;
   checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
   checkF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast: boolean, fill?: WeightFill): ExactVsF16 | ExactVsF16Read | { readError: string };
+  checkF16RowsStart(jobs: unknown[][]): unknown;
+  checkF16RowsWait(handle: unknown): Array<ExactVsF16Read | { readError: string }>;
   roundF16(x: Float32Array): Uint16Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
@@ -137,13 +139,50 @@ export function checkExactVsF16Rows(kind: ExactKind, weight: Uint8Array, scale: 
 
 /**
  * checkExactVsF16Rows reading the weight's bytes itself (MXFP4 and FP8 blocks): `weight` is the buffer the tensor
- * is read into, not yet filled; each thread reads the rows it compares next from `fill` into their place, so the
- * bytes come from the page cache once, on every core, and are compared while in cache (check_f16.cc). On return
- * `weight` holds the tensor. A read that fails or ends early gives { readError } and no compare result.
+ * would be read into, left unfilled; each thread reads the rows it compares next from `fill` into a chunk buffer
+ * of its own, so the bytes come from the page cache once, on every core, and are compared while in cache
+ * (check_f16.cc). `weight` is left as it was: a caller that needs the bytes (a tensor that differs) reads them.
+ * A read that fails or ends early gives { readError } and no compare result.
  */
 export function checkExactVsF16RowsReading(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fill: WeightFill): ExactVsF16Read | { readError: string } {
   for (const [name, v] of [['out', out], ['in', inn], ['bo', bo], ['bi', bi]] as const) dim(name, v, 'checkF16Rows');
   return native().checkF16Rows(kind, weight, scale, out, inn, bo, bi, source, true, fill) as ExactVsF16Read | { readError: string };
+}
+
+/** One tensor of a background batch: checkExactVsF16RowsReading's arguments. */
+export interface RowsReadingJob {
+  kind: ExactKind;
+  weight: Uint8Array;
+  scale: Uint8Array;
+  out: number;
+  inn: number;
+  bo: number;
+  bi: number;
+  source: unknown;
+  fill: WeightFill;
+}
+
+/** A batch started by startRowsReading: its results, in order, from waitRowsReading. */
+export interface RowsReadingBatch {
+  readonly handle: unknown;
+  readonly size: number;
+}
+
+/**
+ * checkExactVsF16RowsReading over a batch of tensors on a background native thread: returns at once, so the
+ * caller prepares the next batch while this one runs (check_f16.cc). One parallel pass over every chunk of every
+ * tensor of the batch: the threads do not wait for each other at each tensor's end. Arguments are checked here,
+ * as checkExactVsF16RowsReading checks them (a bad one throws before anything runs).
+ */
+export function startRowsReading(jobs: readonly RowsReadingJob[]): RowsReadingBatch {
+  for (const j of jobs) for (const [name, v] of [['out', j.out], ['in', j.inn], ['bo', j.bo], ['bi', j.bi]] as const) dim(name, v, 'checkF16Rows');
+  const handle = native().checkF16RowsStart(jobs.map((j) => [j.kind, j.weight, j.scale, j.out, j.inn, j.bo, j.bi, j.source, true, j.fill]));
+  return { handle, size: jobs.length };
+}
+
+/** Block until the batch is done; its results in the order of its jobs (each as checkExactVsF16RowsReading's). */
+export function waitRowsReading(batch: RowsReadingBatch): Array<ExactVsF16Read | { readError: string }> {
+  return native().checkF16RowsWait(batch.handle);
 }
 
 /** NaN encodings among stored bytes: E8M0 0xFF, E4M3 0x7F/0xFF, or little-endian float32 NaNs. */

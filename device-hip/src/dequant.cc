@@ -215,25 +215,24 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_vbmi(cons
 }
 
 // Rows [o0, o0 + rows) of an FP8-block weight into y ([rows][in]) with VBMI: block by block, each block's tables
-// loaded once for the rows of the range that share its block row.
-void fp8_rows_vbmi(const uint8_t* w, const Fp8Tables& tab, int in, int bo, int bi, int o0, int rows, uint16_t* y) {
+// loaded once for the rows of the range that share its block row. w0: the stored bytes of row o0 onwards.
+void fp8_rows_vbmi(const uint8_t* w0, const Fp8Tables& tab, int in, int bo, int bi, int o0, int rows, uint16_t* y) {
   const size_t C = (size_t)((in + bi - 1) / bi);
   for (int a = o0; a < o0 + rows;) {
     const int br = a / bo, e = std::min(o0 + rows, (br + 1) * bo);  // rows [a, e) share block row br
     for (size_t c = 0; c < C; c++) {
       const size_t b = (size_t)tab.id[(size_t)br * C + c] * 256;
       const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
-      fp8_blocks_vbmi(w + (size_t)a * in + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, e - a, (size_t)in, y + (size_t)(a - o0) * in + i0);
+      fp8_blocks_vbmi(w0 + (size_t)(a - o0) * in + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, e - a, (size_t)in, y + (size_t)(a - o0) * in + i0);
     }
     a = e;
   }
 }
 
-// Row o of an FP8-block weight through its blocks' tables: VBMI where the CPU has it (and g_simd is AVX-512),
-// else one lookup per element.
-void fp8_row(const uint8_t* w, const Fp8Tables& tab, int in, int bo, int bi, int o, uint16_t* yrow) {
+// Row o of an FP8-block weight (its stored bytes: wrow) through its blocks' tables: VBMI where the CPU has it (and
+// g_simd is AVX-512), else one lookup per element.
+void fp8_row(const uint8_t* wrow, const Fp8Tables& tab, int in, int bo, int bi, int o, uint16_t* yrow) {
   const size_t C = (size_t)((in + bi - 1) / bi);
-  const uint8_t* wrow = w + (size_t)o * in;
   for (size_t c = 0; c < C; c++) {
     const size_t b = (size_t)tab.id[(size_t)(o / bo) * C + c] * 256;
     const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
@@ -250,7 +249,7 @@ void dequant_fp8(const uint8_t* w, const uint8_t* scales, bool f32s, int out, in
                  uint16_t* y) {
   const Fp8Tables tab = fp8_tables(scales, f32s, out, in, bo, bi, fault);
 #pragma omp parallel for schedule(static)
-  for (int o = 0; o < out; o++) fp8_row(w, tab, in, bo, bi, o, y + (size_t)o * in);
+  for (int o = 0; o < out; o++) fp8_row(w + (size_t)o * in, tab, in, bo, bi, o, y + (size_t)o * in);
 }
 
 // BF16 → f16 eight at a time: the widening is a shift (exact), the narrowing the hardware's round to nearest even
@@ -304,25 +303,36 @@ struct RowSourceState {
   Fp8Tables fp8;                   // FP8 blocks only
 };
 
-void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
+// one row's stored bytes: MXFP4 packs two codes a byte; FP8 one; plain F32 / BF16 / F16 their width
+size_t stored_row_bytes(const ops::DequantToF16Args& a) {
+  return a.kind == MXFP4 ? (size_t)a.inDim / 2 : a.kind == FP8 ? (size_t)a.inDim : (size_t)a.inDim * (a.kind == F32 ? 4 : 2);
+}
+
+// rows_from: rows row0.. decoded from `weight`, the stored bytes of those rows (the fused read's chunk), with the
+// bound tensor's scales and fault; rows: the same from the bound tensor's own bytes.
+void source_rows_from(const LdRowSource* self, const uint8_t* weight, int64_t row0, int64_t n, uint16_t* dst) {
   const RowSourceState* st = static_cast<const RowSourceState*>(self->state);
   const ops::DequantToF16Args& a = st->a;
+  const size_t row_bytes = stored_row_bytes(a);
   if (a.kind == FP8 && fp8_vbmi()) {
-    fp8_rows_vbmi(a.weight.data, st->fp8, a.inDim, a.blockOut, a.blockIn, (int)row0, (int)n, dst);
+    fp8_rows_vbmi(weight, st->fp8, a.inDim, a.blockOut, a.blockIn, (int)row0, (int)n, dst);
     return;
   }
   for (int64_t r = 0; r < n; r++) {
     const int o = (int)(row0 + r);
+    const uint8_t* wrow = weight + (size_t)r * row_bytes;
     uint16_t* yrow = dst + (size_t)r * a.inDim;
-    if (a.kind == MXFP4) {
-      mxfp4_row(a.weight.data + (size_t)o * (a.inDim / 2), a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
-    } else if (a.kind == FP8) {
-      fp8_row(a.weight.data, st->fp8, a.inDim, a.blockOut, a.blockIn, o, yrow);
-    } else {
-      const size_t esz = a.kind == F32 ? 4 : 2;
-      dequant_plain(static_cast<Kind>(a.kind), a.weight.data + (size_t)o * a.inDim * esz, (size_t)a.inDim, yrow);
-    }
+    if (a.kind == MXFP4) mxfp4_row(wrow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
+    else if (a.kind == FP8) fp8_row(wrow, st->fp8, a.inDim, a.blockOut, a.blockIn, o, yrow);
+    else dequant_plain(static_cast<Kind>(a.kind), wrow, (size_t)a.inDim, yrow);
   }
+}
+
+void source_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
+  const RowSourceState* st = static_cast<const RowSourceState*>(self->state);
+  const ops::DequantToF16Args& a = st->a;
+  const size_t row_bytes = stored_row_bytes(a);
+  source_rows_from(self, a.weight.data + (size_t)row0 * row_bytes, row0, n, dst);
 }
 
 // dequantRowSource(dequantToF16's arguments) → an External LdRowSource (type-tagged). It holds references to the
@@ -338,7 +348,7 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
   }
   if (st->a.kind == MXFP4) st->mx = &mxfp4_table(st->a.fault);
   if (st->a.kind == FP8) st->fp8 = fp8_tables(st->a.scale.data, st->a.scaleIsF32, st->a.out, st->a.inDim, st->a.blockOut, st->a.blockIn, st->a.fault);
-  st->src = LdRowSource{source_rows, st->a.out, st->a.inDim, st};
+  st->src = LdRowSource{source_rows, source_rows_from, st->a.out, st->a.inDim, st};
   struct Held {
     RowSourceState* st;
     Napi::Reference<Napi::Value> w, s;

@@ -17,12 +17,15 @@
 typedef struct LdRowSource {
   /* dst [n, in] ← the device's FP16 bits of rows row0 .. row0+n−1 */
   void (*rows)(const struct LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst);
+  /* the same rows decoded from `weight`, the stored bytes of rows row0 .. row0+n−1 (row-major, as in the file),
+     instead of the bound tensor's: the fused read's per-thread chunk (version 2) */
+  void (*rows_from)(const struct LdRowSource* self, const uint8_t* weight, int64_t row0, int64_t n, uint16_t* dst);
   int64_t out, in;
   const void* state;
 } LdRowSource;
 
 /* napi_type_tag of the External */
 #define LD_ROW_SOURCE_TAG_LOWER 0x6c64726f77737263ULL /* "ldrowsrc" */
-#define LD_ROW_SOURCE_TAG_UPPER 0x0000000000000001ULL /* version 1 of this struct */
+#define LD_ROW_SOURCE_TAG_UPPER 0x0000000000000002ULL /* version 2 of this struct (rows_from) */
 
 #endif

@@ -13,7 +13,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -181,10 +186,9 @@ struct WeightArgs {
   const uint8_t *w, *s;
 };
 
-WeightArgs weight_args(const Napi::CallbackInfo& info, const char* fn) {
-  const Napi::Env env = info.Env();
+WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   WeightArgs a{};
-  a.kind = exact_kind_arg(info, fn);
+  a.kind = exact_kind_name(env, info[0], fn);
   int64_t d[4];
   const char* names[4] = {"out", "in", "bo", "bi"};
   for (int k = 0; k < 4; k++) {
@@ -215,7 +219,9 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16";
   if (info.Length() < 8) throw Napi::TypeError::New(env, "checkF16: expected (kind, weight, scale, out, in, bo, bi, device)");
-  const WeightArgs wa = weight_args(info, fn);
+  Napi::Value v[7];
+  for (size_t i = 0; i < 7; i++) v[i] = info[i];
+  const WeightArgs wa = weight_args(env, v, fn);
   const ExactKind kind = wa.kind;
   const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
   const uint8_t *w = wa.w, *s = wa.s;
@@ -564,7 +570,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_same_vbmi
 
 // For the n rows from r0 held in dev ([n][in]): differ[(o − r0)·C + c] = whether row o's block c is not the
 // reference's on its FP16 bits (VBMI), rows of the same block row sharing one load of each block's tables.
-void fp8_step_same(const Fp8Ref& f8, const uint8_t* w, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n,
+// w0: the stored bytes of row r0 onwards.
+void fp8_step_same(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n,
                    const uint16_t* dev, uint8_t* differ) {
   bool same[kFp8Rows];
   for (int64_t a = r0; a < r0 + n;) {
@@ -572,7 +579,7 @@ void fp8_step_same(const Fp8Ref& f8, const uint8_t* w, int64_t in, int64_t bo, i
     for (int64_t c = 0; c < C; c++) {
       const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
       const int64_t b = static_cast<int64_t>(f8.id[br * C + c]) * 256;
-      fp8_blocks_same_vbmi(w + a * in + i0, in, f8.lo.data() + b, f8.hi.data() + b, dev + (a - r0) * in + i0, in, i1 - i0, e - a, same);
+      fp8_blocks_same_vbmi(w0 + (a - r0) * in + i0, in, f8.lo.data() + b, f8.hi.data() + b, dev + (a - r0) * in + i0, in, i1 - i0, e - a, same);
       for (int64_t o = a; o < e; o++) differ[(o - r0) * C + c] = !same[o - a];
     }
     a = e;
@@ -598,13 +605,16 @@ __attribute__((target("avx2,popcnt"))) int64_t count_bytes_avx2(const uint8_t* b
   return count + count_bytes(b + i, n - i, mask, value);
 }
 
-// The fused read (issue 15): with a `fill` argument {fd, offset}, the weight's bytes are not in `weight` yet but
-// in the file at `offset` (the tensor's first byte), and each thread reads the rows it is about to compare into
-// their place in `weight` (pread, 64 rows = 128 KiB of MXFP4 or 256 KiB of FP8 codes at a time), then decodes
-// and compares them while they sit in its L2: one pass over the page cache on both cores, where a read of the
-// whole tensor first (one thread, the kernel's copy into memory) and the compare after it read every byte twice
-// from memory. When the call returns, `weight` holds the tensor as a read would have left it. The FP8 weight's
-// E4M3 NaN codes are counted in the same pass (weightNanCodes), as the caller counted them before.
+// The fused read (issue 15): with a `fill` argument {fd, offset}, the weight's bytes are not in `weight` but in
+// the file at `offset` (the tensor's first byte), and each thread reads the rows it is about to compare into a
+// chunk buffer of its own (pread, ~1 MiB at a time), then both sides decode and compare them while they sit in
+// its cache: one pass over the page cache on both cores, where a read of the whole tensor first (one thread, the
+// kernel's copy into memory) and the compare after it read every byte twice from memory. `weight` is left as it
+// was: a tensor that differs is read again by the caller for its evidence (harness/weights/check.ts). Measured
+// side by side on a wide layer's file, two threads: the kernel's copy ran at 16 GB/s in 128 KiB reads into the
+// tensor's place, 25 GB/s in 512 KiB ones, 31–34 GB/s in 512 KiB–1 MiB reads into a chunk that stays in cache
+// (each read call has a fixed cost of ~8 µs on this kind of VM). The FP8 weight's E4M3 NaN codes are counted in
+// the same pass (weightNanCodes), as the caller counted them before.
 struct Fill {
   bool on = false;
   int fd = -1;
@@ -612,9 +622,8 @@ struct Fill {
   std::atomic<int> error{0};  // 0, −1: the file ended early, else errno
 };
 
-// rows [r0, e) of the weight from the file into w; false (and f.error set) on a short read or an error
-bool fill_rows(Fill& f, uint8_t* w, int64_t row_bytes, int64_t r0, int64_t e) {
-  uint8_t* dst = w + r0 * row_bytes;
+// rows [r0, e) of the weight from the file into dst; false (and f.error set) on a short read or an error
+bool fill_rows(Fill& f, uint8_t* dst, int64_t row_bytes, int64_t r0, int64_t e) {
   size_t want = static_cast<size_t>((e - r0) * row_bytes);
   off_t at = static_cast<off_t>(f.offset + r0 * row_bytes);
   while (want > 0) {
@@ -630,142 +639,306 @@ bool fill_rows(Fill& f, uint8_t* w, int64_t row_bytes, int64_t r0, int64_t e) {
   return true;
 }
 
-Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
-  const Napi::Env env = info.Env();
-  const char* fn = "checkF16Rows";
-  if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast[, fill])");
-  const WeightArgs wa = weight_args(info, fn);
+constexpr int64_t kFillChunkBytes = 1 << 20;
+
+// One tensor of the fused pass: its checked arguments, its chunks of rows, and what its threads found. Built on
+// the JS thread (rows_job), run by run_jobs on any thread (it touches no JS value), read back by rows_result.
+struct RowsJob {
+  WeightArgs a{};
+  const LdRowSource* src = nullptr;
+  bool fast = true, mx = false, fp8 = false;
+  Fill fill;
+  int64_t row_bytes = 0, C = 0, step = 1, chunk_rows = 1, nchunks = 0;
+  Fp8Ref f8;
+  Flags flags;
+  std::vector<Partial> parts;  // one per thread of run_jobs
+  explicit RowsJob(int64_t blocks) : flags(blocks) {}
+};
+
+// Arguments (kind, weight, scale, out, in, bo, bi, source, fast[, fill]) in v[0..9], checked as checkF16Rows names them.
+std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t nargs) {
+  const WeightArgs wa = weight_args(env, v, "checkF16Rows");
   const ExactKind kind = wa.kind;
   const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
-  const uint8_t *w = wa.w, *s = wa.s;
   if (kind == ExactKind::Mxfp4 && (bo != 1 || bi != 32)) throw Napi::RangeError::New(env, "checkF16Rows: mxfp4 needs [1, 32] blocks");
   if (kind == ExactKind::Table4FlatF32) throw Napi::RangeError::New(env, "checkF16Rows: flat bitsandbytes blocks straddle rows; use checkF16");
   static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
   bool tagged = false;
-  if (!info[7].IsExternal() || napi_check_object_type_tag(env, info[7], &tag, &tagged) != napi_ok || !tagged) {
+  if (!v[7].IsExternal() || napi_check_object_type_tag(env, v[7], &tag, &tagged) != napi_ok || !tagged) {
     throw Napi::TypeError::New(env, "checkF16Rows: source must be a device row source (dequantRowSource)");
   }
-  const LdRowSource* src = info[7].As<Napi::External<LdRowSource>>().Data();
+  const LdRowSource* src = v[7].As<Napi::External<LdRowSource>>().Data();
   if (src->out != out || src->in != in) throw Napi::RangeError::New(env, "checkF16Rows: the row source is [" + std::to_string(src->out) + "×" + std::to_string(src->in) + "], the weight [" + std::to_string(out) + "×" + std::to_string(in) + "]");
-  const bool fast = info[8].IsBoolean() && info[8].As<Napi::Boolean>().Value();
-  Fill fill;
-  if (info.Length() >= 10 && !info[9].IsUndefined() && !info[9].IsNull()) {
-    if (!info[9].IsObject()) throw Napi::TypeError::New(env, "checkF16Rows: fill must be { fd, offset }");
-    const Napi::Object o = info[9].As<Napi::Object>();
+  const int64_t C = (in + bi - 1) / bi;
+  auto j = std::make_unique<RowsJob>(((out + bo - 1) / bo) * C);
+  j->a = wa, j->src = src, j->C = C;
+  j->fast = v[8].IsBoolean() && v[8].As<Napi::Boolean>().Value();
+  if (nargs >= 10 && !v[9].IsUndefined() && !v[9].IsNull()) {
+    if (!v[9].IsObject()) throw Napi::TypeError::New(env, "checkF16Rows: fill must be { fd, offset }");
+    const Napi::Object o = v[9].As<Napi::Object>();
     const Napi::Value fd = o.Get("fd"), off = o.Get("offset");
     const double fdv = fd.IsNumber() ? fd.As<Napi::Number>().DoubleValue() : -1, offv = off.IsNumber() ? off.As<Napi::Number>().DoubleValue() : -1;
     if (!(fdv >= 0 && fdv <= 2147483647.0 && fdv == std::floor(fdv)) || !(offv >= 0 && offv <= 9007199254740991.0 && offv == std::floor(offv))) {
       throw Napi::RangeError::New(env, "checkF16Rows: fill.fd and fill.offset must be integers ≥ 0");
     }
     if (kind != ExactKind::Mxfp4 && kind != ExactKind::Fp8E8m0 && kind != ExactKind::Fp8F32) throw Napi::RangeError::New(env, "checkF16Rows: fill reads MXFP4 and FP8-block weights only");
-    fill.on = true, fill.fd = static_cast<int>(fdv), fill.offset = static_cast<int64_t>(offv);
+    j->fill.on = true, j->fill.fd = static_cast<int>(fdv), j->fill.offset = static_cast<int64_t>(offv);
   }
-  uint8_t* wfill = const_cast<uint8_t*>(w);  // the caller's buffer, written only with fill (above)
-  const int64_t row_bytes = kind == ExactKind::Mxfp4 ? in / 2 : in;
-
-  const int64_t C = (in + bi - 1) / bi, blocks = ((out + bo - 1) / bo) * C;
-  Flags flags(blocks);
-  const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
-  std::vector<Partial> parts(nt);
-  const float* f16v = f16_values();
-  const bool mx = kind == ExactKind::Mxfp4;
-  const RefSimd simd = reference_simd();  // the level setSimd chose (tests run each)
-  if (mx) mxfp4_ref();  // built before the threads start
-  const bool fp8 = fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
-  const Fp8Ref f8 = fp8 ? fp8_ref(kind, s, blocks) : Fp8Ref{};
+  j->row_bytes = kind == ExactKind::Mxfp4 ? in / 2 : in;  // the kinds fill reads; wc below is used for no other
+  j->mx = kind == ExactKind::Mxfp4;
+  if (j->mx) mxfp4_ref();  // built before any thread needs it
+  j->fp8 = j->fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
+  if (j->fp8) j->f8 = fp8_ref(kind, wa.s, ((out + bo - 1) / bo) * C);
   // FP8 blocks: kFp8Rows rows a step, so each block's tables are loaded once for the step's rows on both sides
   // (a block is 128 codes of a row: 8 table loads for every 2 steps of lookups, one row at a time); else one row.
-  const int64_t step = fp8 ? kFp8Rows : kRows, chunk_rows = std::max<int64_t>(1, 64 / step) * step;
-  const int64_t nchunks = (out + chunk_rows - 1) / chunk_rows;
-#pragma omp parallel num_threads(nt)
-  {
-    Partial& p = parts[omp_get_thread_num()];
-    std::vector<uint16_t> dev(static_cast<size_t>(step * in));
-    std::vector<uint8_t> differ(fp8 ? static_cast<size_t>(step * C) : 0);  // [row of the step][block]
-    std::vector<float> row(mx ? 0 : in);
-    std::vector<uint8_t> same(mx ? C : 0, 0);
-    const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
-    const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
-    // Rows in chunks of 64 (256 KiB of FP8 codes, 128 KiB of MXFP4), taken as threads come free: a vCPU of a
-    // shared machine is not always as fast as the other, and with one contiguous range per thread (static) the
-    // faster one waited for the slower at the end of every tensor (1.3× slower over 16 [2048×4096] tensors,
-    // measured side by side; 8-row chunks interleaved the threads' pages too finely). With fill, a chunk is also
-    // what its thread reads before comparing it: one chunk, one thread, by construction of the loop.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t ci = 0; ci < nchunks; ci++) {
-      const int64_t c0 = ci * chunk_rows, c1 = std::min(out, c0 + chunk_rows);
-      if (fill.on) {
-        if (fill.error.load(std::memory_order_relaxed) != 0) continue;  // the call fails; the rest is not compared
-        if (!fill_rows(fill, wfill, row_bytes, c0, c1)) continue;
-        p.filled += (c1 - c0) * row_bytes;
-        if (!mx) {
-          const uint8_t* b = w + c0 * row_bytes;
-          const size_t len = static_cast<size_t>((c1 - c0) * row_bytes);
-          p.weight_nan += avx2 ? count_bytes_avx2(b, len, 0x7f, 0x7f) : count_bytes(b, len, 0x7f, 0x7f);
+  j->step = j->fp8 ? kFp8Rows : kRows;
+  // Rows in chunks taken as threads come free: a vCPU of a shared machine is not always as fast as the other,
+  // and with one contiguous range per thread (static) the faster one waited for the slower at the end of every
+  // tensor (1.3× slower over 16 [2048×4096] tensors, measured side by side). Without fill, 64 rows (8-row chunks
+  // interleaved the threads' pages too finely); with fill, what one read brings in (kFillChunkBytes).
+  j->chunk_rows = j->fill.on ? std::max<int64_t>(1, kFillChunkBytes / (j->row_bytes * j->step)) * j->step : std::max<int64_t>(1, 64 / j->step) * j->step;
+  j->nchunks = (out + j->chunk_rows - 1) / j->chunk_rows;
+  return j;
+}
+
+// A thread's buffers, grown and kept for the next call: a fresh buffer each call would pay the first touch of
+// its pages, which is what is slow on this kind of VM.
+struct ThreadBufs {
+  std::vector<uint16_t> dev;     // the device's rows of one step
+  std::vector<uint8_t> differ;   // [row of the step][block] (FP8 VBMI)
+  std::vector<float> row;        // one exact row
+  std::vector<uint8_t> same;     // [block] of one MXFP4 row
+  std::vector<uint8_t> chunk;    // the fused read's rows
+  template <class T> static T* at_least(std::vector<T>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+};
+
+// Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
+void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
+  const ExactKind kind = j.a.kind;
+  const int64_t out = j.a.out, in = j.a.in, bo = j.a.bo, bi = j.a.bi, C = j.C, step = j.step, row_bytes = j.row_bytes;
+  const uint8_t *w = j.a.w, *s = j.a.s;
+  const bool mx = j.mx, fp8 = j.fp8, fast = j.fast;
+  const Fp8Ref& f8 = j.f8;
+  Flags& flags = j.flags;
+  const LdRowSource* src = j.src;
+  const float* f16v = f16_values();
+  const RefSimd simd = reference_simd();  // the level setSimd chose (tests run each)
+  const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
+  const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
+  uint16_t* dev = ThreadBufs::at_least(tb.dev, step * in);
+  uint8_t* differ = fp8 ? ThreadBufs::at_least(tb.differ, step * C) : nullptr;
+  float* row = mx ? nullptr : ThreadBufs::at_least(tb.row, in);
+  uint8_t* same = mx ? ThreadBufs::at_least(tb.same, C) : nullptr;
+  const int64_t c0 = ci * j.chunk_rows, c1 = std::min(out, c0 + j.chunk_rows);
+  const uint8_t* wc = w + c0 * row_bytes;  // row c0's stored bytes (the chunk's, with fill); row o's at wc + (o − c0)·row_bytes
+  if (j.fill.on) {
+    if (j.fill.error.load(std::memory_order_relaxed) != 0) return;  // the call fails; the rest is not compared
+    uint8_t* buf = ThreadBufs::at_least(tb.chunk, j.chunk_rows * row_bytes);
+    if (!fill_rows(j.fill, buf, row_bytes, c0, c1)) return;
+    wc = buf;
+    p.filled += (c1 - c0) * row_bytes;
+    if (!mx) {
+      const size_t len = static_cast<size_t>((c1 - c0) * row_bytes);
+      p.weight_nan += avx2 ? count_bytes_avx2(wc, len, 0x7f, 0x7f) : count_bytes(wc, len, 0x7f, 0x7f);
+    }
+  }
+  for (int64_t r0 = c0; r0 < c1; r0 += step) {
+    const int64_t n = std::min(step, c1 - r0);
+    // with fill the device decodes the same chunk by its own rule; without, its own bound tensor's bytes
+    if (j.fill.on) src->rows_from(src, wc + (r0 - c0) * row_bytes, r0, n, dev);
+    else src->rows(src, r0, n, dev);
+    if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
+    for (int64_t o = r0; o < r0 + n; o++) {
+      const uint16_t* drow = dev + (o - r0) * in;
+      const int64_t brow = (o / bo) * C;
+      if (mx) {
+        const uint8_t* wrow = wc + (o - c0) * row_bytes;
+        const uint8_t* srow = s + o * C;
+        // the blocks that do not pass on their bits go element by element (every block when !fast); a row whose
+        // blocks all pass is done without a look at same[]
+        int64_t ndiffer = C;
+        if (fast && simd == RefSimd::Avx512 && g_avx512bw && mxfp4_row_clean_avx512(*t, wrow, srow, drow, C)) continue;
+        if (fast && simd != RefSimd::Scalar && g_avx2 && mxfp4_row_clean_avx2(*t, wrow, srow, drow, C)) continue;
+        if (!fast) std::fill(same, same + C, 0);
+        else if (simd != RefSimd::Scalar && g_avx2) ndiffer = mxfp4_row_same_avx2(*t, wrow, srow, drow, C, same);
+        else ndiffer = mxfp4_row_same(*t, wrow, srow, drow, C, same);
+        for (int64_t c = 0; c < C && ndiffer > 0; c++) {
+          if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p), ndiffer--;
         }
-      }
-      for (int64_t r0 = c0; r0 < c1; r0 += step) {
-        const int64_t n = std::min(step, c1 - r0);
-        src->rows(src, r0, n, dev.data());
-        if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, w, in, bo, bi, C, r0, n, dev.data(), differ.data());
-        for (int64_t o = r0; o < r0 + n; o++) {
-          const uint16_t* drow = dev.data() + (o - r0) * in;
-          const int64_t brow = (o / bo) * C;
-          if (mx) {
-            const uint8_t* wrow = w + o * (in / 2);
-            const uint8_t* srow = s + o * C;
-            // the blocks that do not pass on their bits go element by element (every block when !fast); a row whose
-            // blocks all pass is done without a look at same[]
-            int64_t differ = C;
-            if (fast && simd == RefSimd::Avx512 && g_avx512bw && mxfp4_row_clean_avx512(*t, wrow, srow, drow, C)) continue;
-            if (fast && simd != RefSimd::Scalar && g_avx2 && mxfp4_row_clean_avx2(*t, wrow, srow, drow, C)) continue;
-            if (!fast) std::fill(same.begin(), same.end(), 0);
-            else if (simd != RefSimd::Scalar && g_avx2) differ = mxfp4_row_same_avx2(*t, wrow, srow, drow, C, same.data());
-            else differ = mxfp4_row_same(*t, wrow, srow, drow, C, same.data());
-            for (int64_t c = 0; c < C && differ > 0; c++) {
-              if (!same[c]) mxfp4_block_slow(*t, wrow, srow[c], drow, o, in, c, brow + c, f16v, flags, p), differ--;
-            }
-          } else if (fp8) {
-            // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
-            // block that does not (the slow path, element by element)
-            const uint8_t* wrow = w + o * in;
-            bool decoded = false;
-            for (int64_t c = 0; c < C; c++) {
-              const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
-              const uint32_t k = f8.id[brow + c];
-              const int64_t b = static_cast<int64_t>(k) * 256;
-              uint32_t diff = f8.lossy[k];
-              if (simd == RefSimd::Avx512 && g_vbmi) {
-                diff |= differ[(o - r0) * C + c];
-              } else {
-                const uint16_t* t = f8.f16.data() + b;
-                for (int64_t i = i0; i < i1; i++) diff |= static_cast<uint32_t>(t[wrow[i]] ^ drow[i]);  // no branch per element
-              }
-              if (diff == 0) continue;
-              if (!decoded) exact_row(kind, w, s, o, in, bo, bi, row.data());
-              decoded = true;
-              for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
-            }
+      } else if (fp8) {
+        // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
+        // block that does not (the slow path, element by element)
+        const uint8_t* wrow = wc + (o - c0) * row_bytes;
+        bool decoded = false;
+        for (int64_t c = 0; c < C; c++) {
+          const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
+          const uint32_t k = f8.id[brow + c];
+          const int64_t b = static_cast<int64_t>(k) * 256;
+          uint32_t diff = f8.lossy[k];
+          if (simd == RefSimd::Avx512 && g_vbmi) {
+            diff |= differ[(o - r0) * C + c];
           } else {
-            exact_row(kind, w, s, o, in, bo, bi, row.data());
-            for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
+            const uint16_t* tb16 = f8.f16.data() + b;
+            for (int64_t i = i0; i < i1; i++) diff |= static_cast<uint32_t>(tb16[wrow[i]] ^ drow[i]);  // no branch per element
           }
+          if (diff == 0) continue;
+          if (!decoded) exact_row_at(kind, wrow, s, o, in, bo, bi, row);
+          decoded = true;
+          for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
         }
+      } else {
+        if (j.fill.on) exact_row_at(kind, wc + (o - c0) * row_bytes, s, o, in, bo, bi, row);  // FP8 with fast = false
+        else exact_row(kind, w, s, o, in, bo, bi, row);
+        for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
       }
     }
   }
-  if (fill.on) {
+}
+
+// Every chunk of every job in one parallel region, taken as threads come free: the threads do not wait for each
+// other at the end of each tensor (a layer's 776 tensors of ~4 chunks each, one region per tensor, left a core
+// idle ~0.05 s a layer in that wait alone). No exception leaves the region: run_chunk throws none.
+void run_jobs(const std::vector<RowsJob*>& jobs) {
+  int64_t elems = 0, total = 0;
+  std::vector<int64_t> first(jobs.size() + 1, 0);  // job k's chunks are [first[k], first[k + 1])
+  for (size_t k = 0; k < jobs.size(); k++) elems += jobs[k]->a.out * jobs[k]->a.in, first[k + 1] = (total += jobs[k]->nchunks);
+  const int nt = elems >= (1 << 18) ? omp_get_max_threads() : 1;
+  for (RowsJob* j : jobs) j->parts.assign(static_cast<size_t>(nt), Partial{});
+#pragma omp parallel num_threads(nt)
+  {
+    static thread_local ThreadBufs tb;
+    const int me = omp_get_thread_num();
+    size_t k = 0;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t g = 0; g < total; g++) {
+      while (g >= first[k + 1]) k++;  // g only grows on a thread (dynamic hands out increasing indices)
+      run_chunk(*jobs[k], g - first[k], jobs[k]->parts[static_cast<size_t>(me)], tb);
+    }
+  }
+}
+
+// A run job's result: checkF16's, with weightNanCodes when it read its weight, or { readError } when that read failed.
+Napi::Value rows_result(Napi::Env env, RowsJob& j) {
+  if (j.fill.on) {
     int64_t filled = 0;
-    for (const Partial& q : parts) filled += q.filled;
-    if (fill.error.load() == 0 && filled != out * row_bytes) fill.error.store(-2);  // a row left unread: never a result
-    const int err = fill.error.load();
+    for (const Partial& q : j.parts) filled += q.filled;
+    if (j.fill.error.load() == 0 && filled != j.a.out * j.row_bytes) j.fill.error.store(-2);  // a row left unread: never a result
+    const int err = j.fill.error.load();
     if (err != 0) {
       Napi::Object res = Napi::Object::New(env);
       res.Set("readError", err == -1 ? std::string("the file ended before the tensor did") : err == -2 ? std::string("not every row of the weight was read") : std::string(std::strerror(err)));
       return res;
     }
   }
-  return result(env, parts, flags, fill.on);
+  return result(env, j.parts, j.flags, j.fill.on);
+}
+
+Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 9) throw Napi::TypeError::New(env, "checkF16Rows: expected (kind, weight, scale, out, in, bo, bi, source, fast[, fill])");
+  Napi::Value v[10];
+  for (size_t i = 0; i < 10; i++) v[i] = info[i];
+  std::unique_ptr<RowsJob> j = rows_job(env, v, info.Length());
+  run_jobs({j.get()});
+  return rows_result(env, *j);
+}
+
+// ---- a batch of fused compares on a background thread (issue 15) -------------------------------------------
+// checkF16RowsStart(jobs: Array<checkF16Rows' argument array>) → a handle at once; the compares run on a worker
+// thread (with its own OpenMP team) while the JS thread prepares the next batch (reads its scales, makes its row
+// sources), which on a wide layer is ~0.1 s of TypeScript the cores otherwise waited through. checkF16RowsWait(
+// handle) blocks until the batch is done and returns its results in order. The handle holds references to every
+// job's arrays and row source, so they outlive the run; a handle dropped without a wait is waited for by its
+// finalizer (the worker never outlives what it reads).
+struct RowsBatch {
+  std::vector<std::unique_ptr<RowsJob>> jobs;
+  std::vector<Napi::Reference<Napi::Value>> held;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false, collected = false;
+  void wait() {
+    std::unique_lock<std::mutex> lk(m);
+    cv.wait(lk, [this] { return done; });
+  }
+};
+
+// One long-lived worker thread (its OpenMP team is made once, not per batch), fed batches in order.
+class BatchWorker {
+ public:
+  static BatchWorker& get() {
+    static BatchWorker* w = new BatchWorker();  // never destroyed: the thread is detached and may be blocked at exit
+    return *w;
+  }
+  void submit(RowsBatch* b) {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      q_.push_back(b);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  BatchWorker() { std::thread([this] { loop(); }).detach(); }
+  void loop() {
+    for (;;) {
+      RowsBatch* b;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [this] { return !q_.empty(); });
+        b = q_.front();
+        q_.pop_front();
+      }
+      std::vector<RowsJob*> jobs;
+      for (auto& j : b->jobs) jobs.push_back(j.get());
+      run_jobs(jobs);
+      {
+        std::lock_guard<std::mutex> lk(b->m);
+        b->done = true;
+      }
+      b->cv.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<RowsBatch*> q_;
+};
+
+Napi::Value check_f16_rows_start(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsArray()) throw Napi::TypeError::New(env, "checkF16RowsStart: expected an array of checkF16Rows argument arrays");
+  const Napi::Array list = info[0].As<Napi::Array>();
+  auto b = std::make_unique<RowsBatch>();
+  for (uint32_t k = 0; k < list.Length(); k++) {
+    const Napi::Value e = list.Get(k);
+    if (!e.IsArray() || e.As<Napi::Array>().Length() < 9) throw Napi::TypeError::New(env, "checkF16RowsStart: job " + std::to_string(k) + " must be (kind, weight, scale, out, in, bo, bi, source, fast[, fill])");
+    const Napi::Array a = e.As<Napi::Array>();
+    Napi::Value v[10];
+    for (uint32_t i = 0; i < 10; i++) v[i] = i < a.Length() ? a.Get(i) : env.Undefined();
+    b->jobs.push_back(rows_job(env, v, a.Length()));
+    for (uint32_t i : {1u, 2u, 7u}) b->held.push_back(Napi::Persistent(v[i]));  // weight, scale, source
+  }
+  RowsBatch* raw = b.release();
+  auto handle = Napi::External<RowsBatch>::New(env, raw, [](Napi::Env, RowsBatch* x) {
+    x->wait();
+    delete x;
+  });
+  BatchWorker::get().submit(raw);
+  return handle;
+}
+
+Napi::Value check_f16_rows_wait(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsExternal()) throw Napi::TypeError::New(env, "checkF16RowsWait: expected a handle from checkF16RowsStart");
+  RowsBatch* b = info[0].As<Napi::External<RowsBatch>>().Data();
+  if (b->collected) throw Napi::Error::New(env, "checkF16RowsWait: this batch's results were already taken");
+  b->wait();
+  b->collected = true;
+  Napi::Array out = Napi::Array::New(env, b->jobs.size());
+  for (size_t k = 0; k < b->jobs.size(); k++) out.Set(static_cast<uint32_t>(k), rows_result(env, *b->jobs[k]));
+  return out;
 }
 
 // nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32') → how many NaN encodings the stored bytes hold:
@@ -814,6 +987,8 @@ Napi::Value round_f16_fn(const Napi::CallbackInfo& info) {
 void register_check_f16(Napi::Env env, Napi::Object exports) {
   exports.Set("checkF16", Napi::Function::New(env, check_f16));
   exports.Set("checkF16Rows", Napi::Function::New(env, check_f16_rows));
+  exports.Set("checkF16RowsStart", Napi::Function::New(env, check_f16_rows_start));
+  exports.Set("checkF16RowsWait", Napi::Function::New(env, check_f16_rows_wait));
   exports.Set("nanCodes", Napi::Function::New(env, nan_codes));
   exports.Set("roundF16", Napi::Function::New(env, round_f16_fn));
 }

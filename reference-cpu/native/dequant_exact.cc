@@ -140,10 +140,10 @@ __attribute__((target("avx2"))) void row_mxfp4_avx2(const uint8_t* src, const ui
 
 // One output row o of the weight into dst[in]. The SIMD rows above at the reference's SIMD level (setSimd:
 // tests compare every level's bits with the TypeScript rule and the exact-rational oracle).
-void row_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, float* dst) {
+// The row decoders take row o's own stored bytes (src) and the whole scale tensor.
+void row_mxfp4(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / 32;
-  const uint8_t* src = packed + o * (in / 2);
   const RefSimd simd = reference_simd();
   if (simd == RefSimd::Avx512) return row_mxfp4_avx512(src, scales + o * nb, nb, dst);
   if (simd == RefSimd::Avx2) return row_mxfp4_avx2(src, scales + o * nb, nb, dst);
@@ -157,11 +157,10 @@ void row_mxfp4(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t 
   }
 }
 
-void row_fp8(Kind kind, const uint8_t* codes, const uint8_t* scales, int64_t o, int64_t in, int64_t bo, int64_t bi,
+void row_fp8(Kind kind, const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bo, int64_t bi,
              float* dst) {
   const Tables& t = tables();
   const int64_t nbi = (in + bi - 1) / bi, srow = (o / bo) * nbi;
-  const uint8_t* src = codes + o * in;
   for (int64_t b = 0; b < nbi; b++) {
     const float s = kind == Kind::Fp8E8m0 ? t.e8m0[scales[srow + b]] : load_f32(scales + 4 * (srow + b));
     const int64_t end = std::min(in, (b + 1) * bi);
@@ -170,10 +169,9 @@ void row_fp8(Kind kind, const uint8_t* codes, const uint8_t* scales, int64_t o, 
 }
 
 // NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; scale (o, ⌊i/bi⌋) is a float32.
-void row_e2m1_f32(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
+void row_e2m1_f32(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / bi;
-  const uint8_t* src = packed + o * (in / 2);
   for (int64_t i = 0; i < in; i += 2) {
     const float s = load_f32(scales + 4 * (o * nb + i / bi));
     const uint8_t byte = src[i / 2];
@@ -196,12 +194,11 @@ void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, in
   }
 }
 
-void row_plain(Kind kind, const uint8_t* bytes, int64_t o, int64_t in, float* dst) {
+void row_plain(Kind kind, const uint8_t* src, int64_t in, float* dst) {
   if (kind == Kind::F32) {
-    std::memcpy(dst, bytes + o * in * 4, in * 4);  // little-endian host (x86-64), as safetensors stores
+    std::memcpy(dst, src, in * 4);  // little-endian host (x86-64), as safetensors stores
     return;
   }
-  const uint8_t* src = bytes + o * in * 2;
   if (kind == Kind::Bf16) {
     for (int64_t i = 0; i < in; i++) {
       const uint32_t u = static_cast<uint32_t>(load_u16(src + 2 * i)) << 16;  // bfloat16 = top half of binary32
@@ -306,12 +303,17 @@ int64_t first_nonfinite(const float* p, int64_t n) {
   return first_nonfinite_scalar(p, 0, n);
 }
 
+void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
+  if (kind == Kind::Mxfp4) row_mxfp4(wrow, s, o, in, dst);
+  else if (kind == Kind::E2m1F32) row_e2m1_f32(wrow, s, o, in, bi, dst);
+  else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, wrow, s, o, in, bo, bi, dst);
+  else row_plain(kind, wrow, in, dst);
+}
+
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
-  if (kind == Kind::Mxfp4) row_mxfp4(w, s, o, in, dst);
-  else if (kind == Kind::E2m1F32) row_e2m1_f32(w, s, o, in, bi, dst);
-  else if (kind == Kind::Table4FlatF32) row_table4_flat(w, s, o, in, bi, dst);
-  else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, w, s, o, in, bo, bi, dst);
-  else row_plain(kind, w, o, in, dst);
+  if (kind == Kind::Table4FlatF32) return row_table4_flat(w, s, o, in, bi, dst);  // flat blocks: no row of its own
+  const int64_t row_bytes = kind == Kind::Mxfp4 || kind == Kind::E2m1F32 ? in / 2 : kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32 ? in : kind == Kind::F32 ? in * 4 : in * 2;
+  exact_row_at(kind, w + o * row_bytes, s, o, in, bo, bi, dst);
 }
 
 void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes) {
@@ -330,8 +332,10 @@ void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi
   }
 }
 
-ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i) {
-  const std::string k = info[i].IsString() ? info[i].As<Napi::String>().Utf8Value() : "";
+ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i) { return exact_kind_name(info.Env(), info[i], fn); }
+
+ExactKind exact_kind_name(Napi::Env env, const Napi::Value& v, const char* fn) {
+  const std::string k = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
   if (k == "mxfp4") return Kind::Mxfp4;
   if (k == "fp8-e8m0") return Kind::Fp8E8m0;
   if (k == "fp8-f32") return Kind::Fp8F32;
@@ -340,7 +344,7 @@ ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t 
   if (k == "f32") return Kind::F32;
   if (k == "e2m1-f32") return Kind::E2m1F32;
   if (k == "table4-flat-f32") return Kind::Table4FlatF32;
-  throw Napi::TypeError::New(info.Env(), std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-f32, table4-flat-f32");
+  throw Napi::TypeError::New(env, std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-f32, table4-flat-f32");
 }
 
 void register_dequant_exact(Napi::Env env, Napi::Object exports) {

@@ -14,12 +14,15 @@ enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32, E2m1F32, Table4Fl
 
 // Row o of a stored [out, in] weight (whole tensors w, s), decoded exactly into dst[in].
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
+// The same for a row-local kind (not Table4FlatF32) with row o's own stored bytes at wrow (the fused read's chunk).
+void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
 // Index of the first NaN or ±Inf in p[0, n) (exponent bits all ones), or −1; SIMD at the reference's level.
 int64_t first_nonfinite(const float* p, int64_t n);
 // Bytes a whole [out, in] weight and its scale occupy.
 void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes);
 // info[i] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32', 'e2m1-f32', 'table4-flat-f32'); TypeError otherwise.
 ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i = 0);
+ExactKind exact_kind_name(Napi::Env env, const Napi::Value& v, const char* fn);
 // IEEE binary16 bits → their float32 value.
 float exact_f16_value(uint16_t h);
 

@@ -15,7 +15,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, setReferenceSimd } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -245,7 +245,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     // rows not a multiple of the 64-row chunk, past 2^18 elements (both threads), and a small one-thread tensor
     const FILL = [['mxfp4', 1000, 512], ['mxfp4', 40, 96], ['fp8-e8m0', 1030, 256, [20, 96]], ['fp8-f32', 300, 1024]] as const;
     FILL.forEach(([what, out, inn, block], c) => {
-      it(`${what} [${out}×${inn}]: the buffer ends holding the file's bytes and the result is checkF16Rows' on the read tensor, right device and every fault`, () => {
+      it(`${what} [${out}×${inn}]: the result is checkF16Rows' on the read tensor, right device and every fault, and the buffer is left as it was`, () => {
         const r = new Rng(1500 + c);
         const lw = weights(r, what, out, inn, block ? [...block] : undefined);
         const fill = inFile(`w${c}`, lw.weight.bytes);
@@ -253,8 +253,10 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
           for (const fault of [null, 'nibble-swap', 'scale-axis', 'e3m0-table'] as const) {
             const src = cache.rowSource(lw, fault as keyof typeof FAULT_CODES | null);
             const want = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src));
-            // the buffer the row source was made on is filled by the pass: garbage before it, as a recycled buffer is
+            // the buffer the row source was made on holds garbage, as a recycled buffer does: the pass reads the
+            // file's bytes into per-thread chunks and hands them to the row source (rows_from), never to buf
             const buf = Uint8Array.from(lw.weight.bytes, (b) => b ^ 0xa5);
+            const before = buf.slice();
             const src2 = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, fault as keyof typeof FAULT_CODES | null);
             const got = checkExactVsF16RowsReading(kindOf(lw), buf, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src2, fill);
             expect('readError' in got, `${fault}`).toBe(false);
@@ -262,7 +264,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
             expect(got.weightNanCodes).toBe(0);
             const { weightNanCodes: _, ...rest } = got;
             expect(flags(rest), `${fault ?? 'no fault'}`).toEqual(want);
-            expect(Buffer.compare(buf, lw.weight.bytes), 'the buffer holds the weight').toBe(0);
+            expect(Buffer.compare(buf, before), 'the buffer is left as it was').toBe(0);
             if (fault === null) expect(want.firstBad).toBe(-1);
           }
         } finally {
@@ -303,6 +305,74 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         const f32 = new Uint8Array(64 * 64 * 4);
         const plain = N.dequantRowSource!(4, f32, null, false, 64, 64, 1, 1, 0);
         expect(() => checkExactVsF16RowsReading('f32', f32, new Uint8Array(0), 64, 64, 1, 1, plain, fill)).toThrow(/fill reads MXFP4 and FP8-block weights only/);
+      } finally {
+        fs.closeSync(fill.fd);
+      }
+    });
+
+    // The batch (check.ts's path): one background pass over every chunk of every job; each job's result must be the
+    // one checkExactVsF16RowsReading gives it alone, whatever its neighbours in the batch are doing.
+    it('a batch on the background thread gives each job its own result, in order: devices, faults, NaN codes and a short file side by side', () => {
+      const r = new Rng(1800);
+      const made = FILL.map(([what, out, inn, block], c) => {
+        const lw = weights(r, what, out, inn, block ? [...block] : undefined);
+        const w = lw.weight.bytes.slice();
+        if (what === 'fp8-e8m0') for (const k of [3, 4096, 100_001]) w[k] = 0x7f;
+        return { lw: { ...lw, weight: { ...lw.weight, bytes: w } }, fill: inFile(`b${c}`, w, what === 'fp8-f32' ? 7 : 0) };
+      });
+      try {
+        const faults = [null, 'nibble-swap', null, null, 'e3m0-table', 'scale-axis', null, null] as const;
+        const jobs: RowsReadingJob[] = [];
+        const alone: ReturnType<typeof checkExactVsF16RowsReading>[] = [];
+        faults.forEach((fault, k) => {
+          const { lw, fill } = made[k % made.length];
+          const buf = new Uint8Array(lw.weight.bytes.length);
+          const source = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, fault);
+          jobs.push({ kind: kindOf(lw), weight: buf, scale: lw.scale!.bytes, out: lw.out, inn: lw.in, bo: lw.block[0], bi: lw.block[1], source, fill });
+          alone.push(checkExactVsF16RowsReading(kindOf(lw), buf, lw.scale!.bytes, lw.out, lw.in, lw.block[0], lw.block[1], source, fill));
+        });
+        const batch = startRowsReading(jobs);
+        expect(batch.size).toBe(jobs.length);
+        const got = waitRowsReading(batch);
+        expect(got).toHaveLength(jobs.length);
+        got.forEach((g, k) => {
+          const a = alone[k];
+          if ('readError' in a) return expect(g, `job ${k}`).toEqual(a);
+          expect('readError' in g, `job ${k}`).toBe(false);
+          if ('readError' in g) return;
+          const { weightNanCodes: gn, ...grest } = g;
+          const { weightNanCodes: an, ...arest } = a;
+          expect(gn, `job ${k} NaN codes`).toBe(an);
+          expect(flags(grest), `job ${k}`).toEqual(flags(arest));
+        });
+        // the independent checks of what the jobs hold: the short FP8-f32 file fails, the NaN codes are counted,
+        // the faults are caught and the right devices pass
+        expect(got[3]).toEqual({ readError: 'the file ended before the tensor did' });
+        expect(got[7]).toEqual({ readError: 'the file ended before the tensor did' });
+        expect('readError' in got[2] ? -1 : got[2].weightNanCodes).toBe(nanCodeCount(made[2].lw.weight.bytes, 'e4m3'));
+        expect(nanCodeCount(made[2].lw.weight.bytes, 'e4m3')).toBe(3);
+        for (const k of [1, 4, 5]) expect('readError' in got[k] ? -1 : got[k].firstBad, `fault in job ${k} is caught`).toBeGreaterThanOrEqual(0);
+        for (const k of [0, 6]) expect('readError' in got[k] ? 0 : got[k].firstBad, `job ${k} passes`).toBe(-1);
+        expect(() => waitRowsReading(batch)).toThrow(/this batch's results were already taken/);
+        expect(waitRowsReading(startRowsReading([]))).toEqual([]);
+      } finally {
+        for (const m of made) fs.closeSync(m.fill.fd);
+      }
+    });
+
+    it('a batch refuses a bad job by its index and name before anything runs', () => {
+      const r = new Rng(1900);
+      const lw = weights(r, 'mxfp4', 64, 64);
+      const fill = inFile('refuse', lw.weight.bytes);
+      try {
+        const ok: RowsReadingJob = { kind: 'mxfp4', weight: lw.weight.bytes, scale: lw.scale!.bytes, out: 64, inn: 64, bo: 1, bi: 32, source: cache.rowSource(lw, null), fill };
+        expect(() => startRowsReading([ok, { ...ok, source: {} }])).toThrow(/source must be a device row source/);
+        expect(() => startRowsReading([ok, { ...ok, fill: { fd: -1, offset: 0 } }])).toThrow(/fill.fd and fill.offset must be integers/);
+        expect(() => startRowsReading([{ ...ok, inn: 0 }])).toThrow(/in must be a positive integer/);
+        expect(() => waitRowsReading({ handle: {}, size: 0 })).toThrow(/expected a handle from checkF16RowsStart/);
+        // a refused batch ran nothing: the good one after it still gives the single result
+        const [g] = waitRowsReading(startRowsReading([ok]));
+        expect('readError' in g ? -2 : g.firstBad).toBe(-1);
       } finally {
         fs.closeSync(fill.fd);
       }
