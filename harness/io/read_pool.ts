@@ -91,6 +91,20 @@ export function enterReadPool(pool: ReadPool): { exit(): void } {
   };
 }
 
+/**
+ * Run fn with reads drawing from `pool`, keeping what it takes: the caller hands those back with pool.release(mark)
+ * once nothing uses them (the weights check's batches, whose reads outlive the call that made them).
+ */
+export function drawFromReadPool<T>(pool: ReadPool, fn: () => T): T {
+  const outer = active;
+  active = pool;
+  try {
+    return fn();
+  } finally {
+    active = outer;
+  }
+}
+
 /** Run fn with reads drawing from `pool`; the buffers taken inside are released for reuse when fn returns or throws. */
 export function withReadPool<T>(pool: ReadPool, fn: () => T): T {
   const scope = enterReadPool(pool);

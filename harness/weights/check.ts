@@ -22,9 +22,10 @@ import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, recognise, s
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import type { DeferredRead } from '../io/safetensors.js';
-import { sharedReadPool, withReadPool } from '../io/read_pool.js';
+import { drawFromReadPool, sharedReadPool, withReadPool } from '../io/read_pool.js';
+import { batchPool, FusedBatches } from './batches.js';
 import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount } from '../../reference-cpu/native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, type ExactVsF16Read, nanCodeCount, type RowsReadingJob } from '../../reference-cpu/native.js';
 import type { DeviceNative, DeviceRowSource } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
@@ -154,17 +155,24 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     ck.prefetchTensors(byLayer.get(L + 1) ?? []);
     ahead = L;
   };
-  // One tensor's bytes at a time, in buffers recycled from the last tensor's (nothing read outlives its check);
-  // the process's pool, so the diff's layers then read into the same warm buffers.
+  // Reads into buffers recycled from earlier tensors' (nothing read outlives its check): the process's pool, so the
+  // diff's layers then read into the same warm buffers, and a second one for the batch in flight (batches.ts).
   const pool = sharedReadPool();
-  for (const [k, t] of todo.entries()) {
-    enter(t.layer!);
-    opt.onTensor?.(t.name, k, todo.length);
-    withReadPool(pool, () => {
-      const { lw, pending } = loadForCheck(ck, t.name, qc);
-      tensors.push(checkTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!), pending));
-    });
+  const batches = new FusedBatches([pool, batchPool()], finishFused);
+  try {
+    for (const [k, t] of todo.entries()) {
+      enter(t.layer!);
+      opt.onTensor?.(t.name, k, todo.length);
+      batches.add((group) => {
+        const { lw, pending } = drawFromReadPool(group, () => loadForCheck(ck, t.name, qc));
+        return prepareTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!), pending);
+      });
+    }
+  } catch (e) {
+    batches.drain();  // an earlier tensor's own failure comes first, as it would have one tensor at a time
+    throw e;
   }
+  tensors.push(...batches.drain());
   const layers = todo.map((t) => t.layer!);
   const fused = opt.fused;
   if (fused !== undefined) {
@@ -244,6 +252,28 @@ export interface DeviceDequant {
  * first where it does not run. Either way they are read before anything else looks at them.
  */
 export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null, pending: DeferredRead | null = null): TensorCheck {
+  const p = prepareTensor(lw, layer, cache, fault, pending);
+  if (!('job' in p)) return p;
+  const j = p.job;
+  return finishFused(p, checkExactVsF16RowsReading(j.kind, j.weight, j.scale, j.out, j.inn, j.bo, j.bi, j.source, j.fill));
+}
+
+/** A tensor whose compare is left to the fused pass (which reads its weight's bytes as it compares them). */
+export interface FusedTensor {
+  lw: LinearWeight;
+  base: TensorCheck;
+  pending: DeferredRead;
+  job: RowsReadingJob;
+  /** the device's whole FP16 tensor, for a mismatch's evidence (made on demand) */
+  device(): Uint16Array;
+}
+
+/**
+ * A tensor's check up to the fused pass: its report when it needs none (NaN scale codes, a format or device the
+ * fused pass does not serve: then compared here), else the fused pass's job, run by checkTensor or by a batch
+ * (batches.ts) and completed by finishFused.
+ */
+export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null, pending: DeferredRead | null = null): TensorCheck | FusedTensor {
   const [R, C] = scaleGrid(lw);
   const base: TensorCheck = {
     name: lw.name,
@@ -290,34 +320,42 @@ export function checkTensor(lw: LinearWeight, layer: number, cache: DeviceDequan
   // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the native pass's
   // [row, column] block grid cannot count.
   const e = exactOperands(lw);
-  let cmp: ExactVsF16;
   if (fused !== null) {
-    const r = checkExactVsF16RowsReading(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source, fused);
-    if ('readError' in r) throw new InputError(`read failed: ${r.readError}`, { file: fused.file, tensor: lw.weight.name });
-    // before anything else in the result: the compare ran over the NaN codes it counted (check_f16.cc)
-    if (r.weightNanCodes > 0) return { ...base, exact: false, nan_codes: r.weightNanCodes, nan_in: 'weight' };
-    cmp = r;
-  } else {
-    cmp =
-      lw.format === 'bnb4'
-        ? compareTs(lw, device())
-        : source !== null
-          ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
-          : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
+    const job: RowsReadingJob = { kind: e.kind, weight: e.weight, scale: e.scale, out: lw.out, inn: lw.in, bo: e.bo, bi: e.bi, source, fill: fused };
+    return { lw, base, pending: fused, job, device };
   }
+  const cmp =
+    lw.format === 'bnb4'
+      ? compareTs(lw, device())
+      : source !== null
+        ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
+        : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
+  return finishCompare(lw, base, cmp, device);
+}
+
+/** The fused pass's result made a tensor's report. A tensor that differs has its weight read now, for the evidence. */
+export function finishFused(t: FusedTensor, r: ExactVsF16Read | { readError: string }): TensorCheck {
+  if ('readError' in r) throw new InputError(`read failed: ${r.readError}`, { file: t.pending.file, tensor: t.lw.weight.name });
+  // before anything else in the result: the compare ran over the NaN codes it counted (check_f16.cc)
+  if (r.weightNanCodes > 0) return { ...t.base, exact: false, nan_codes: r.weightNanCodes, nan_in: 'weight' };
+  // the pass read the bytes into its own chunks, not into the tensor's buffer: the evidence needs them there
+  if (r.firstBad >= 0 || r.firstReferenceNonFinite >= 0) t.pending.fill();
+  return finishCompare(t.lw, t.base, r, t.device);
+}
+
+function finishCompare(lw: LinearWeight, base: TensorCheck, cmp: ExactVsF16, device: () => Uint16Array): TensorCheck {
+  const C = base.scale.grid[1];
   // An exact value outside float32 is bad input, named as the reference's decoder names it (InputError).
   if (cmp.firstReferenceNonFinite >= 0) dequantRowsExact(lw, Math.floor(cmp.firstReferenceNonFinite / lw.in), 1);
   const firstBad = cmp.firstBad;
-  const maxAbs = cmp.maxAbs;
-  const nonFinite = cmp.nonFinite;
   const out: TensorCheck = {
     ...base,
     exact: firstBad < 0,
     bad_blocks: cmp.badBlocks,
-    max_abs: maxAbs,
+    max_abs: cmp.maxAbs,
     overflow_blocks: cmp.overBlocks,
     underflow_blocks: cmp.underBlocks,
-    device_nonfinite: nonFinite,
+    device_nonfinite: cmp.nonFinite,
   };
   if (firstBad >= 0) {
     const o = Math.floor(firstBad / lw.in);
