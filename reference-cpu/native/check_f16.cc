@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -425,28 +426,22 @@ __attribute__((target("avx2"))) bool mxfp4_row_clean_avx2(const Mxfp4Ref& t, con
 // (GCC bug 105593, fixed in 13): silenced for these two functions only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// A block's 16 packed bytes → 16 dwords of vpermw indices: element 2j's code (the low nibble) in the low word,
-// element 2j+1's (the high nibble) in the high word.
-__attribute__((target("avx512f,avx512bw"))) inline __m512i mxfp4_codes_avx512(const uint8_t* b16) {
-  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b16)));
-  return _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x0f)), _mm512_slli_epi32(_mm512_srli_epi32(b, 4), 16));
-}
-
-// mxfp4_row_clean_avx2 with AVX-512BW, two blocks per step: one table register holds both blocks' 16 reference
-// values (block c in words 0..15, c+1 in 16..31), one vpermw per block looks its 32 values up, one compare each.
-// 1.2–1.3× the AVX2 test's speed on the whole check (measured); a row that is not clean goes block by block.
+// mxfp4_row_clean_avx2 with AVX-512BW, a block per step: the block's 16 reference values in both halves of one
+// register (a broadcast), so each vpermw index needs only its low 4 bits right (bit 4 picks one of two equal
+// halves, bits 5..15 are not read); the differences are gathered in a register and tested once a row. Byte j of
+// the block, widened to a dword b, gives both of its indices as b + (b << 12): the low nibble (element 2j, E2M1
+// code in bits 0..3) in the low word and the high nibble (element 2j+1) at bits 16..19, the high word's bits
+// 0..3 (the two addends do not overlap, so the sum is an or). A row that is not clean goes block by block.
 __attribute__((target("avx512f,avx512bw,avx2"))) bool mxfp4_row_clean_avx512(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t C) {
-  if (C % 2 != 0) return false;
-  const __m512i second = _mm512_set1_epi16(16);
-  __mmask32 ne = 0;
-  for (int64_t c = 0; c < C; c += 2) {
-    const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[srow[c]]))),
-                                           _mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[srow[c + 1]])), 1);
-    const __m512i v0 = _mm512_permutexvar_epi16(mxfp4_codes_avx512(wrow + c * 16), tab);
-    const __m512i v1 = _mm512_permutexvar_epi16(_mm512_add_epi16(mxfp4_codes_avx512(wrow + c * 16 + 16), second), tab);
-    ne |= _mm512_cmpneq_epi16_mask(v0, _mm512_loadu_si512(drow + c * 32)) | _mm512_cmpneq_epi16_mask(v1, _mm512_loadu_si512(drow + c * 32 + 32));
+  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
+  for (int64_t c = 0; c < C; c++) {
+    const __m512i ref = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[srow[c]])));
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 16)));
+    const __m512i codes = _mm512_add_epi32(b, _mm512_slli_epi32(b, 12));
+    // differ | (ref ^ device) in one ternary-logic operation (truth table 0xF6 over differ, ref, device)
+    differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(codes, ref), _mm512_loadu_si512(drow + c * 32), 0xF6);
   }
-  return ne == 0 && mxfp4_scales_safe_avx2(t, srow, C);
+  return _mm512_test_epi32_mask(differ, differ) == 0 && mxfp4_scales_safe_avx2(t, srow, C);
 }
 #pragma GCC diagnostic pop
 
@@ -798,26 +793,84 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   }
 }
 
-// Every chunk of every job in one parallel region, taken as threads come free: the threads do not wait for each
+// A team of helper threads that block (never spin) between passes. The fused compares used to run in an OpenMP
+// region on the batch worker; between batches that team's idle thread spun (libgomp's default wait policy) for
+// the milliseconds the JS thread took to prepare the next batch, a third runnable thread on two cores taking
+// ~5% of the check's CPU from the JS thread it waited for (measured with perf). The team is made once.
+class ChunkTeam {
+ public:
+  static ChunkTeam& get() {
+    static ChunkTeam* t = new ChunkTeam(std::max(1, omp_get_max_threads()));  // never destroyed: helpers may be blocked at exit
+    return *t;
+  }
+  int size() const { return n_; }
+  // body(me) on every member, the caller as member 0; returns when all are done. One pass at a time.
+  void run(int members, const std::function<void(int)>& body) {
+    std::lock_guard<std::mutex> one(pass_);
+    members = std::min(members, n_);
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      body_ = &body;
+      members_ = members;
+      pending_ = members - 1;
+      gen_++;
+    }
+    cv_.notify_all();
+    body(0);
+    std::unique_lock<std::mutex> lk(m_);
+    done_.wait(lk, [this] { return pending_ == 0; });
+    body_ = nullptr;
+  }
+
+ private:
+  explicit ChunkTeam(int n) : n_(n) {
+    for (int i = 1; i < n; i++) std::thread([this, i] { loop(i); }).detach();
+  }
+  void loop(int me) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* body;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return gen_ != seen; });
+        seen = gen_;
+        if (me >= members_) continue;
+        body = body_;
+      }
+      (*body)(me);
+      std::lock_guard<std::mutex> lk(m_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+  const int n_;
+  std::mutex pass_, m_;
+  std::condition_variable cv_, done_;
+  const std::function<void(int)>* body_ = nullptr;
+  int members_ = 0, pending_ = 0;
+  uint64_t gen_ = 0;
+};
+
+// Every chunk of every job in one pass of the team, taken as threads come free: the threads do not wait for each
 // other at the end of each tensor (a layer's 776 tensors of ~4 chunks each, one region per tensor, left a core
-// idle ~0.05 s a layer in that wait alone). No exception leaves the region: run_chunk throws none.
+// idle ~0.05 s a layer in that wait alone). No exception leaves a member: run_chunk throws none.
 void run_jobs(const std::vector<RowsJob*>& jobs) {
   int64_t elems = 0, total = 0;
   std::vector<int64_t> first(jobs.size() + 1, 0);  // job k's chunks are [first[k], first[k + 1])
   for (size_t k = 0; k < jobs.size(); k++) elems += jobs[k]->a.out * jobs[k]->a.in, first[k + 1] = (total += jobs[k]->nchunks);
-  const int nt = elems >= (1 << 18) ? omp_get_max_threads() : 1;
+  ChunkTeam& team = ChunkTeam::get();
+  const int nt = elems >= (1 << 18) ? team.size() : 1;
   for (RowsJob* j : jobs) j->parts.assign(static_cast<size_t>(nt), Partial{});
-#pragma omp parallel num_threads(nt)
-  {
+  std::atomic<int64_t> next{0};
+  const std::function<void(int)> body = [&](int me) {
     static thread_local ThreadBufs tb;
-    const int me = omp_get_thread_num();
     size_t k = 0;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t g = 0; g < total; g++) {
-      while (g >= first[k + 1]) k++;  // g only grows on a thread (dynamic hands out increasing indices)
+    for (int64_t g; (g = next.fetch_add(1, std::memory_order_relaxed)) < total;) {
+      while (g >= first[k + 1]) k++;  // g only grows on a thread (the counter hands out increasing indices)
       run_chunk(*jobs[k], g - first[k], jobs[k]->parts[static_cast<size_t>(me)], tb);
     }
-  }
+  };
+  if (nt == 1) body(0);
+  else team.run(nt, body);
 }
 
 // A run job's result: checkF16's, with weightNanCodes when it read its weight, or { readError } when that read failed.
