@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -793,84 +792,26 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   }
 }
 
-// A team of helper threads that block (never spin) between passes. The fused compares used to run in an OpenMP
-// region on the batch worker; between batches that team's idle thread spun (libgomp's default wait policy) for
-// the milliseconds the JS thread took to prepare the next batch, a third runnable thread on two cores taking
-// ~5% of the check's CPU from the JS thread it waited for (measured with perf). The team is made once.
-class ChunkTeam {
- public:
-  static ChunkTeam& get() {
-    static ChunkTeam* t = new ChunkTeam(std::max(1, omp_get_max_threads()));  // never destroyed: helpers may be blocked at exit
-    return *t;
-  }
-  int size() const { return n_; }
-  // body(me) on every member, the caller as member 0; returns when all are done. One pass at a time.
-  void run(int members, const std::function<void(int)>& body) {
-    std::lock_guard<std::mutex> one(pass_);
-    members = std::min(members, n_);
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      body_ = &body;
-      members_ = members;
-      pending_ = members - 1;
-      gen_++;
-    }
-    cv_.notify_all();
-    body(0);
-    std::unique_lock<std::mutex> lk(m_);
-    done_.wait(lk, [this] { return pending_ == 0; });
-    body_ = nullptr;
-  }
-
- private:
-  explicit ChunkTeam(int n) : n_(n) {
-    for (int i = 1; i < n; i++) std::thread([this, i] { loop(i); }).detach();
-  }
-  void loop(int me) {
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* body;
-      {
-        std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [&] { return gen_ != seen; });
-        seen = gen_;
-        if (me >= members_) continue;
-        body = body_;
-      }
-      (*body)(me);
-      std::lock_guard<std::mutex> lk(m_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-  const int n_;
-  std::mutex pass_, m_;
-  std::condition_variable cv_, done_;
-  const std::function<void(int)>* body_ = nullptr;
-  int members_ = 0, pending_ = 0;
-  uint64_t gen_ = 0;
-};
-
-// Every chunk of every job in one pass of the team, taken as threads come free: the threads do not wait for each
+// Every chunk of every job in one parallel region, taken as threads come free: the threads do not wait for each
 // other at the end of each tensor (a layer's 776 tensors of ~4 chunks each, one region per tensor, left a core
-// idle ~0.05 s a layer in that wait alone). No exception leaves a member: run_chunk throws none.
+// idle ~0.05 s a layer in that wait alone). No exception leaves the region: run_chunk throws none.
 void run_jobs(const std::vector<RowsJob*>& jobs) {
   int64_t elems = 0, total = 0;
   std::vector<int64_t> first(jobs.size() + 1, 0);  // job k's chunks are [first[k], first[k + 1])
   for (size_t k = 0; k < jobs.size(); k++) elems += jobs[k]->a.out * jobs[k]->a.in, first[k + 1] = (total += jobs[k]->nchunks);
-  ChunkTeam& team = ChunkTeam::get();
-  const int nt = elems >= (1 << 18) ? team.size() : 1;
+  const int nt = elems >= (1 << 18) ? omp_get_max_threads() : 1;
   for (RowsJob* j : jobs) j->parts.assign(static_cast<size_t>(nt), Partial{});
-  std::atomic<int64_t> next{0};
-  const std::function<void(int)> body = [&](int me) {
+#pragma omp parallel num_threads(nt)
+  {
     static thread_local ThreadBufs tb;
+    const int me = omp_get_thread_num();
     size_t k = 0;
-    for (int64_t g; (g = next.fetch_add(1, std::memory_order_relaxed)) < total;) {
-      while (g >= first[k + 1]) k++;  // g only grows on a thread (the counter hands out increasing indices)
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t g = 0; g < total; g++) {
+      while (g >= first[k + 1]) k++;  // g only grows on a thread (dynamic hands out increasing indices)
       run_chunk(*jobs[k], g - first[k], jobs[k]->parts[static_cast<size_t>(me)], tb);
     }
-  };
-  if (nt == 1) body(0);
-  else team.run(nt, body);
+  }
 }
 
 // A run job's result: checkF16's, with weightNanCodes when it read its weight, or { readError } when that read failed.
