@@ -4,7 +4,7 @@
  *   - with --wide: a real-width DeepSeek-V4 checkpoint (`layerdiff fixture deepseek-v4-wide`, generated on
  *     first use into $LAYERDIFF_BENCH_DIR or /tmp) with 16 tokens: per-layer time of each path and peak RSS,
  *     for 2 and 4 layers side by side (the streaming target: < 4 GB, and 4 layers within 10% of 2).
- * Peak RSS is measured in a child process per run (getrusage maxrss), so runs do not inherit each other's peak;
+ * Peak RSS is measured in a child process per run (its VmHWM: peak_rss.ts), so runs do not inherit each other's peak;
  * the bench and each child run with the environment `layerdiff diff` gives its own (as_cli.ts).
  *
  *   node dist/scripts/bench/diff.js [--wide]
@@ -17,6 +17,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
 import { packageRoot } from '../../harness/version.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
+import { peakRssMiB } from './peak_rss.js';
 
 export interface ChildResult {
   wallS: number;
@@ -54,7 +55,7 @@ async function child(model: string, extra: string[]): Promise<void> {
   process.stdout.write = write;
   const out: ChildResult = {
     wallS,
-    maxRssMiB: process.resourceUsage().maxRSS / 1024,
+    maxRssMiB: peakRssMiB(),
     layers: report.stages.map((s) => ({ name: s.name, reference_ms: s.time_ms.reference, device_ms: s.time_ms.device, floor_ms: s.time_ms.floor ?? 0 })),
     weightsMs: report.weights?.time_ms ?? 0,
     verdict: report.verdict,
@@ -134,6 +135,13 @@ export async function benchDiff(wide: boolean): Promise<Record<string, number>> 
     const ls = r.layers.filter((l) => l.name.startsWith('layer.'));
     for (const l of ls) {
       console.log(`  wide(${layers}) ${l.name}: reference ${(l.reference_ms / 1000).toFixed(2)} s, device (every mode) ${(l.device_ms / 1000).toFixed(2)} s = ${(l.reference_ms / l.device_ms).toFixed(2)}× reference/device, floor pass ${(l.floor_ms / 1000).toFixed(2)} s`);
+    }
+    // the head (129,280 × 4096): the logits stage, every mode of a path in one pass (target ≤ 2 s per path)
+    const head = r.layers.find((l) => l.name === 'logits');
+    if (head !== undefined) {
+      console.log(`  wide(${layers}) head: reference ${(head.reference_ms / 1000).toFixed(2)} s (the floor pass's rows in the same pass), device (every mode) ${(head.device_ms / 1000).toFixed(2)} s (target ≤ 2 s per path)`);
+      out[`wide${layers}_head_reference_s`] = head.reference_ms / 1000;
+      out[`wide${layers}_head_device_s`] = head.device_ms / 1000;
     }
     console.log(`deepseek-v4-wide ${layers} layers, 16 tokens: ${r.wallS.toFixed(1)} s (weights check ${(r.weightsMs / 1000).toFixed(1)} s), peak RSS ${(r.maxRssMiB / 1024).toFixed(2)} GiB, ${r.verdict}`);
     out[`wide${layers}_peak_rss_gib`] = r.maxRssMiB / 1024;

@@ -44,6 +44,7 @@ import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../../harness/mode
 import { packageRoot } from '../../harness/version.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
+import { peakRssMiB } from './peak_rss.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
 
 type Source = 'dequant' | 'cache';
@@ -150,7 +151,7 @@ async function child(task: string, source: Source, model: string, cacheDir: stri
   const probe = Checkpoint.open(model);
   const fp = (await checkpointFingerprint(model, probe.shardFiles)).value;
   probe.close();
-  const done = (ms: number, extra?: Record<string, number>) => process.stdout.write(JSON.stringify({ ms, maxRssMiB: process.resourceUsage().maxRSS / 1024, extra } satisfies ChildOut) + '\n');
+  const done = (ms: number, extra?: Record<string, number>) => process.stdout.write(JSON.stringify({ ms, maxRssMiB: peakRssMiB(), extra } satisfies ChildOut) + '\n');
   if (task === 'convert') {
     const ck = Checkpoint.open(model);
     const t0 = performance.now();

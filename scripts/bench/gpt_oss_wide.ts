@@ -2,7 +2,7 @@
  * gpt-oss at gpt-oss-20b's widths (`layerdiff fixture gpt-oss-wide`, generated on first use into
  * $LAYERDIFF_BENCH_DIR or /tmp: ~3.3 GB for 2 layers, ~4.2 GB for 4), measured side by side in one run:
  *   - a 16-token diff (both modes, default policy) of 2 and 4 layers, each in a fresh process: per-layer time of
- *     each path and peak RSS (getrusage maxrss), so the streaming claim (flat in depth) is checked;
+ *     each path and peak RSS (the child's VmHWM, peak_rss.ts), so the streaming claim (flat in depth) is checked;
  *   - decode on the 2-layer checkpoint: tok/s with the K/V cache (sliding layers in their ring) against full
  *     recompute of the same device stage path, at 64 tokens of context.
  *
