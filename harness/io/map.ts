@@ -1,22 +1,50 @@
 /**
- * A private, copy-on-write mapping of a file range through the reference's native addon
- * (reference-cpu/native/file_io.cc): for large tensors kept for a whole run (the FP16 cache's weights), where a
- * read would copy every byte into fresh memory whose first touch is the expensive part on a virtual machine.
+ * Private, copy-on-write mappings of file ranges through the reference's native addon
+ * (reference-cpu/native/file_io.cc):
+ *   - mapRange: for large tensors kept for a whole run (the FP16 cache's weights), where a read would copy every
+ *     byte into fresh memory whose first touch is the expensive part on a virtual machine;
+ *   - mapPopulated / releaseMapped: every page mapped at once, for the read pool's large reads (read_pool.ts),
+ *     released when the pool's scope ends.
  * Without the addon, or where the range cannot be mapped, null: the caller reads instead.
  */
 import { loadAddon } from './addon.js';
 
-let fn: ((fd: number, offset: number, length: number) => ArrayBuffer | null) | null | undefined;
+interface MapAddon {
+  mapRange?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
+  mapPopulated?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
+  releaseMapped?: (buffer: ArrayBuffer) => boolean;
+}
 
-export function mapRange(fd: number, offset: number, length: number): Uint8Array | null {
-  if (fn === undefined) {
+let addon: MapAddon | null | undefined;
+
+function mapAddon(): MapAddon | null {
+  if (addon === undefined) {
     try {
-      const a = loadAddon('ld_reference') as { mapRange?: (fd: number, offset: number, length: number) => ArrayBuffer | null };
-      fn = typeof a.mapRange === 'function' ? a.mapRange : null;
+      addon = loadAddon('ld_reference') as MapAddon;
     } catch {
-      fn = null;
+      addon = null;
     }
   }
-  const b = fn === null ? null : fn(fd, offset, length);
+  return addon;
+}
+
+export function mapRange(fd: number, offset: number, length: number): Uint8Array | null {
+  const f = mapAddon()?.mapRange;
+  const b = typeof f === 'function' ? f(fd, offset, length) : null;
   return b === null ? null : new Uint8Array(b);
+}
+
+/** A mapping of [offset, offset + length) with its pages mapped now (MADV_POPULATE_READ), or null. */
+export function mapPopulated(fd: number, offset: number, length: number): ArrayBuffer | null {
+  const f = mapAddon()?.mapPopulated;
+  return typeof f === 'function' ? f(fd, offset, length) : null;
+}
+
+/**
+ * End a mapping's use: its pages leave the process now and the buffer is detached (every view of it then has
+ * length 0). False, and nothing done, for a buffer that is not a live mapping.
+ */
+export function releaseMapped(buffer: ArrayBuffer): boolean {
+  const f = mapAddon()?.releaseMapped;
+  return typeof f === 'function' ? f(buffer) : false;
 }

@@ -106,7 +106,7 @@ export class SafetensorsFile {
     return this.fd;
   }
 
-  /** Read one tensor's bytes (an 8-byte-aligned copy: fresh, or recycled inside withReadPool). */
+  /** Read one tensor's bytes (8-byte aligned: a fresh copy, or inside withReadPool a recycled one or a mapping). */
   read(info: TensorInfo): Uint8Array {
     return this.readRange(info, 0, info.end - info.begin);
   }
@@ -117,6 +117,9 @@ export class SafetensorsFile {
     if (offset < 0 || length < 0 || info.begin + offset + length > info.end) {
       throw new InputError(`read of [${offset}, ${offset + length}) is outside the tensor's ${info.end - info.begin} bytes`, { file: this.file, tensor: info.name });
     }
+    // inside a pool's scope a large read is a mapping of the page cache's pages (ReadPool.mapRead: no copy, no fresh memory)
+    const mapped = activeReadPool()?.mapRead(this.fd, info.begin + offset, length);
+    if (mapped) return mapped;
     const buf = readBuffer(length);
     this.readInto(this.fd, info, offset, buf);
     return buf;

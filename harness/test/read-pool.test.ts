@@ -6,8 +6,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ReadPool, activeReadPool, enterReadPool, outsideReadPool, sizeClass, withReadPool } from '../io/read_pool.js';
+import { mapPopulated, releaseMapped } from '../io/map.js';
+import { MAP_READ_MIN_BYTES, ReadPool, activeReadPool, enterReadPool, outsideReadPool, sizeClass, withReadPool } from '../io/read_pool.js';
 import { SafetensorsFile, writeSafetensors } from '../io/safetensors.js';
+
+/** byte equality in one memcmp (toEqual walks a megabyte element by element for seconds) */
+const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.from(a.buffer, a.byteOffset, a.length).equals(Buffer.from(b.buffer, b.byteOffset, b.length));
 
 describe('ReadPool', () => {
   it('reuses a buffer only after its scope, keeps reads correct, and is inactive outside withReadPool', () => {
@@ -81,6 +85,63 @@ describe('ReadPool', () => {
       expect(outsideReadPool(() => activeReadPool())).toBeNull();
       expect(activeReadPool()).toBe(pool);
     });
+  });
+
+  it('a large read inside a scope is a private mapping of the file: the same bytes, released (detached) when the scope ends, never written back', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-pool-map-'));
+    // a small tensor first, so the large one starts 8-byte aligned but not on a page
+    const small = Uint8Array.from({ length: 24 }, (_, i) => i);
+    const big = Uint8Array.from({ length: MAP_READ_MIN_BYTES + 4096 + 8 }, (_, i) => (i * 31 + (i >> 11)) & 255);
+    const odd = Uint8Array.from({ length: MAP_READ_MIN_BYTES + 5 }, (_, i) => (i * 17) & 255);
+    const file = path.join(dir, 'm.safetensors');
+    writeSafetensors(file, [
+      { name: 'small', dtype: 'U8', shape: [small.length], data: small },
+      { name: 'big', dtype: 'U8', shape: [big.length], data: big },
+      { name: 'odd', dtype: 'U8', shape: [odd.length], data: odd },
+    ]);
+    const before = fs.readFileSync(file);
+    const f = SafetensorsFile.open(file);
+    const info = f.get('big')!;
+    expect(info.begin % 4096, 'the fixture\'s large tensor is off a page boundary').not.toBe(0);
+    const pool = new ReadPool();
+    let kept: Uint8Array | null = null;
+    withReadPool(pool, () => {
+      const r = f.read(info);
+      expect(same(r, big)).toBe(true);
+      expect(r.byteOffset % 8).toBe(0);
+      r[0] ^= 0xff; // a write to a private mapping copies the page for this process only
+      kept = r;
+      // a length that is not a multiple of 8 cannot keep the reads' padded contract: an ordinary read
+      const o = f.read(f.get('odd')!);
+      expect(same(o, odd)).toBe(true);
+    });
+    expect(kept!.length, 'a view kept past its scope reads nothing').toBe(0);
+    expect(pool.freeBytes(), 'a mapping is not a pool buffer: only the odd read came back').toBe(sizeClass(Math.ceil(odd.length / 8) * 8));
+    withReadPool(pool, () => expect(same(f.read(info), big)).toBe(true));
+    const outside = f.read(info);
+    expect(same(outside, big)).toBe(true);
+    f.close();
+    expect(outside.length, 'outside a scope: a copy, never released').toBe(big.length);
+    expect(fs.readFileSync(file).equals(before), 'the checkpoint is untouched').toBe(true);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('releaseMapped acts once, on live mappings only', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-map-'));
+    const file = path.join(dir, 'x.bin');
+    const bytes = Uint8Array.from({ length: 3 * 4096 }, (_, i) => (i * 5) & 255);
+    fs.writeFileSync(file, bytes);
+    const fd = fs.openSync(file, 'r');
+    const m = mapPopulated(fd, 4096 + 8, 4096);
+    expect(m, 'the native addon maps a regular file').not.toBeNull();
+    expect(new Uint8Array(m!)).toEqual(bytes.subarray(4096 + 8, 2 * 4096 + 8));
+    expect(mapPopulated(fd, 2 * 4096, 4097), 'past the end of the file').toBeNull();
+    expect(releaseMapped(new ArrayBuffer(64)), 'not a mapping').toBe(false);
+    expect(releaseMapped(m!)).toBe(true);
+    expect(m!.byteLength).toBe(0);
+    expect(releaseMapped(m!), 'released already').toBe(false);
+    fs.closeSync(fd);
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('size classes waste at most an eighth of a buffer and are at least 64 KiB', () => {

@@ -14,6 +14,11 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14's value, for older headers (the call then fails with EINVAL, harmlessly)
+#endif
 
 namespace {
 
@@ -85,11 +90,6 @@ Napi::Value will_need(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), advisor->push(fd, static_cast<off_t>(off), static_cast<off_t>(len)));
 }
 
-struct Mapping {
-  void* base;
-  size_t length;
-};
-
 // mapRange(fd, offset, length) → an ArrayBuffer over bytes [offset, offset+length) of the file, or null where the
 // range cannot be mapped (not a regular file, past its end, length 0, mmap refused): the caller then reads.
 // MAP_PRIVATE with PROT_WRITE: the pages are the page cache's until written, and a write (nothing here writes
@@ -99,12 +99,31 @@ struct Mapping {
 // the page cache already holds (2.4–3.3 GB/s measured), and a tensor never touched is never read. The buffer
 // unmaps when garbage-collected. The one hazard of any mapping: a file truncated by another process while mapped
 // faults (SIGBUS) on access; the range is checked against the file's size at mapping time.
-Napi::Value map_range(const Napi::CallbackInfo& info) {
+//
+// mapPopulated(fd, offset, length): the same mapping with every page mapped at once (MADV_POPULATE_READ), for the
+// read pool (harness/io/read_pool.ts): a layer's routed experts, ~1.2 GB a wide layer, used for one layer only.
+// Read into new buffers they paid the first touch of fresh memory, 0.2–1.5 GB/s on this VM once the page cache
+// has filled its memory (a C test over a wide shard, page cache warm; 1.2 GB took 0.9–6 s), where mapping and
+// populating the same bytes took 0.01 s. releaseMapped(buffer) ends such a mapping's use when its pool scope
+// ends: its pages leave this process at once (MADV_DONTNEED: RSS does not wait for the collector) and the buffer
+// is detached, so a view kept past its scope reads nothing instead of stale bytes; the address range itself is
+// unmapped when the buffer is collected.
+struct Mapping {
+  void* base;
+  size_t length;
+  bool released = false;
+};
+
+// live mappings by their buffer's first byte: releaseMapped acts only on these (any other buffer is refused)
+std::mutex g_maps_mutex;
+std::unordered_map<const void*, Mapping*> g_maps;
+
+Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool populate) {
   const Napi::Env env = info.Env();
-  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, "mapRange: expected (fd, offset, length)");
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, std::string(name) + ": expected (fd, offset, length)");
   const int fd = info[0].As<Napi::Number>().Int32Value();
   const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
-  if (!(off >= 0 && len >= 0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(env, "mapRange: offset and length must be integers ≥ 0");
+  if (!(off >= 0 && len >= 0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(env, std::string(name) + ": offset and length must be integers ≥ 0");
   struct stat st;
   if (len == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > static_cast<double>(st.st_size)) return env.Null();
   const long page = sysconf(_SC_PAGESIZE);
@@ -112,11 +131,44 @@ Napi::Value map_range(const Napi::CallbackInfo& info) {
   const size_t lead = static_cast<size_t>(static_cast<off_t>(off) - aligned), total = lead + static_cast<size_t>(len);
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, aligned);
   if (base == MAP_FAILED) return env.Null();
+  // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
+  if (populate) madvise(base, total, MADV_POPULATE_READ);
   auto* m = new Mapping{base, total};
-  return Napi::ArrayBuffer::New(env, static_cast<uint8_t*>(base) + lead, static_cast<size_t>(len), [](Napi::Env, void*, Mapping* h) {
+  uint8_t* data = static_cast<uint8_t*>(base) + lead;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    g_maps[data] = m;
+  }
+  return Napi::ArrayBuffer::New(env, data, static_cast<size_t>(len), [](Napi::Env, void* d, Mapping* h) {
+    {
+      std::lock_guard<std::mutex> lock(g_maps_mutex);
+      g_maps.erase(d);
+    }
     munmap(h->base, h->length);
     delete h;
   }, m);
+}
+
+Napi::Value map_range(const Napi::CallbackInfo& info) { return map_file(info, "mapRange", false); }
+Napi::Value map_populated(const Napi::CallbackInfo& info) { return map_file(info, "mapPopulated", true); }
+
+// releaseMapped(buffer) → true where buffer is a live mapping of mapRange or mapPopulated (now released), else false.
+Napi::Value release_mapped(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsArrayBuffer()) throw Napi::TypeError::New(env, "releaseMapped: expected an ArrayBuffer");
+  Napi::ArrayBuffer ab = info[0].As<Napi::ArrayBuffer>();
+  const void* data = ab.Data();
+  Mapping* m = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);
+    const auto it = g_maps.find(data);
+    if (it != g_maps.end() && !it->second->released) m = it->second;
+  }
+  if (m == nullptr || ab.ByteLength() == 0) return Napi::Boolean::New(env, false);
+  m->released = true;
+  ab.Detach();
+  madvise(m->base, m->length, MADV_DONTNEED);  // private pages never written: the next touch would read the file again
+  return Napi::Boolean::New(env, true);
 }
 
 }  // namespace
@@ -124,4 +176,6 @@ Napi::Value map_range(const Napi::CallbackInfo& info) {
 void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("willNeed", Napi::Function::New(env, will_need));
   exports.Set("mapRange", Napi::Function::New(env, map_range));
+  exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
+  exports.Set("releaseMapped", Napi::Function::New(env, release_mapped));
 }
