@@ -16,6 +16,7 @@
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { removePartials, STDOUT } from '../io/writer.js';
 
@@ -80,6 +81,19 @@ export function childTunables(argv: readonly string[], env: NodeJS.ProcessEnv, p
 }
 
 /**
+ * What the parent says and exits with when the child ended by `signal`. SIGBUS is not an interruption: large
+ * reads are mappings of the checkpoint's or the FP16 cache's pages (harness/io/map.ts), and a file truncated or
+ * rewritten in place by another process while mapped faults on the next access to a page past its new end. That is
+ * the input changing under the run: bad input, exit 2. Any other signal: 128 + its number, as shells report it.
+ */
+export function signalledEnd(signal: NodeJS.Signals): { code: number; line: string } {
+  if (signal === 'SIGBUS') {
+    return { code: 2, line: 'layerdiff: error: a checkpoint or FP16-cache file shrank while this run had it mapped (SIGBUS: truncated or rewritten in place by another process); partial outputs removed' };
+  }
+  return { code: 128 + (os.constants.signals[signal] ?? 9), line: `layerdiff: interrupted (${signal}); partial outputs removed` };
+}
+
+/**
  * Run this command line in a supervised child when it names outputs or reads weights; resolves to the exit code,
  * or null when the caller should run the command itself (neither, or this is the child).
  */
@@ -103,8 +117,9 @@ export function superviseRun(argv: readonly string[]): Promise<number> | null {
       process.off('SIGTERM', onTerm);
       if (child.pid !== undefined) cleanPartials(outputs, child.pid);
       if (signal !== null) {
-        process.stderr.write(`\nlayerdiff: interrupted (${signal}); partial outputs removed\n`);
-        resolve(signal === 'SIGINT' ? 130 : signal === 'SIGTERM' ? 143 : 128 + 9);
+        const end = signalledEnd(signal);
+        process.stderr.write(`\n${end.line}\n`);
+        resolve(end.code);
       } else resolve(code ?? 4);
     });
     child.on('error', (e) => {

@@ -3,7 +3,7 @@
  * GLIBC_TUNABLES, and which outputs it cleans after a signal.
  */
 import { describe, expect, it } from 'vitest';
-import { childTunables, outputPaths } from '../cli/supervise.js';
+import { childTunables, outputPaths, signalledEnd } from '../cli/supervise.js';
 
 describe('the supervised child', () => {
   it('a command that reads weights gets glibc.malloc.hugetlb=1, added to the caller\'s tunables', () => {
@@ -24,5 +24,14 @@ describe('the supervised child', () => {
     expect(outputPaths(['diff', 'm', '--json', 'r.json', '--html=r.html', '--summary', '-'])).toEqual(['r.json', 'r.html']);
     expect(outputPaths(['fixture', 'llama-tiny', 'out'])).toEqual(['out']);
     expect(outputPaths(['diff', 'm'])).toEqual([]);
+  });
+
+  it('a child ended by a signal: 130 / 143 for an interruption, 128 + the number for others, SIGBUS bad input (exit 2)', () => {
+    expect(signalledEnd('SIGINT').code).toBe(130);
+    expect(signalledEnd('SIGTERM').code).toBe(143);
+    expect(signalledEnd('SIGKILL')).toEqual({ code: 137, line: 'layerdiff: interrupted (SIGKILL); partial outputs removed' });
+    const bus = signalledEnd('SIGBUS');
+    expect(bus.code).toBe(2);
+    expect(bus.line).toMatch(/^layerdiff: error: .*shrank while this run had it mapped.*partial outputs removed$/);
   });
 });

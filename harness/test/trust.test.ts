@@ -125,6 +125,36 @@ describe('writers never destroy', () => {
     }, 120_000);
   }
 
+  it('a mapped file truncated under a run faults (SIGBUS), and the supervisor ends such a run as bad input: one line, exit 2, no partials', async () => {
+    // the fault itself: a read pool's mapping (harness/io/map.ts) of a file that another process then truncates
+    const f = path.join(tmp, 'truncated.bin');
+    fs.writeFileSync(f, Buffer.alloc(2 << 20, 7));
+    const map = path.join(packageRoot(), 'dist', 'harness', 'io', 'map.js');
+    const script = `import * as fs from 'node:fs'; import { mapPopulated } from ${JSON.stringify(map)};
+      const fd = fs.openSync(${JSON.stringify(f)}, 'r'); const m = new Uint8Array(mapPopulated(fd, 0, 2 << 20));
+      if (m[(1 << 20) + 5] !== 7) process.exit(3); fs.truncateSync(${JSON.stringify(f)}, 4096); console.log(m[(1 << 20) + 5]);`;
+    const faulted = await new Promise<NodeJS.Signals | null>((resolve) => spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'ignore' }).on('exit', (_c, sig) => resolve(sig)));
+    expect(faulted).toBe('SIGBUS');
+    // the supervisor's side: the run's child ends by SIGBUS while writing its dump
+    const out = path.join(tmp, 'sig-bus');
+    const dump = path.join(out, 'dump');
+    fs.mkdirSync(dump, { recursive: true });
+    const main = path.join(packageRoot(), 'dist', 'harness', 'cli', 'main.js');
+    const p = spawn(process.execPath, [main, 'diff', model, '--dump', dump, '--repeat', '20'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => p.on('close', (c) => resolve(c)));
+    for (let i = 0; i < 600 && partials(dump).length === 0 && p.exitCode === null; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(partials(dump).length).toBeGreaterThan(0);
+    const children = fs.readFileSync(`/proc/${p.pid}/task/${p.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    expect(children).toHaveLength(1);
+    process.kill(children[0], 'SIGBUS');
+    expect(await exited).toBe(2);
+    expect(stderr.trim().split('\n').filter((l) => l.startsWith('layerdiff: error:'))).toEqual([expect.stringMatching(/shrank while this run had it mapped \(SIGBUS/)]);
+    expect(partials(dump)).toEqual([]);
+    expect(partials(out)).toEqual([]);
+  }, 120_000);
+
   it('convert refuses a non-empty foreign folder, and a killed convert leaves the previous cache intact', async () => {
     const foreign = path.join(tmp, 'photos');
     fs.mkdirSync(foreign);
