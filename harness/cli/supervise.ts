@@ -88,7 +88,8 @@ export function childTunables(argv: readonly string[], env: NodeJS.ProcessEnv, p
  */
 export function signalledEnd(signal: NodeJS.Signals): { code: number; line: string } {
   if (signal === 'SIGBUS') {
-    return { code: 2, line: 'layerdiff: error: a checkpoint or FP16-cache file shrank while this run had it mapped (SIGBUS: truncated or rewritten in place by another process); partial outputs removed' };
+    // the signal names no file and no cause: say what it almost always is here, not more
+    return { code: 2, line: 'layerdiff: error: the run\'s mapped input became unreadable (SIGBUS): most likely a checkpoint or FP16-cache file was truncated or rewritten in place by another process while mapped; partial outputs removed' };
   }
   return { code: 128 + (os.constants.signals[signal] ?? 9), line: `layerdiff: interrupted (${signal}); partial outputs removed` };
 }

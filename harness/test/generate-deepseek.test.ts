@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sameBytes } from './same-bytes.js';
 import type { Decoder } from '../contracts/decoder.js';
 import { generate } from '../generate/engine.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
@@ -38,7 +39,6 @@ afterAll(() => ck.close());
 
 const recompute = (ref = false) =>
   new RecomputeDecoder({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L) => m.loadLayer(L) }, ref ? new DeepseekV4Reference(m) : new DeepseekV4Device(m, N, null, K));
-const sameBits = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 const maxAbs = (a: Float32Array, b: Float32Array) => a.reduce((mx, v, i) => Math.max(mx, Math.abs(v - b[i])), 0);
 
 describe('DeepSeek-V4 device incremental decoding', () => {
@@ -57,7 +57,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
     let seqs = [0, 1];
     const check = (step: number) =>
       a.forEach((l, j) => {
-        expect(sameBits(l, b[j]), `step ${step} seq ${seqs[j]}`).toBe(true);
+        expect(sameBytes(l, b[j]), `step ${step} seq ${seqs[j]}`).toBe(true);
       });
     check(0);
     for (let step = 1; step <= 44; step++) {
@@ -83,7 +83,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
     let b = full.prefill(prompts, 64);
     expect(cached.lengths()).toEqual(prompts.map((p) => p.length));
     for (let step = 0; step <= 6; step++) {
-      a.forEach((l, j) => expect(sameBits(l, b[j]), `step ${step} seq ${j}`).toBe(true));
+      a.forEach((l, j) => expect(sameBytes(l, b[j]), `step ${step} seq ${j}`).toBe(true));
       const toks = a.map((l) => argmax(l));
       a = cached.step([0, 1, 2], toks);
       b = full.step([0, 1, 2], toks);
@@ -98,10 +98,10 @@ describe('DeepSeek-V4 device incremental decoding', () => {
     const a = one.prefill(prompts, 64);
     const b = seven.prefill(prompts, 64);
     expect(b).toHaveLength(3);
-    a.forEach((l, j) => expect(sameBits(l, b[j]), `seq ${j}`).toBe(true));
+    a.forEach((l, j) => expect(sameBytes(l, b[j]), `seq ${j}`).toBe(true));
     expect(seven.lengths()).toEqual(one.lengths());
     const toks = a.map((l) => argmax(l));
-    one.step([0, 1, 2], toks).forEach((l, j) => expect(sameBits(l, seven.step([j], [toks[j]])[0]), `step seq ${j}`).toBe(true));
+    one.step([0, 1, 2], toks).forEach((l, j) => expect(sameBytes(l, seven.step([j], [toks[j]])[0]), `step seq ${j}`).toBe(true));
     expect(() => new DeepseekV4DeviceDecoder(m, N, K, true, 0)).toThrow(/prefillRows/);
   });
 

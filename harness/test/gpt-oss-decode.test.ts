@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sameBytes } from './same-bytes.js';
 import { loadDecodeNative, loadDeepseekNative, loadDeviceNative, loadGptOssNative } from '../../device-hip/binding.js';
 import { GptOssDevice } from '../../device-hip/gpt_oss.js';
 import { GptOssDeviceDecoder } from '../../device-hip/gpt_oss_decode.js';
@@ -40,7 +41,6 @@ afterAll(() => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-const sameBits = (a: Float32Array, b: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 const maxAbs = (a: Float32Array, b: Float32Array) => a.reduce((mx, v, i) => Math.max(mx, Math.abs(v - b[i])), 0);
 const layers = () => ({ numLayers: m.cfg.layers, vocab: m.cfg.vocab, loadLayer: (L: number) => m.loadLayer(L) });
 const decoder = () => new GptOssDeviceDecoder(m, loadDeviceNative(), loadDecodeNative(), device);
@@ -67,7 +67,7 @@ describe('gpt-oss KV-cache decoding', () => {
     const full = schedule(new RecomputeDecoder(layers(), device));
     const ref = schedule(new RecomputeDecoder(layers(), new GptOssReference(m)));
     cached.forEach((step, i) => step.forEach((l, j) => {
-      expect(sameBits(l, full[i][j]), `step ${i} entry ${j}`).toBe(true);
+      expect(sameBytes(l, full[i][j]), `step ${i} entry ${j}`).toBe(true);
       expect(maxAbs(l, ref[i][j]), `step ${i} entry ${j} vs reference`).toBeLessThan(0.5);
       expect(maxAbs(l, ref[i][j])).toBeGreaterThan(0); // FP16 leaves a footprint
     }));
@@ -77,7 +77,7 @@ describe('gpt-oss KV-cache decoding', () => {
     const ringed = new GptOssDeviceDecoder(m, loadDeviceNative(), loadDecodeNative(), device, (L) => m.loadLayer(L), 3);
     const cached = schedule(ringed);
     const full = schedule(new RecomputeDecoder(layers(), device));
-    cached.forEach((step, i) => step.forEach((l, j) => expect(sameBits(l, full[i][j]), `step ${i} entry ${j}`).toBe(true)));
+    cached.forEach((step, i) => step.forEach((l, j) => expect(sameBytes(l, full[i][j]), `step ${i} entry ${j}`).toBe(true)));
     const held = (ringed as unknown as { cache: { rowsHeld(L: number): number } }).cache;
     m.cfg.sliding.forEach((s, L) => expect(held.rowsHeld(L), `layer ${L}`).toBe(s ? m.cfg.slidingWindow + 2 : 32));
     expect(Math.max(...ringed.lengths())).toBeGreaterThan(m.cfg.slidingWindow + 2); // the ring wrapped
@@ -86,8 +86,8 @@ describe('gpt-oss KV-cache decoding', () => {
   it('a sequence decodes to the same bits alone or in a batch', () => {
     const together = decoder();
     const alone = decoder();
-    expect(sameBits(together.prefill(prompts, 24)[1], alone.prefill([prompts[1]], 24)[0])).toBe(true);
-    expect(sameBits(together.step([0, 1], [3, 4])[1], alone.step([0], [4])[0])).toBe(true);
+    expect(sameBytes(together.prefill(prompts, 24)[1], alone.prefill([prompts[1]], 24)[0])).toBe(true);
+    expect(sameBytes(together.step([0, 1], [3, 4])[1], alone.step([0], [4])[0])).toBe(true);
     expect(together.lengths()).toEqual([prompts[0].length + 1, prompts[1].length + 1]);
   });
 
@@ -100,7 +100,7 @@ describe('gpt-oss KV-cache decoding', () => {
     try {
       const fromCache = schedule(new GptOssDeviceDecoder(m, loadDeviceNative(), loadDecodeNative(), device, c.layer));
       const plain = schedule(decoder());
-      fromCache.forEach((step, i) => step.forEach((l, j) => expect(sameBits(l, plain[i][j]), `step ${i} entry ${j}`).toBe(true)));
+      fromCache.forEach((step, i) => step.forEach((l, j) => expect(sameBytes(l, plain[i][j]), `step ${i} entry ${j}`).toBe(true)));
       expect(c.layer(0).q_proj.format).toBe('plain'); // FP16 in the cache: not dequantized again
     } finally {
       c.close();

@@ -6,12 +6,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { sameBytes } from './same-bytes.js';
 import { mapPopulated, releaseMapped } from '../io/map.js';
 import { MAP_READ_MIN_BYTES, ReadPool, activeReadPool, enterReadPool, outsideReadPool, sizeClass, withReadPool } from '../io/read_pool.js';
 import { SafetensorsFile, writeSafetensors } from '../io/safetensors.js';
-
-/** byte equality in one memcmp (toEqual walks a megabyte element by element for seconds) */
-const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.from(a.buffer, a.byteOffset, a.length).equals(Buffer.from(b.buffer, b.byteOffset, b.length));
 
 describe('ReadPool', () => {
   it('reuses a buffer only after its scope, keeps reads correct, and is inactive outside withReadPool', () => {
@@ -107,19 +105,19 @@ describe('ReadPool', () => {
     let kept: Uint8Array | null = null;
     withReadPool(pool, () => {
       const r = f.read(info);
-      expect(same(r, big)).toBe(true);
+      expect(sameBytes(r, big)).toBe(true);
       expect(r.byteOffset % 8).toBe(0);
       r[0] ^= 0xff; // a write to a private mapping copies the page for this process only
       kept = r;
       // a length that is not a multiple of 8 cannot keep the reads' padded contract: an ordinary read
       const o = f.read(f.get('odd')!);
-      expect(same(o, odd)).toBe(true);
+      expect(sameBytes(o, odd)).toBe(true);
     });
     expect(kept!.length, 'a view kept past its scope reads nothing').toBe(0);
     expect(pool.freeBytes(), 'a mapping is not a pool buffer: only the odd read came back').toBe(sizeClass(Math.ceil(odd.length / 8) * 8));
-    withReadPool(pool, () => expect(same(f.read(info), big)).toBe(true));
+    withReadPool(pool, () => expect(sameBytes(f.read(info), big)).toBe(true));
     const outside = f.read(info);
-    expect(same(outside, big)).toBe(true);
+    expect(sameBytes(outside, big)).toBe(true);
     f.close();
     expect(outside.length, 'outside a scope: a copy, never released').toBe(big.length);
     expect(fs.readFileSync(file).equals(before), 'the checkpoint is untouched').toBe(true);

@@ -32,6 +32,6 @@ describe('the supervised child', () => {
     expect(signalledEnd('SIGKILL')).toEqual({ code: 137, line: 'layerdiff: interrupted (SIGKILL); partial outputs removed' });
     const bus = signalledEnd('SIGBUS');
     expect(bus.code).toBe(2);
-    expect(bus.line).toMatch(/^layerdiff: error: .*shrank while this run had it mapped.*partial outputs removed$/);
+    expect(bus.line).toMatch(/^layerdiff: error: the run's mapped input became unreadable \(SIGBUS\): .*truncated or rewritten in place.*; partial outputs removed$/);
   });
 });

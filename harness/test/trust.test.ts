@@ -125,7 +125,8 @@ describe('writers never destroy', () => {
     }, 120_000);
   }
 
-  it('a mapped file truncated under a run faults (SIGBUS), and the supervisor ends such a run as bad input: one line, exit 2, no partials', async () => {
+  // Linux: the fault on a truncated mapping as Linux delivers it, and /proc's list of the supervisor's children
+  it.runIf(process.platform === 'linux')('a mapped file truncated under a run faults (SIGBUS), and the supervisor ends such a run as bad input: one line, exit 2, no partials', async () => {
     // the fault itself: a read pool's mapping (harness/io/map.ts) of a file that another process then truncates
     const f = path.join(tmp, 'truncated.bin');
     fs.writeFileSync(f, Buffer.alloc(2 << 20, 7));
@@ -150,7 +151,7 @@ describe('writers never destroy', () => {
     expect(children).toHaveLength(1);
     process.kill(children[0], 'SIGBUS');
     expect(await exited).toBe(2);
-    expect(stderr.trim().split('\n').filter((l) => l.startsWith('layerdiff: error:'))).toEqual([expect.stringMatching(/shrank while this run had it mapped \(SIGBUS/)]);
+    expect(stderr.trim().split('\n').filter((l) => l.startsWith('layerdiff: error:'))).toEqual([expect.stringMatching(/mapped input became unreadable \(SIGBUS\)/)]);
     expect(partials(dump)).toEqual([]);
     expect(partials(out)).toEqual([]);
   }, 120_000);
