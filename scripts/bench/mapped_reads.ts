@@ -1,0 +1,95 @@
+/**
+ * How a large tensor's bytes reach a kernel on this host, side by side in one run over the same file and bytes
+ * (page cache warm): the choice between mapping the page cache (harness/io/map.ts: the FP16 cache's held weights,
+ * the read pool's large reads) and reading into a warm buffer (the weights check's chunk reads) depends on it, and
+ * it differs between the virtual machines this tool runs on (README, round 17).
+ *   - a lazy mapping (mapRange), its first pass over the bytes and a second pass over the same mapping;
+ *   - a populated mapping (mapPopulated: MADV_POPULATE_READ), its first pass;
+ *   - pread in 16 MiB chunks into one warm buffer, each chunk scanned after its read.
+ * A pass is the reference's scan for a non-finite float32 (firstNonFinite: AVX-512 or AVX2, one thread, every byte
+ * read), over bytes that hold none: FP16 weights (their pairs read as float32 are finite) or the written file.
+ * Ratios are against the pread column: below 1, that way of reading is slower than a copy into a warm buffer.
+ *
+ *   npm run build:ts && node dist/scripts/bench/mapped_reads.js [file]
+ * Without a file: a 512 MiB file of finite float32 values written under $LAYERDIFF_BENCH_DIR (or the system's temp
+ * folder), removed after.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { mapPopulated, mapRange } from '../../harness/io/map.js';
+import { firstNonFinite } from '../../reference-cpu/native.js';
+
+const CHUNK = 16 * 2 ** 20;
+/** one pass over b's bytes; a non-finite value would end it early, so it is refused */
+function scan(b: Uint8Array): void {
+  const at = firstNonFinite(new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4));
+  if (at >= 0) throw new Error(`float32 ${at} of the bytes is not finite: the pass would not read every byte`);
+}
+
+function passGbps(b: Uint8Array): number {
+  const t0 = performance.now();
+  scan(b);
+  return b.byteLength / ((performance.now() - t0) * 1e6);
+}
+
+function preadGbps(fd: number, length: number, buf: Buffer): number {
+  const t0 = performance.now();
+  for (let o = 0; o < length; o += CHUNK) {
+    const n = Math.min(CHUNK, length - o);
+    let got = 0;
+    while (got < n) got += fs.readSync(fd, buf, got, n - got, o + got);
+    scan(buf.subarray(0, n));
+  }
+  return length / ((performance.now() - t0) * 1e6);
+}
+
+function median(xs: number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+}
+
+export function benchMappedReads(file?: string, rounds = 3): Record<string, number> {
+  let own: string | undefined;
+  if (file === undefined) {
+    const base = process.env.LAYERDIFF_BENCH_DIR ?? os.tmpdir();
+    fs.mkdirSync(base, { recursive: true });
+    own = path.join(base, `mapped-reads-${process.pid}.bin`);
+    const fdw = fs.openSync(own, 'w');
+    const values = Float32Array.from({ length: CHUNK / 4 }, (_, i) => Math.sin(i) * 8);
+    for (let i = 0; i < 32; i++) fs.writeSync(fdw, new Uint8Array(values.buffer));
+    fs.closeSync(fdw);
+    file = own;
+  }
+  const fd = fs.openSync(file, 'r');
+  try {
+    // whole pages, at most 1 GiB: the first byte's page to the last whole page
+    const length = Math.min(2 ** 30, Math.floor(fs.fstatSync(fd).size / 4096) * 4096);
+    const buf = Buffer.allocUnsafe(CHUNK);
+    preadGbps(fd, length, buf); // the page cache warm, the buffer touched
+    const cols: Record<string, number[]> = { lazy_first: [], lazy_second: [], populated_first: [], pread_warm: [] };
+    for (let r = 0; r < rounds; r++) {
+      const lazy = mapRange(fd, 0, length);
+      const pop = mapPopulated(fd, 0, length);
+      if (lazy === null || pop === null) throw new Error(`${file}: cannot be mapped here (no addon, or not a regular file)`);
+      cols.lazy_first.push(passGbps(lazy));
+      cols.lazy_second.push(passGbps(lazy));
+      cols.populated_first.push(passGbps(new Uint8Array(pop)));
+      cols.pread_warm.push(preadGbps(fd, length, buf));
+    }
+    const out: Record<string, number> = { 'mapped_reads.bytes': length };
+    for (const [k, v] of Object.entries(cols)) out[`mapped_reads.${k}.gbps`] = median(v);
+    const p = out['mapped_reads.pread_warm.gbps'];
+    console.log(`  ${(length / 2 ** 20).toFixed(0)} MiB of ${path.basename(file)}, page cache warm, median of ${rounds} rounds (GB/s, × a pread into a warm buffer)`);
+    for (const k of Object.keys(cols)) {
+      const g = out[`mapped_reads.${k}.gbps`];
+      console.log(`  ${k.padEnd(18)} ${g.toFixed(1).padStart(7)}  ${(g / p).toFixed(2)}×`);
+    }
+    return out;
+  } finally {
+    fs.closeSync(fd);
+    if (own !== undefined) fs.rmSync(own, { force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) benchMappedReads(process.argv[2]);
