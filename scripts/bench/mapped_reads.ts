@@ -39,7 +39,11 @@ function preadGbps(fd: number, length: number, buf: Buffer): number {
   for (let o = 0; o < length; o += CHUNK) {
     const n = Math.min(CHUNK, length - o);
     let got = 0;
-    while (got < n) got += fs.readSync(fd, buf, got, n - got, o + got);
+    while (got < n) {
+      const r = fs.readSync(fd, buf, got, n - got, o + got);
+      if (r === 0) throw new Error('the file shrank while it was read');
+      got += r;
+    }
     scan(buf.subarray(0, n));
   }
   return length / ((performance.now() - t0) * 1e6);
