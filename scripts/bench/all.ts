@@ -6,7 +6,6 @@
  * and how fast a large read is mapped or copied on this host (mapped_reads.ts).
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { benchGemm } from './gemm.js';
 import { benchDequantFormats } from './dequant_formats.js';
@@ -14,7 +13,7 @@ import { benchWeightsCheck } from './weights_check.js';
 import { benchDiff } from './diff.js';
 import { benchVerdict } from './verdict.js';
 import { benchGenerate } from './generate.js';
-import { benchGenerateDeepseek } from './generate_deepseek.js';
+import { benchGenerateDeepseek, wideGenerationModel } from './generate_deepseek.js';
 import { benchGenerateGptOss } from './generate_gpt_oss.js';
 import { benchGptOssWide } from './gpt_oss_wide.js';
 import { benchMappedReads } from './mapped_reads.js';
@@ -43,7 +42,7 @@ if (!rerunAsTheCli()) {
     // a file just written (its page cache fresh) and the FP16 cache's head, written by the generation bench
     console.log('\n== large reads: mapped or copied into a warm buffer ==');
     benchMappedReads();
-    const head = path.join(process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench'), 'deepseek-v4-wide-4x32.fp16', 'head.safetensors');
+    const head = path.join(`${wideGenerationModel()}.fp16`, 'head.safetensors');
     if (fs.existsSync(head)) benchMappedReads(head);
   }
 }

@@ -18,6 +18,7 @@ import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
 import { packageRoot } from '../../harness/version.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { peakRssMiB } from './peak_rss.js';
+import { benchDir } from './bench_dir.js';
 
 export interface ChildResult {
   wallS: number;
@@ -117,7 +118,7 @@ export async function benchDiff(wide: boolean): Promise<Record<string, number>> 
     console.log(`${name.padEnd(18)} whole diff (both modes): ${r.wallS.toFixed(2)} s, peak RSS ${r.maxRssMiB.toFixed(0)} MiB, ${r.verdict}`);
   }
   if (!wide) return out;
-  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
+  const base = benchDir();
   const tokens = Array.from({ length: 16 }, (_, i) => (i * 7919 + 11) % 128000).join(',');
   const results: Record<number, ChildResult> = {};
   for (const layers of [2, 4]) {

@@ -46,6 +46,7 @@ import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { peakRssMiB } from './peak_rss.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
+import { benchDir } from './bench_dir.js';
 
 type Source = 'dequant' | 'cache';
 
@@ -180,9 +181,14 @@ async function child(task: string, source: Source, model: string, cacheDir: stri
   }
 }
 
+/** the wide generation checkpoint benchWide writes (or reuses) under benchDir(); its FP16 cache is this folder + ".fp16" */
+export function wideGenerationModel(): string {
+  return path.join(benchDir(), `deepseek-v4-wide-${WIDE.layers}x${WIDE.experts}`);
+}
+
 async function benchWide(out: Record<string, number>): Promise<void> {
-  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
-  const model = path.join(base, `deepseek-v4-wide-${WIDE.layers}x${WIDE.experts}`);
+  const base = benchDir();
+  const model = wideGenerationModel();
   const cacheDir = `${model}.fp16`;
   // digests of the 4 GB checkpoint are computed once and shared by the children
   const env = { LAYERDIFF_CACHE_DIR: path.join(base, 'digests') };

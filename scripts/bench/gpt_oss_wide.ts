@@ -21,6 +21,7 @@ import { GptOssCheckpoint } from '../../harness/models/gpt_oss.js';
 import { type ChildResult, childDiff } from './diff.js';
 import { cachedStepMs, context, CONTEXT, timeMs } from './generate.js';
 import { rerunAsTheCli } from './as_cli.js';
+import { benchDir } from './bench_dir.js';
 
 async function fixture(base: string, layers: number): Promise<string> {
   const dir = path.join(base, `gpt-oss-wide-${layers}`);
@@ -34,7 +35,7 @@ async function fixture(base: string, layers: number): Promise<string> {
 
 export async function benchGptOssWide(): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
+  const base = benchDir();
   const tokens = Array.from({ length: 16 }, (_, i) => (i * 7919 + 11) % 200000).join(',');
   const runs: Record<number, ChildResult> = {};
   for (const layers of [2, 4]) {

@@ -11,15 +11,15 @@
  * Ratios are against the pread column: below 1, that way of reading is slower than a copy into a warm buffer.
  *
  *   npm run build:ts && node dist/scripts/bench/mapped_reads.js [file]
- * Without a file: a 512 MiB file of finite float32 values written under $LAYERDIFF_BENCH_DIR (or the system's temp
- * folder), removed after.
+ * Without a file: a 512 MiB file of finite float32 values written under the benchmarks' folder (bench_dir.ts),
+ * removed after.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { mapPopulated, mapRange } from '../../harness/io/map.js';
 import { firstNonFinite } from '../../reference-cpu/native.js';
+import { benchDir } from './bench_dir.js';
 
 const CHUNK = 16 * 2 ** 20;
 /** one pass over b's bytes; a non-finite value would end it early, so it is refused */
@@ -56,7 +56,7 @@ function median(xs: number[]): number {
 export function benchMappedReads(file?: string, rounds = 3): Record<string, number> {
   let own: string | undefined;
   if (file === undefined) {
-    const base = process.env.LAYERDIFF_BENCH_DIR ?? os.tmpdir();
+    const base = benchDir();
     fs.mkdirSync(base, { recursive: true });
     own = path.join(base, `mapped-reads-${process.pid}.bin`);
     const fdw = fs.openSync(own, 'w');

@@ -15,7 +15,6 @@
  *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide]
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
@@ -29,6 +28,7 @@ import { exactOperands } from '../../reference-cpu/dequant.js';
 import { checkExactVsF16, checkExactVsF16Rows } from '../../reference-cpu/native.js';
 import { timeBlocks } from './gemm.js';
 import { rerunAsTheCli } from './as_cli.js';
+import { benchDir } from './bench_dir.js';
 
 const O = 2048;
 const I = 4096;
@@ -105,7 +105,7 @@ const PAIRS = 3;
 
 /** The check of each layer of deepseek-v4-wide as a diff runs it, against a memcpy pass over the same bytes. */
 async function wideLayers(): Promise<Record<string, number>> {
-  const base = process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
+  const base = benchDir();
   const dir = path.join(base, 'deepseek-v4-wide-2');
   if (!fs.existsSync(path.join(dir, 'config.json'))) {
     const { writeDeepseekV4Wide } = await import('../../fixtures/deepseek_v4_wide.js');
