@@ -32,7 +32,7 @@ import { blake3File, blake3Parts } from '../io/blake3.js';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
-import { outputError, partialName, partialPid, realish, removePartials, writeFileAtomic } from '../io/writer.js';
+import { outputError, partialName, partialPid, realish, removePartials, syncEntries, syncFolder, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { toolVersion } from '../version.js';
 import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
@@ -409,6 +409,7 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
       created: new Date().toISOString(),
     } as M;
     writeFileAtomic(path.join(staging, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+    syncFolder(staging); // on the disk before it replaces anything (syncFolder says why)
     // Swap: the previous cache steps aside (still whole) until the new one is in place, then goes.
     const old = fs.existsSync(target) ? partialName(target, '.old') : null;
     if (old !== null) fs.renameSync(target, old);
@@ -418,6 +419,7 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
       if (old !== null) fs.renameSync(old, target);
       throw outputError(e, target);
     }
+    syncEntries(parent); // the swap itself
     if (old !== null) fs.rmSync(old, { recursive: true, force: true });
     return manifest;
   } catch (e) {

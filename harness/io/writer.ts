@@ -42,7 +42,9 @@ const ERRNO_TEXT: Record<string, string> = {
   EISDIR: 'is a directory',
   ENAMETOOLONG: 'the name is too long',
   ELOOP: 'too many levels of symbolic links',
+  ENOENT: 'no such file or folder',
   EEXIST: 'exists',
+  EIO: 'the device reported an input/output error',
 };
 
 /** An errno from writing an output, as one line naming the file (exit 2); anything else stays a bug. */
@@ -163,6 +165,44 @@ export function writeFileAtomic(file: string, data: string | Uint8Array, option 
   } catch (e) {
     fs.rmSync(tmp, { force: true });
     throw outputError(e, file);
+  }
+}
+
+/**
+ * Flush a folder an output was written into to the disk: every regular file's data (fdatasync) and then the
+ * folder itself (its entries), so a rename that publishes the folder afterwards publishes bytes that are on the
+ * disk, not only in the page cache. Why: a convert that returned with gigabytes still dirty could, after a power
+ * loss, leave a cache whose files are empty or torn where the previous good cache was (the manifest's digests
+ * would then refuse it, but the previous cache would be gone), and its writeback competed with whatever ran next.
+ * Errors (a full disk shows here at the latest) are one line naming the file.
+ */
+export function syncFolder(dir: string): void {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch (e) {
+    throw outputError(e, dir, 'cannot flush to the disk');
+  }
+  // regular files only: a FIFO would block the open, and a link leads out of the folder
+  for (const e of entries) if (e.isFile()) flush(path.join(dir, e.name), true);
+  syncEntries(dir);
+}
+
+/** Flush a folder's entries only (a rename into it), never its files: the folder that receives a published output. */
+export function syncEntries(dir: string): void {
+  flush(dir, false);
+}
+
+function flush(p: string, data: boolean): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(p, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    if (data) fs.fdatasyncSync(fd);
+    else fs.fsyncSync(fd);
+  } catch (e) {
+    throw outputError(e, p, 'cannot flush to the disk');
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }
 
