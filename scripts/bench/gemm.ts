@@ -18,14 +18,11 @@ import { Rng } from '../../harness/rng.js';
 import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
 import { rerunAsTheCli } from './as_cli.js';
+import { median } from './median.js';
 
 const WARMUP = 3;
 const RUNS = 11;
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 function nowMs(): number {
   return Number(process.hrtime.bigint()) / 1e6;

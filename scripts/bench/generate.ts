@@ -25,15 +25,12 @@ import { LlamaCheckpoint } from '../../harness/models/llama.js';
 import { packageRoot } from '../../harness/version.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 import { rerunAsTheCli } from './as_cli.js';
+import { median } from './median.js';
 
 export const CONTEXT = 64;
 const STEPS = 16;
 const RUNS = 7;
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 export async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number> {
   for (let i = 0; i < warmup; i++) await f();

@@ -22,8 +22,10 @@
  *   the KV cache's ratio here understates the real one. Layers are kept in memory (as generate does below
  *   2 GiB; for this 4.2 GB checkpoint generate would re-read them every step).
  *   Written under $LAYERDIFF_BENCH_DIR (or /tmp/layerdiff-bench): checkpoint ~4.2 GB, FP16 cache ~9.1 GB.
- *   Each measurement runs in a fresh child process (peak RSS reported) with the page cache warm: every
- *   start-up is run twice, alternating, and the second run counts.
+ *   Each measurement runs in a fresh child process (peak RSS reported) with the page cache warm: start-up runs
+ *   STARTUP_ROUNDS rounds alternating the two sides, the first round a warm-up, and the median of the others counts
+ *   (with their range): on this VM a process's fresh memory costs 0.3–8 GB/s on first touch depending on how long
+ *   ago the memory was freed, so the dequantizing side (which writes ~3 GB of FP16) varies 0.85–1.9 s, round 18.
  *
  *   npm run build:ts && node dist/scripts/bench/generate_deepseek.js [--wide]
  */
@@ -47,6 +49,7 @@ import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { peakRssMiB } from './peak_rss.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
 import { benchDir } from './bench_dir.js';
+import { median } from './median.js';
 
 type Source = 'dequant' | 'cache';
 
@@ -80,6 +83,7 @@ async function startupMs(model: string, source: Source, cacheDir: string, finger
 }
 
 const rate = (ms: number) => 1000 / ms;
+const STARTUP_ROUNDS = 5;
 const LONG_CONTEXT = 400;
 
 async function benchTiny(out: Record<string, number>): Promise<void> {
@@ -202,10 +206,15 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   out['deepseek_v4_wide.convert.peak_rss_gib'] = conv.maxRssMiB / 1024;
   out['deepseek_v4_wide.fp16_cache.gib'] = conv.extra!.gib;
   const start: Record<Source, number[]> = { dequant: [], cache: [] };
-  for (let i = 0; i < 2; i++) for (const s of ['dequant', 'cache'] as const) start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
-  out['deepseek_v4_wide.startup.dequant_at_load.ms'] = start.dequant[1];
-  out['deepseek_v4_wide.startup.fp16_cache.ms'] = start.cache[1];
-  out['deepseek_v4_wide.startup.fp16_cache_speedup'] = start.dequant[1] / start.cache[1];
+  for (let i = 0; i < STARTUP_ROUNDS; i++) for (const s of ['dequant', 'cache'] as const) start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
+  for (const s of ['dequant', 'cache'] as const) {
+    const counted = start[s].slice(1); // the first round warms up
+    const key = s === 'dequant' ? 'dequant_at_load' : 'fp16_cache';
+    out[`deepseek_v4_wide.startup.${key}.ms`] = median(counted);
+    out[`deepseek_v4_wide.startup.${key}.min_ms`] = Math.min(...counted);
+    out[`deepseek_v4_wide.startup.${key}.max_ms`] = Math.max(...counted);
+  }
+  out['deepseek_v4_wide.startup.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
   // The cache's first load: a digest cache of its own (empty, so the files the manifest vouches for as a whole are
   // hashed in the measured time; routed experts are hashed when first routed to, as always), the page cache warm.
   const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'layerdiff-digests-'));
@@ -214,7 +223,7 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   } finally {
     fs.rmSync(fresh, { recursive: true, force: true });
   }
-  out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = start.dequant[1] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
+  out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
   for (const s of ['dequant', 'cache'] as const) {
     const d = runChild('decode', [s, model, cacheDir], env);
     const r = runChild('recompute', [s, model, cacheDir], env);
@@ -249,7 +258,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   console.log(`  start-up ms                              ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}  ratio`);
   console.log(`  ${'deepseek-v4-tiny device'.padEnd(40)} ${f('deepseek_v4_tiny.startup.fp16_cache.ms')} ${f('deepseek_v4_tiny.startup.dequant_at_load.ms')}  ${x('deepseek_v4_tiny.startup.fp16_cache_speedup')}  (first load, hashing the cache: ${out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'].toFixed(1)} ms)`);
   if (wide) {
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');

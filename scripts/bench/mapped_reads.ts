@@ -20,6 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { mapPopulated, mapRange } from '../../harness/io/map.js';
 import { firstNonFinite } from '../../reference-cpu/native.js';
 import { benchDir } from './bench_dir.js';
+import { median } from './median.js';
 
 const CHUNK = 16 * 2 ** 20;
 /** one pass over b's bytes; a non-finite value would end it early, so it is refused */
@@ -47,10 +48,6 @@ function preadGbps(fd: number, length: number, buf: Buffer): number {
     scan(buf.subarray(0, n));
   }
   return length / ((performance.now() - t0) * 1e6);
-}
-
-function median(xs: number[]): number {
-  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 }
 
 export function benchMappedReads(file?: string, rounds = 3): Record<string, number> {

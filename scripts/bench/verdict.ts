@@ -17,8 +17,8 @@ import { selectBackend } from '../../harness/runner/backend.js';
 import { openModel } from '../../harness/runner/model.js';
 import { runDiff } from '../../harness/runner/run.js';
 import { packageRoot } from '../../harness/version.js';
+import { median } from './median.js';
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export async function benchVerdict(reps = 3): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
