@@ -5,6 +5,7 @@
  * it differs between the virtual machines this tool runs on (README, round 17).
  *   - a lazy mapping (mapRange), its first pass over the bytes and a second pass over the same mapping;
  *   - a populated mapping (mapPopulated: MADV_POPULATE_READ), its first pass;
+ *   - how much of the lazy mapping the kernel mapped in 2 MiB entries (filePmdMappedBytes: why the first pass varies);
  *   - pread in 16 MiB chunks into one warm buffer, each chunk scanned after its read.
  * A pass is the reference's scan for a non-finite float32 (firstNonFinite: AVX-512 or AVX2, one thread, every byte
  * read), over bytes that hold none: FP16 weights (their pairs read as float32 are finite) or the written file.
@@ -27,6 +28,21 @@ const CHUNK = 16 * 2 ** 20;
 function scan(b: Uint8Array): void {
   const at = firstNonFinite(new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4));
   if (at >= 0) throw new Error(`float32 ${at} of the bytes is not finite: the pass would not read every byte`);
+}
+
+/**
+ * This process's file pages mapped by 2 MiB entries (/proc/self/smaps_rollup's FilePmdMapped), or null off Linux.
+ * Why it is reported: a first pass over a mapping ran at 17–21 GB/s where the kernel could map the file's page
+ * cache in 2 MiB folios and at 1.9–3.8 GB/s where it held small folios (round 18): how the pages came into the
+ * page cache (large reads and writes, or small ones; free memory in 2 MiB blocks then) decides it.
+ */
+function filePmdMappedBytes(): number | null {
+  try {
+    const m = /^FilePmdMapped:\s+(\d+) kB/m.exec(fs.readFileSync('/proc/self/smaps_rollup', 'utf8'));
+    return m === null ? null : Number(m[1]) * 1024;
+  } catch {
+    return null;
+  }
 }
 
 function passGbps(b: Uint8Array): number {
@@ -68,13 +84,17 @@ export function benchMappedReads(file?: string, rounds = 3): Record<string, numb
     const length = Math.min(2 ** 30, Math.floor(fs.fstatSync(fd).size / 4096) * 4096);
     const buf = Buffer.allocUnsafe(CHUNK);
     preadGbps(fd, length, buf); // the page cache warm, the buffer touched
+    const pmd: number[] = [];
     const cols: Record<string, number[]> = { lazy_first: [], lazy_second: [], populated_first: [], pread_warm: [] };
     for (let r = 0; r < rounds; r++) {
+      const before = filePmdMappedBytes();
       const lazy = mapRange(fd, 0, length);
-      const pop = mapPopulated(fd, 0, length);
-      if (lazy === null || pop === null) throw new Error(`${file}: cannot be mapped here (no addon, or not a regular file)`);
+      if (lazy === null) throw new Error(`${file}: cannot be mapped here (no addon, or not a regular file)`);
       cols.lazy_first.push(passGbps(lazy));
+      if (before !== null) pmd.push((filePmdMappedBytes()! - before) / length);
       cols.lazy_second.push(passGbps(lazy));
+      const pop = mapPopulated(fd, 0, length);
+      if (pop === null) throw new Error(`${file}: cannot be mapped here (no addon, or not a regular file)`);
       cols.populated_first.push(passGbps(new Uint8Array(pop)));
       cols.pread_warm.push(preadGbps(fd, length, buf));
     }
@@ -85,6 +105,10 @@ export function benchMappedReads(file?: string, rounds = 3): Record<string, numb
     for (const k of Object.keys(cols)) {
       const g = out[`mapped_reads.${k}.gbps`];
       console.log(`  ${k.padEnd(18)} ${g.toFixed(1).padStart(7)}  ${(g / p).toFixed(2)}×`);
+    }
+    if (pmd.length > 0) {
+      out['mapped_reads.lazy.pmd_mapped_fraction'] = median(pmd);
+      console.log(`  the lazy mapping after its first pass: ${(100 * median(pmd)).toFixed(0)}% mapped in 2 MiB entries (the page cache's 2 MiB folios)`);
     }
     return out;
   } finally {
