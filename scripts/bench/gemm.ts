@@ -23,7 +23,6 @@ import { median } from './median.js';
 const WARMUP = 3;
 const RUNS = 11;
 
-
 function nowMs(): number {
   return Number(process.hrtime.bigint()) / 1e6;
 }

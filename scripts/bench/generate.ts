@@ -31,7 +31,6 @@ export const CONTEXT = 64;
 const STEPS = 16;
 const RUNS = 7;
 
-
 export async function timeMs(f: () => unknown, runs = RUNS, warmup = 2): Promise<number> {
   for (let i = 0; i < warmup; i++) await f();
   const t: number[] = [];
