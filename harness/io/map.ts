@@ -5,6 +5,9 @@
  *     byte into fresh memory whose first touch is the expensive part on a virtual machine;
  *   - mapPopulated / releaseMapped: every page mapped at once, for the read pool's large reads (read_pool.ts),
  *     released when the pool's scope ends.
+ * V8 does not count a mapping's bytes as its own memory (they are the page cache's), so mapping gigabytes forces no
+ * collections; a mapping dropped without releaseMapped is unmapped when its buffer is collected, and past a limit
+ * of live mappings new ones are counted again so that collections come (file_io.cc says why and measures it).
  * Without the addon, or where the range cannot be mapped, null: the caller reads instead.
  */
 import { loadAddon } from './addon.js';
@@ -13,6 +16,15 @@ interface MapAddon {
   mapRange?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
   mapPopulated?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
   releaseMapped?: (buffer: ArrayBuffer) => boolean;
+  mappedStats?: () => MappedStats;
+}
+
+/** live mappings whose bytes V8 does not count, the bytes they span, and the limits past which new ones are counted */
+export interface MappedStats {
+  uncounted: number;
+  uncountedLimit: number;
+  uncountedBytes: number;
+  uncountedBytesLimit: number;
 }
 
 let addon: MapAddon | null | undefined;
@@ -47,4 +59,10 @@ export function mapPopulated(fd: number, offset: number, length: number): ArrayB
 export function releaseMapped(buffer: ArrayBuffer): boolean {
   const f = mapAddon()?.releaseMapped;
   return typeof f === 'function' ? f(buffer) : false;
+}
+
+/** The addon's mapping counts (tests), or null without the addon. */
+export function mappedStats(): MappedStats | null {
+  const f = mapAddon()?.mappedStats;
+  return typeof f === 'function' ? f() : null;
 }

@@ -2,6 +2,7 @@
 // run loads it: posix_fadvise read-ahead and a private, copy-on-write mapping of a file range.
 #include <fcntl.h>
 #include <napi.h>
+#include <v8.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -105,18 +107,79 @@ Napi::Value will_need(const Napi::CallbackInfo& info) {
 // Read into new buffers they paid the first touch of fresh memory, 0.2–1.5 GB/s on this VM once the page cache
 // has filled its memory (a C test over a wide shard, page cache warm; 1.2 GB took 0.9–6 s), where mapping and
 // populating the same bytes took 0.01 s. releaseMapped(buffer) ends such a mapping's use when its pool scope
-// ends: its pages leave this process at once (MADV_DONTNEED: RSS does not wait for the collector) and the buffer
-// is detached, so a view kept past its scope reads nothing instead of stale bytes; the address range itself is
-// unmapped when the buffer is collected.
+// ends: the buffer is detached (every view of it then has length 0, so nothing in JavaScript reaches the range)
+// and the range is unmapped at once: its pages leave this process and its address range and kernel mapping are
+// free without waiting for the collector (a gate over many prompts maps hundreds of experts a layer, and Linux
+// allows a process ~65,000 mappings). The pool's caller promises nothing read in a scope is used after it.
+//
+// Why V8 does not count these buffers: a buffer made by napi_create_external_arraybuffer counts its length as
+// memory V8 owns, and V8 answers ~64 MB of such growth with a collection. A DeepSeek-V4 FP16-cache start-up maps
+// ~190 tensors, 3.4 GB: --trace-gc counted 58–66 collections in it, 50–110 ms, for memory that is the page
+// cache's, not the heap's, and the start-up took 250–350 ms with them against 145–170 ms without (round 19, the
+// same children). A backing store with V8's empty deleter is not counted (BackingStore::PerIsolateAccountingLength),
+// so the buffer is made with it, and the unmapping V8 would have done is tied instead to the buffer object's
+// collection (a finalizer on the object) or to releaseMapped, whichever comes first. The object outlives every
+// view of it (a typed array holds its buffer), and no mapped buffer is ever transferred to another thread (that
+// would detach it here and unmap it under the receiver).
+// What counting bought was a bound: buffers dropped without releaseMapped (the FP16 cache's tensors, re-read each
+// step by a decoder that does not keep its layers) are unmapped only when collected. So past kUncountedLimit live
+// uncounted mappings, or once they span the machine's memory, a new one is counted again, as Node-API would make it,
+// and V8's usual pressure collects the dropped ones. The count limit is an eighth of Linux's default
+// vm.max_map_count, which the rest of the process needs too (a mapping refused there is read instead, as any range
+// that cannot be mapped); the bytes limit keeps the pages of dropped mappings, which count in the process's RSS
+// until unmapped, below what the machine holds.
 struct Mapping {
   void* base;
   size_t length;
+  const void* data;  // the buffer's first byte: the key in g_maps
+  bool counted;      // made by Node-API (V8 counts its bytes); else one of g_uncounted
   bool released = false;
 };
+
+constexpr size_t kUncountedLimit = 8192;
+
+size_t uncounted_bytes_limit() {
+  static const size_t limit = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return limit;
+}
 
 // live mappings by their buffer's first byte: releaseMapped acts only on these (any other buffer is refused)
 std::mutex g_maps_mutex;
 std::unordered_map<const void*, Mapping*> g_maps;
+size_t g_uncounted = 0;        // live uncounted mappings (released or collected ones are not live)
+size_t g_uncounted_bytes = 0;  // and the bytes they span
+
+// An ArrayBuffer over [data, data + length) whose bytes V8 does not count (see above) and does not free.
+// Node-API cannot make one, so it is made with V8's own API and handed back as the napi_value Node-API uses for
+// it: a napi_value is the address of the handle's slot (node's JsValueFromV8LocalValue), on every Node that
+// has Node-API. The handle lives in the scope Node-API opened for this call, as every returned value does.
+napi_value uncounted_array_buffer(void* data, size_t length) {
+  v8::Isolate* isolate = v8::Isolate::GetCurrent();
+  std::unique_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(data, length, v8::BackingStore::EmptyDeleter, nullptr);
+  v8::Local<v8::ArrayBuffer> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
+  return reinterpret_cast<napi_value>(*buffer);
+}
+
+// m stops being live (released or collected): forget its entry if it is still ours (a released range's address
+// may since belong to a newer mapping) and whether it was counted; true where it was live
+bool retire(Mapping* m) {
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  if (m->released) return false;
+  m->released = true;
+  const auto it = g_maps.find(m->data);
+  if (it != g_maps.end() && it->second == m) g_maps.erase(it);
+  if (!m->counted) {
+    g_uncounted--;
+    g_uncounted_bytes -= m->length;
+  }
+  return true;
+}
+
+// the buffer object was collected (an uncounted one; V8 frees a counted one's store through its deleter)
+void finalize_uncounted(Napi::Env, Mapping* m) {
+  if (retire(m)) munmap(m->base, m->length);
+  delete m;
+}
 
 Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool populate) {
   const Napi::Env env = info.Env();
@@ -133,20 +196,38 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   if (base == MAP_FAILED) return env.Null();
   // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
   if (populate) madvise(base, total, MADV_POPULATE_READ);
-  auto* m = new Mapping{base, total};
   uint8_t* data = static_cast<uint8_t*>(base) + lead;
+  bool counted;
   {
     std::lock_guard<std::mutex> lock(g_maps_mutex);
-    g_maps[data] = m;
+    counted = g_uncounted >= kUncountedLimit || g_uncounted_bytes + total > uncounted_bytes_limit();
   }
-  return Napi::ArrayBuffer::New(env, data, static_cast<size_t>(len), [](Napi::Env, void* d, Mapping* h) {
-    {
-      std::lock_guard<std::mutex> lock(g_maps_mutex);
-      g_maps.erase(d);
+  auto* m = new Mapping{base, total, data, counted};
+  Napi::ArrayBuffer buffer;
+  try {
+    if (counted) {
+      buffer = Napi::ArrayBuffer::New(env, data, static_cast<size_t>(len), [](Napi::Env, void*, Mapping* h) {
+        if (retire(h)) munmap(h->base, h->length);
+        delete h;
+      }, m);
+    } else {
+      buffer = Napi::ArrayBuffer(env, uncounted_array_buffer(data, static_cast<size_t>(len)));
+      buffer.AddFinalizer(finalize_uncounted, m);
     }
-    munmap(h->base, h->length);
-    delete h;
-  }, m);
+  } catch (...) {
+    if (!buffer.IsEmpty()) buffer.Detach();  // made, but nothing will unmap it: no view may reach the range
+    munmap(base, total);
+    delete m;
+    throw;
+  }
+  // registered only now: no lock is held while V8 runs (a collection in it may finish other mappings)
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  g_maps[data] = m;
+  if (!counted) {
+    g_uncounted++;
+    g_uncounted_bytes += total;
+  }
+  return buffer;
 }
 
 Napi::Value map_range(const Napi::CallbackInfo& info) { return map_file(info, "mapRange", false); }
@@ -165,10 +246,21 @@ Napi::Value release_mapped(const Napi::CallbackInfo& info) {
     if (it != g_maps.end() && !it->second->released) m = it->second;
   }
   if (m == nullptr || ab.ByteLength() == 0) return Napi::Boolean::New(env, false);
-  m->released = true;
-  ab.Detach();
-  madvise(m->base, m->length, MADV_DONTNEED);  // private pages never written: the next touch would read the file again
+  ab.Detach();  // every view now has length 0, so nothing in JavaScript reaches the range unmapped next
+  if (retire(m)) munmap(m->base, m->length);  // the entry (m itself) is deleted when the buffer is collected
   return Napi::Boolean::New(env, true);
+}
+
+// mappedStats() → { uncounted, uncountedLimit, uncountedBytes, uncountedBytesLimit }: live mappings V8 does not
+// count and the bytes they span, and how many and how much there may be (tests)
+Napi::Value mapped_stats(const Napi::CallbackInfo& info) {
+  Napi::Object o = Napi::Object::New(info.Env());
+  std::lock_guard<std::mutex> lock(g_maps_mutex);
+  o.Set("uncounted", Napi::Number::New(info.Env(), static_cast<double>(g_uncounted)));
+  o.Set("uncountedLimit", Napi::Number::New(info.Env(), static_cast<double>(kUncountedLimit)));
+  o.Set("uncountedBytes", Napi::Number::New(info.Env(), static_cast<double>(g_uncounted_bytes)));
+  o.Set("uncountedBytesLimit", Napi::Number::New(info.Env(), static_cast<double>(uncounted_bytes_limit())));
+  return o;
 }
 
 }  // namespace
@@ -178,4 +270,5 @@ void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("mapRange", Napi::Function::New(env, map_range));
   exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
   exports.Set("releaseMapped", Napi::Function::New(env, release_mapped));
+  exports.Set("mappedStats", Napi::Function::New(env, mapped_stats));
 }

@@ -1,0 +1,128 @@
+/**
+ * Mappings of file ranges (harness/io/map.ts, reference-cpu/native/file_io.cc): V8 does not count their bytes as its
+ * own memory (so mapping an FP16 cache forces no collections), releaseMapped unmaps at once, a dropped mapping is
+ * unmapped when collected, and past the limit of live uncounted mappings new ones are counted again.
+ * process.memoryUsage().external is V8's count of memory outside its heap, ArrayBuffers' included.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mappedStats, mapPopulated, mapRange, releaseMapped } from '../io/map.js';
+
+const MiB = 2 ** 20;
+let dir: string;
+let file: string;
+let fd: number;
+
+/** how many of this process's mappings are of `file` (Linux: /proc/self/maps names each mapping's file) */
+function mappingsOf(f: string): number {
+  return fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(` ${f}`)).length;
+}
+
+/** a full collection, then the turns of the event loop in which Node runs the finalizers it queued */
+async function collect(): Promise<void> {
+  v8.setFlagsFromString('--expose-gc');
+  (vm.runInNewContext('gc') as () => void)();
+  for (let i = 0; i < 4; i++) await new Promise((r) => setImmediate(r));
+}
+
+beforeAll(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-map-'));
+  file = path.join(dir, 'weights.bin');
+  fs.writeFileSync(file, Uint8Array.from({ length: 64 * MiB }, (_, i) => want(i)));
+  fd = fs.openSync(file, 'r');
+});
+
+afterAll(() => {
+  fs.closeSync(fd);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
+  it('are not counted as V8 memory, read the file\'s bytes, and are unmapped by releaseMapped at once', () => {
+    const external0 = process.memoryUsage().external;
+    const lazy = mapRange(fd, 8, 64 * MiB - 8)!;
+    const populated = mapPopulated(fd, 0, 32 * MiB)!;
+    expect(process.memoryUsage().external - external0, '96 MiB mapped, not counted').toBeLessThan(MiB);
+    expect(mappedStats()?.uncounted, 'the two, and no mapping of an earlier test').toBe(2);
+    const want = fs.readFileSync(file);
+    expect(Buffer.compare(Buffer.from(lazy.buffer, lazy.byteOffset, lazy.byteLength), want.subarray(8))).toBe(0);
+    expect(Buffer.compare(Buffer.from(populated), want.subarray(0, 32 * MiB))).toBe(0);
+    expect(mappingsOf(file)).toBe(2);
+    expect(releaseMapped(lazy.buffer as ArrayBuffer)).toBe(true);
+    expect(releaseMapped(populated)).toBe(true);
+    expect(mappingsOf(file), 'both ranges unmapped without a collection').toBe(0);
+    expect(lazy.byteLength, 'a view of a released mapping reaches nothing').toBe(0);
+    expect(mappedStats()?.uncounted).toBe(0);
+  });
+
+  it('a mapping dropped without releaseMapped is unmapped when its buffer is collected', async () => {
+    (() => {
+      const m = mapRange(fd, 0, 64 * MiB)!;
+      expect(m[4096]).toBe(want(4096));
+    })();
+    expect(mappingsOf(file)).toBe(1);
+    await collect();
+    expect(mappingsOf(file)).toBe(0);
+    expect(mappedStats()?.uncounted).toBe(0);
+  });
+
+  it('past the limit of live uncounted mappings, new ones are counted (V8 then collects dropped ones), and every one reads the file', () => {
+    const { uncountedLimit } = mappedStats()!;
+    expect(uncountedLimit).toBeGreaterThan(0);
+    const held: ArrayBuffer[] = [];
+    try {
+      for (let i = 0; i < uncountedLimit; i++) held.push(mapRange(fd, (i % 64) * MiB, MiB)!.buffer as ArrayBuffer);
+      expect(mappedStats()?.uncounted).toBe(uncountedLimit);
+      const external0 = process.memoryUsage().external;
+      const extra = Array.from({ length: 8 }, (_, i) => mapRange(fd, i * MiB, MiB)!);
+      held.push(...extra.map((m) => m.buffer as ArrayBuffer));
+      const grew = process.memoryUsage().external - external0;
+      expect(grew, '8 MiB past the limit, counted').toBeGreaterThanOrEqual(8 * MiB);
+      expect(grew).toBeLessThan(9 * MiB);
+      expect(mappedStats()?.uncounted).toBe(uncountedLimit);
+      for (let i = 0; i < 8; i++) expect(extra[i][12345]).toBe(want(i * MiB + 12345));
+      expect(held.every((b) => b.byteLength === MiB)).toBe(true);
+    } finally {
+      for (const b of held) releaseMapped(b);
+    }
+    expect(mappedStats()?.uncounted).toBe(0);
+    expect(mappingsOf(file)).toBe(0);
+  });
+
+  it('once live uncounted mappings span the machine\'s memory, new ones are counted', () => {
+    const { uncountedLimit, uncountedBytesLimit } = mappedStats()!;
+    expect(uncountedBytesLimit).toBeGreaterThan(0);
+    // a sparse file mapped lazily: address space only, no page read or held; sized so that the bytes limit comes
+    // first, at half the count limit
+    const size = Math.max(64, Math.ceil(uncountedBytesLimit / (uncountedLimit / 2) / MiB)) * MiB;
+    const sparse = path.join(dir, 'sparse.bin');
+    fs.writeFileSync(sparse, new Uint8Array(0));
+    fs.truncateSync(sparse, size);
+    const sfd = fs.openSync(sparse, 'r');
+    const held: ArrayBuffer[] = [];
+    try {
+      const fit = Math.floor(uncountedBytesLimit / size);
+      for (let i = 0; i < fit; i++) held.push(mapRange(sfd, 0, size)!.buffer as ArrayBuffer);
+      expect(mappedStats()).toMatchObject({ uncounted: fit, uncountedBytes: fit * size });
+      const external0 = process.memoryUsage().external;
+      held.push(mapRange(sfd, 0, size)!.buffer as ArrayBuffer);
+      const grew = process.memoryUsage().external - external0;
+      expect(grew, 'the mapping that would pass the machine\'s memory is counted').toBeGreaterThanOrEqual(size);
+      expect(grew).toBeLessThan(size + MiB);
+      expect(mappedStats()?.uncounted).toBe(fit);
+    } finally {
+      for (const b of held) releaseMapped(b);
+      fs.closeSync(sfd);
+    }
+    expect(mappedStats()).toMatchObject({ uncounted: 0, uncountedBytes: 0 });
+  });
+});
+
+/** the byte the test file holds at `i` */
+function want(i: number): number {
+  return (i * 31 + (i >> 12)) & 255;
+}
