@@ -10,6 +10,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -150,14 +151,18 @@ size_t g_uncounted = 0;        // live uncounted mappings (released or collected
 size_t g_uncounted_bytes = 0;  // and the bytes they span
 
 // An ArrayBuffer over [data, data + length) whose bytes V8 does not count (see above) and does not free.
-// Node-API cannot make one, so it is made with V8's own API and handed back as the napi_value Node-API uses for
-// it: a napi_value is the address of the handle's slot (node's JsValueFromV8LocalValue), on every Node that
-// has Node-API. The handle lives in the scope Node-API opened for this call, as every returned value does.
+// Node-API cannot make one, so it is made with V8's own API and handed back as a napi_value: Node reads a
+// napi_value back as the bytes of a v8::Local (its V8LocalValueFromJsValue is a memcpy, asserted to be one pointer
+// wide), so the Local's bytes are copied into one. The handle lives in the scope Node-API opened for this call, as
+// every returned value does.
 napi_value uncounted_array_buffer(void* data, size_t length) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   std::unique_ptr<v8::BackingStore> store = v8::ArrayBuffer::NewBackingStore(data, length, v8::BackingStore::EmptyDeleter, nullptr);
-  v8::Local<v8::ArrayBuffer> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
-  return reinterpret_cast<napi_value>(*buffer);
+  v8::Local<v8::Value> buffer = v8::ArrayBuffer::New(isolate, std::move(store));
+  static_assert(sizeof(buffer) == sizeof(napi_value), "a v8::Local is not one napi_value wide");
+  napi_value value;
+  std::memcpy(static_cast<void*>(&value), static_cast<const void*>(&buffer), sizeof(value));
+  return value;
 }
 
 // m stops being live (released or collected): forget its entry if it is still ours (a released range's address
