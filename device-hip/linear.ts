@@ -6,7 +6,7 @@ import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type DeviceNative, type DeviceRowSource, FAULT_CODES } from './binding.js';
 import type { FaultId } from '../harness/faults/plan.js';
-import { sharedReadPool, withReadPool } from '../harness/io/read_pool.js';
+import { sharedReadPool, tieToRead, withReadPool } from '../harness/io/read_pool.js';
 
 const KIND = { mxfp4: 0, 'fp8-block': 1 } as const;
 const PLAIN_KIND: Record<string, number> = { BF16: 2, F16: 3, F32: 4 };
@@ -31,6 +31,8 @@ export class LinearCache {
     if (w === undefined) {
       w = this.dequant(lw, fault);
       byFault.set(key, w);
+      // freed when the layer's read of lw ends (its scope: the runner's layer), not when collected
+      tieToRead(lw.weight.bytes, w);
     }
     return w;
   }

@@ -4,7 +4,9 @@
  *   - mapRange: for large tensors kept for a whole run (the FP16 cache's weights), where a read would copy every
  *     byte into fresh memory whose first touch is the expensive part on a virtual machine;
  *   - mapPopulated / releaseMapped: every page mapped at once, for the read pool's large reads (read_pool.ts),
- *     released when the pool's scope ends.
+ *     released when the pool's scope ends;
+ *   - mapAnonymous: zero bytes that take no memory until written, for the read pool's buffers a read may never
+ *     fill (the weights check's tensors, read by its fused pass into buffers of its own).
  * V8 does not count a mapping's bytes as its own memory (they are the page cache's), so mapping gigabytes forces no
  * collections; a mapping dropped without releaseMapped is unmapped when its buffer is collected, and past a limit
  * of live mappings new ones are counted again so that collections come (file_io.cc says why and measures it).
@@ -15,8 +17,10 @@ import { loadAddon } from './addon.js';
 interface MapAddon {
   mapRange?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
   mapPopulated?: (fd: number, offset: number, length: number) => ArrayBuffer | null;
+  mapAnonymous?: (length: number) => ArrayBuffer | null;
   releaseMapped?: (buffer: ArrayBuffer) => boolean;
   mappedStats?: () => MappedStats;
+  detachBuffer?: (buffer: ArrayBuffer) => boolean;
 }
 
 /** live mappings whose bytes V8 does not count, the bytes they span, and the limits past which new ones are counted */
@@ -52,6 +56,12 @@ export function mapPopulated(fd: number, offset: number, length: number): ArrayB
   return typeof f === 'function' ? f(fd, offset, length) : null;
 }
 
+/** `length` zero bytes in an anonymous mapping (no memory until written; releaseMapped ends it), or null. */
+export function mapAnonymous(length: number): ArrayBuffer | null {
+  const f = mapAddon()?.mapAnonymous;
+  return typeof f === 'function' ? f(length) : null;
+}
+
 /**
  * End a mapping's use: its pages leave the process now and the buffer is detached (every view of it then has
  * length 0). False, and nothing done, for a buffer that is not a live mapping.
@@ -65,4 +75,13 @@ export function releaseMapped(buffer: ArrayBuffer): boolean {
 export function mappedStats(): MappedStats | null {
   const f = mapAddon()?.mappedStats;
   return typeof f === 'function' ? f() : null;
+}
+
+/**
+ * Detach `buffer` (every view of it then has length 0): an allocated buffer's memory goes back to the allocator at
+ * once instead of when the collector finds it dead. False where it cannot be detached or without the addon.
+ */
+export function detachBuffer(buffer: ArrayBuffer): boolean {
+  const f = mapAddon()?.detachBuffer;
+  return typeof f === 'function' ? f(buffer) : false;
 }

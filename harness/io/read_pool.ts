@@ -15,7 +15,7 @@
  * a scope inside another one of the same pool (a layer's head chunk inside the run's) leaves the outer one's
  * reads alone. The caller promises that nothing read inside a scope is used after it ends.
  */
-import { mapPopulated, releaseMapped } from './map.js';
+import { detachBuffer, mapAnonymous, mapPopulated, releaseMapped } from './map.js';
 
 /** Reads from this size up are mapped (mapRead); smaller ones are not worth a mapping's fixed cost. */
 export const MAP_READ_MIN_BYTES = 2 ** 20;
@@ -25,7 +25,9 @@ export class ReadPool {
   /** buffers and mappings handed out, in order (marks index it) */
   private readonly used: ArrayBuffer[] = [];
   private readonly mapped = new WeakSet<ArrayBuffer>();
-  /** free bytes kept beyond this are dropped to the garbage collector */
+  /** arrays computed from a buffer in use (tieToRead), freed when it is handed back */
+  private readonly derived = new Map<ArrayBuffer, ArrayBuffer[]>();
+  /** free bytes kept beyond this are freed (detached: at once, not when collected) */
   constructor(private readonly keepBytes = 512 * 2 ** 20) {}
 
   /** `length` bytes in a buffer 8-byte aligned and padded to 8 (the reads' contract) */
@@ -36,7 +38,7 @@ export class ReadPool {
       if (this.free[i].byteLength >= want && (best < 0 || this.free[i].byteLength < this.free[best].byteLength)) best = i;
     }
     const buf = best >= 0 ? this.free.splice(best, 1)[0] : new ArrayBuffer(sizeClass(want));
-    this.used.push(buf);
+    this.handOut(buf);
     return new Uint8Array(buf, 0, length);
   }
 
@@ -50,8 +52,40 @@ export class ReadPool {
     const b = mapPopulated(fd, offset, length);
     if (b === null) return null;
     this.mapped.add(b);
-    this.used.push(b);
+    this.handOut(b);
     return new Uint8Array(b);
+  }
+
+  /**
+   * `length` bytes (8-byte aligned, padded to 8) for a read that may never be made (SafetensorsFile.reserve): from
+   * MAP_READ_MIN_BYTES up an anonymous mapping, which takes no memory until written and is unmapped when the scope
+   * ends; smaller ones as take() gives them.
+   */
+  reserve(length: number): Uint8Array {
+    const padded = Math.ceil(length / 8) * 8;
+    const b = length >= MAP_READ_MIN_BYTES ? mapAnonymous(padded) : null;
+    if (b === null) return this.take(length);
+    this.mapped.add(b);
+    this.handOut(b);
+    return new Uint8Array(b, 0, length);
+  }
+
+  /**
+   * Free `array` (which owns its whole buffer) when `read`, a buffer this pool handed out, is handed back; false,
+   * and nothing done, where either does not hold. See tieToRead.
+   */
+  adopt(read: ArrayBuffer, array: ArrayBufferView): boolean {
+    const b = array.buffer;
+    if (owner.get(read) !== this || !(b instanceof ArrayBuffer) || b === read || array.byteOffset !== 0 || array.byteLength !== b.byteLength) return false;
+    const list = this.derived.get(read);
+    if (list === undefined) this.derived.set(read, [b]);
+    else list.push(b);
+    return true;
+  }
+
+  private handOut(b: ArrayBuffer): void {
+    this.used.push(b);
+    owner.set(b, this);
   }
 
   /** where the buffers in use now end: release(mark) hands back only those taken after it */
@@ -62,16 +96,16 @@ export class ReadPool {
   /** the buffers handed out since `mark` (default: all) become reusable */
   release(mark = 0): void {
     for (const b of this.used.splice(mark)) {
+      owner.delete(b);
+      for (const d of this.derived.get(b) ?? []) detachBuffer(d);
+      this.derived.delete(b);
       if (this.mapped.has(b)) releaseMapped(b);
       else this.free.push(b);
     }
     this.free.sort((a, b) => b.byteLength - a.byteLength);
     let kept = 0;
-    this.free.splice(
-      0,
-      this.free.length,
-      ...this.free.filter((b) => (kept += b.byteLength) <= this.keepBytes),
-    );
+    const keep = this.free.filter((b) => (kept += b.byteLength) <= this.keepBytes || !detachBuffer(b));
+    this.free.splice(0, this.free.length, ...keep);
   }
 
   /** bytes in free buffers (for tests) */
@@ -89,6 +123,23 @@ export function sizeClass(bytes: number): number {
   const n = Math.max(1 << 16, bytes);
   const step = 2 ** Math.max(0, Math.floor(Math.log2(n)) - 3);
   return Math.ceil(n / step) * step;
+}
+
+/** the pool each buffer in use was handed out by */
+const owner = new WeakMap<ArrayBuffer, ReadPool>();
+
+/**
+ * Tie `array`'s memory to the read `read` came from: when that read's scope ends, the array's buffer is detached,
+ * which frees its memory at once (the allocator gets it back without a collection, and every view of it has length
+ * 0). For arrays computed from a scope's reads and useless after them, such as a layer's FP16 weights dequantized
+ * from the bytes the layer read: left to the collector, one layer's (~270 MB on a wide DeepSeek-V4 layer) were
+ * still allocated while the next layer allocated its own, and the process's memory grew by that much a layer.
+ * The array must own its whole buffer. False, and nothing done, where `read` is not a buffer of a scope still open
+ * (a fresh read outside any pool, a mapping of the FP16 cache) or the array does not own its buffer.
+ */
+export function tieToRead(read: ArrayBufferView, array: ArrayBufferView): boolean {
+  const b = read.buffer;
+  return b instanceof ArrayBuffer && (owner.get(b)?.adopt(b, array) ?? false);
 }
 
 let active: ReadPool | null = null;

@@ -136,13 +136,15 @@ export class SafetensorsFile {
   }
 
   /**
-   * A read left to the caller: the buffer read() would fill (8-byte aligned, recycled inside withReadPool), not
-   * filled, with where its bytes start in the file, for a native pass that reads them as it goes (the weights
-   * check's fused read). fill() reads them here instead, as read() would.
+   * A read left to the caller: a buffer for the tensor (8-byte aligned; inside withReadPool the pool's, a large
+   * one taking no memory unless filled: ReadPool.reserve), not filled, with where its bytes start in the file, for
+   * a native pass that reads them as it goes (the weights check's fused read). fill() reads them here instead, as
+   * read() would.
    */
   reserve(info: TensorInfo): DeferredRead {
     if (this.fd === undefined) throw new Error(`${this.file} is closed`);
-    const bytes = readBuffer(info.end - info.begin);
+    const length = info.end - info.begin;
+    const bytes = activeReadPool()?.reserve(length) ?? readBuffer(length);
     const fd = this.fd;
     return { bytes, fd, offset: info.begin, file: this.file, fill: () => this.readInto(fd, info, 0, bytes) };
   }

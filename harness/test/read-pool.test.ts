@@ -7,8 +7,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sameBytes } from './same-bytes.js';
-import { mapPopulated, releaseMapped } from '../io/map.js';
-import { MAP_READ_MIN_BYTES, ReadPool, activeReadPool, enterReadPool, outsideReadPool, sizeClass, withReadPool } from '../io/read_pool.js';
+import { detachBuffer, mappedStats, mapPopulated, releaseMapped } from '../io/map.js';
+import { MAP_READ_MIN_BYTES, ReadPool, activeReadPool, enterReadPool, outsideReadPool, sizeClass, tieToRead, withReadPool } from '../io/read_pool.js';
 import { SafetensorsFile, writeSafetensors } from '../io/safetensors.js';
 
 describe('ReadPool', () => {
@@ -140,6 +140,79 @@ describe('ReadPool', () => {
     expect(releaseMapped(m!), 'released already').toBe(false);
     fs.closeSync(fd);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a reserved large read takes no memory until filled (an anonymous mapping), fills with the file\'s bytes, and ends with its scope', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-pool-reserve-'));
+    const big = Uint8Array.from({ length: MAP_READ_MIN_BYTES + 4096 + 3 }, (_, i) => (i * 29 + (i >> 10)) & 255);
+    const small = Uint8Array.from({ length: 1000 }, (_, i) => (i * 3) & 255);
+    const file = path.join(dir, 'r.safetensors');
+    writeSafetensors(file, [
+      { name: 'small', dtype: 'U8', shape: [small.length], data: small },
+      { name: 'big', dtype: 'U8', shape: [big.length], data: big },
+    ]);
+    const f = SafetensorsFile.open(file);
+    const pool = new ReadPool();
+    let kept: Uint8Array | null = null;
+    withReadPool(pool, () => {
+      const live = mappedStats()!.uncounted;
+      const r = f.reserve(f.get('big')!);
+      expect(mappedStats()!.uncounted, 'a mapping, not a heap buffer').toBe(live + 1);
+      expect(r.bytes.length).toBe(big.length);
+      expect(r.bytes.byteOffset % 8).toBe(0);
+      expect(r.bytes.every((b) => b === 0), 'zero bytes until filled').toBe(true);
+      r.fill();
+      expect(sameBytes(r.bytes, big)).toBe(true);
+      kept = r.bytes;
+      const s = f.reserve(f.get('small')!);
+      expect(s.bytes.buffer.byteLength, 'a small one is an ordinary pool buffer').toBe(sizeClass(1000));
+      s.fill();
+      expect(sameBytes(s.bytes, small)).toBe(true);
+    });
+    expect(kept!.length, 'the mapping ended with the scope').toBe(0);
+    expect(pool.freeBytes(), 'only the small buffer came back to the pool').toBe(sizeClass(1000));
+    f.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('tieToRead frees an array computed from a read when the read\'s own scope ends, and ties nothing else', () => {
+    const pool = new ReadPool();
+    const arrayBuffers = () => process.memoryUsage().arrayBuffers;
+    const outer = enterReadPool(pool);
+    const read = pool.take(100_000);
+    const derived = new Uint16Array(8 * 2 ** 20); // 16 MiB
+    derived.fill(3);
+    expect(tieToRead(read, derived)).toBe(true);
+    expect(tieToRead(read, derived.subarray(8)), 'a view of part of a buffer is not its owner').toBe(false);
+    expect(tieToRead(read, read), 'the read itself').toBe(false);
+    expect(tieToRead(new Uint8Array(64), new Uint16Array(4)), 'a buffer no pool handed out').toBe(false);
+    // an inner scope of the same pool leaves the outer read's derived array alone
+    withReadPool(pool, () => {
+      const inner = pool.take(70_000);
+      const innerDerived = new Float32Array(1024);
+      expect(tieToRead(inner, innerDerived)).toBe(true);
+      expect(tieToRead(read, new Float32Array(16))).toBe(true);
+    });
+    expect(derived.length, 'still in use: its read\'s scope is open').toBe(8 * 2 ** 20);
+    expect(derived[12345]).toBe(3);
+    const before = arrayBuffers();
+    outer.exit();
+    expect(derived.length, 'detached with its read').toBe(0);
+    expect(before - arrayBuffers(), 'its 16 MiB freed at once, without a collection').toBeGreaterThanOrEqual(16 * 2 ** 20);
+    expect(tieToRead(read, new Uint16Array(4)), 'the read was handed back').toBe(false);
+  });
+
+  it('free buffers beyond what a pool keeps are freed at once, and detachBuffer refuses what it cannot detach', () => {
+    const pool = new ReadPool(2 * 2 ** 20);
+    const a = pool.take(2 * 2 ** 20), b = pool.take(2 * 2 ** 20);
+    const before = process.memoryUsage().arrayBuffers;
+    pool.release();
+    expect(pool.freeBytes()).toBe(2 * 2 ** 20);
+    expect([a.length, b.length].sort(), 'one kept for reuse, one detached').toEqual([0, 2 * 2 ** 20]);
+    expect(before - process.memoryUsage().arrayBuffers).toBeGreaterThanOrEqual(2 * 2 ** 20);
+    const gone = new ArrayBuffer(8);
+    expect(detachBuffer(gone)).toBe(true);
+    expect(detachBuffer(gone), 'detached already').toBe(false);
   });
 
   it('size classes waste at most an eighth of a buffer and are at least 64 KiB', () => {

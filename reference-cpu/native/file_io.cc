@@ -186,22 +186,9 @@ void finalize_uncounted(Napi::Env, Mapping* m) {
   delete m;
 }
 
-Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool populate) {
-  const Napi::Env env = info.Env();
-  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, std::string(name) + ": expected (fd, offset, length)");
-  const int fd = info[0].As<Napi::Number>().Int32Value();
-  const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
-  if (!(off >= 0 && len >= 0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(env, std::string(name) + ": offset and length must be integers ≥ 0");
-  struct stat st;
-  if (len == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > static_cast<double>(st.st_size)) return env.Null();
-  const long page = sysconf(_SC_PAGESIZE);
-  const off_t aligned = static_cast<off_t>(off) / page * page;
-  const size_t lead = static_cast<size_t>(static_cast<off_t>(off) - aligned), total = lead + static_cast<size_t>(len);
-  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, aligned);
-  if (base == MAP_FAILED) return env.Null();
-  // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
-  if (populate) madvise(base, total, MADV_POPULATE_READ);
-  uint8_t* data = static_cast<uint8_t*>(base) + lead;
+// The ArrayBuffer over [data, data + len) of the mapping [base, base + total): uncounted while the limits allow
+// (above), registered for releaseMapped, unmapped when released or collected.
+Napi::Value wrap_mapping(Napi::Env env, void* base, size_t total, uint8_t* data, size_t len) {
   bool counted;
   {
     std::lock_guard<std::mutex> lock(g_maps_mutex);
@@ -211,12 +198,12 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   Napi::ArrayBuffer buffer;
   try {
     if (counted) {
-      buffer = Napi::ArrayBuffer::New(env, data, static_cast<size_t>(len), [](Napi::Env, void*, Mapping* h) {
+      buffer = Napi::ArrayBuffer::New(env, data, len, [](Napi::Env, void*, Mapping* h) {
         if (retire(h)) munmap(h->base, h->length);
         delete h;
       }, m);
     } else {
-      buffer = Napi::ArrayBuffer(env, uncounted_array_buffer(data, static_cast<size_t>(len)));
+      buffer = Napi::ArrayBuffer(env, uncounted_array_buffer(data, len));
       buffer.AddFinalizer(finalize_uncounted, m);
     }
   } catch (...) {
@@ -235,8 +222,42 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   return buffer;
 }
 
+Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool populate) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, std::string(name) + ": expected (fd, offset, length)");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+  const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
+  if (!(off >= 0 && len >= 0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(env, std::string(name) + ": offset and length must be integers ≥ 0");
+  struct stat st;
+  if (len == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > static_cast<double>(st.st_size)) return env.Null();
+  const long page = sysconf(_SC_PAGESIZE);
+  const off_t aligned = static_cast<off_t>(off) / page * page;
+  const size_t lead = static_cast<size_t>(static_cast<off_t>(off) - aligned), total = lead + static_cast<size_t>(len);
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, aligned);
+  if (base == MAP_FAILED) return env.Null();
+  // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
+  if (populate) madvise(base, total, MADV_POPULATE_READ);
+  return wrap_mapping(env, base, total, static_cast<uint8_t*>(base) + lead, static_cast<size_t>(len));
+}
+
 Napi::Value map_range(const Napi::CallbackInfo& info) { return map_file(info, "mapRange", false); }
 Napi::Value map_populated(const Napi::CallbackInfo& info) { return map_file(info, "mapPopulated", true); }
+
+// mapAnonymous(length) → an ArrayBuffer of `length` zero bytes that take no memory until written (a private
+// anonymous mapping, pages made as they are touched), or null where it cannot be mapped; released and collected
+// as the file mappings are. For a buffer a read may never fill: the weights check's tensors, which its fused pass
+// reads into chunks of its own, their buffers filled only for a mismatch's evidence. Taken from the heap, such
+// buffers were each partly resident (glibc's chunk header at their start, on a 2 MiB page where the heap has huge
+// pages), 0.15–0.3 GB of a wide diff's memory or not depending on whether the kernel had huge pages free.
+Napi::Value map_anonymous(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "mapAnonymous: expected (length)");
+  const double len = info[0].As<Napi::Number>().DoubleValue();
+  if (!(len > 0 && len == std::floor(len) && len <= 9007199254740991.0)) throw Napi::RangeError::New(env, "mapAnonymous: length must be an integer > 0");
+  void* base = mmap(nullptr, static_cast<size_t>(len), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return env.Null();
+  return wrap_mapping(env, base, static_cast<size_t>(len), static_cast<uint8_t*>(base), static_cast<size_t>(len));
+}
 
 // releaseMapped(buffer) → true where buffer is a live mapping of mapRange or mapPopulated (now released), else false.
 Napi::Value release_mapped(const Napi::CallbackInfo& info) {
@@ -268,12 +289,25 @@ Napi::Value mapped_stats(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// detachBuffer(buffer) → whether it was detached: an allocated buffer's memory then goes back to the allocator at
+// once (its backing store's last owner is gone), where the collector would free it only when it finds the buffer
+// dead, one or several collections later (harness/io/read_pool.ts, tieToRead).
+Napi::Value detach_buffer(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsArrayBuffer()) throw Napi::TypeError::New(env, "detachBuffer: expected an ArrayBuffer");
+  bool detached = false;
+  if (napi_is_detached_arraybuffer(env, info[0], &detached) != napi_ok || detached) return Napi::Boolean::New(env, false);
+  return Napi::Boolean::New(env, napi_detach_arraybuffer(env, info[0]) == napi_ok);
+}
+
 }  // namespace
 
 void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("willNeed", Napi::Function::New(env, will_need));
   exports.Set("mapRange", Napi::Function::New(env, map_range));
   exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
+  exports.Set("mapAnonymous", Napi::Function::New(env, map_anonymous));
   exports.Set("releaseMapped", Napi::Function::New(env, release_mapped));
   exports.Set("mappedStats", Napi::Function::New(env, mapped_stats));
+  exports.Set("detachBuffer", Napi::Function::New(env, detach_buffer));
 }

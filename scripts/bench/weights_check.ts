@@ -123,9 +123,20 @@ async function wideLayers(): Promise<Record<string, number>> {
     const all = [...names, ...scales];
     const total = all.reduce((n, t) => n + ck.info(t).end - ck.info(t).begin, 0);
     // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
-    // (reserve + fill: a pread into the pool's buffer; a read in a pool's scope would map a large tensor instead)
+    // (a pread into one of the pool's warm buffers: a read in a pool's scope would map a large tensor instead, and a
+    // reserved one would be a fresh anonymous mapping)
     const pool = new ReadPool();
-    const copy = () => { for (const t of all) withReadPool(pool, () => ck.reserve(t).fill()); };
+    const fds = new Map<string, number>();
+    const copy = () => {
+      for (const t of all) {
+        const info = ck.info(t);
+        const fd = fds.get(info.file) ?? fds.set(info.file, fs.openSync(info.file, 'r')).get(info.file)!;
+        withReadPool(pool, () => {
+          const buf = pool.take(info.end - info.begin);
+          if (fs.readSync(fd, buf, 0, buf.length, info.begin) !== buf.length) throw new Error(`bench: short read of ${t}`);
+        });
+      }
+    };
     copy();
     // PAIRS alternating pairs (check, then the yardstick), each ratio taken within its pair: this VM's memory speed
     // moves by 1.5× within minutes, so one check against one read measured the day more than the check.
@@ -155,6 +166,7 @@ async function wideLayers(): Promise<Record<string, number>> {
     out[`wide.layer${L}.check_s`] = checkMs / 1000;
     out[`wide.layer${L}.check_vs_memcpy`] = ratio;
     out[`wide.layer${L}.check_vs_memcpy_min`] = Math.min(...ratios);
+    for (const fd of fds.values()) fs.closeSync(fd);
     console.log(`  deepseek-v4-wide layer ${L}: the median of ${PAIRS} pairs: check ${(checkMs / 1000).toFixed(2)} s, ${ratio.toFixed(3)}× memcpy (pairs ${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)})`);
   }
   const mean = perLayer.reduce((a, b) => a + b, 0) / perLayer.length;
