@@ -8,8 +8,9 @@
  *   - mapAnonymous: zero bytes that take no memory until written, for the read pool's buffers a read may never
  *     fill (the weights check's tensors, read by its fused pass into buffers of its own).
  * V8 does not count a mapping's bytes as its own memory (they are the page cache's), so mapping gigabytes forces no
- * collections; a mapping dropped without releaseMapped is unmapped when its buffer is collected, and past a limit
- * of live mappings new ones are counted again so that collections come (file_io.cc says why and measures it).
+ * collections; a mapping dropped without releaseMapped is unmapped when its buffer is collected, and past limits
+ * on live mappings (their count, the bytes they span) new ones are counted again so that collections come
+ * (file_io.cc says why and measures it).
  * Without the addon, or where the range cannot be mapped, null: the caller reads instead.
  */
 import { loadAddon } from './addon.js';
