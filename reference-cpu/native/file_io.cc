@@ -180,8 +180,8 @@ bool retire(Mapping* m) {
   return true;
 }
 
-// the buffer object was collected (an uncounted one; V8 frees a counted one's store through its deleter)
-void finalize_uncounted(Napi::Env, Mapping* m) {
+// the buffer is gone (an uncounted one's object collected, a counted one's store freed): unmap unless released
+void finish(Mapping* m) {
   if (retire(m)) munmap(m->base, m->length);
   delete m;
 }
@@ -198,13 +198,10 @@ Napi::Value wrap_mapping(Napi::Env env, void* base, size_t total, uint8_t* data,
   Napi::ArrayBuffer buffer;
   try {
     if (counted) {
-      buffer = Napi::ArrayBuffer::New(env, data, len, [](Napi::Env, void*, Mapping* h) {
-        if (retire(h)) munmap(h->base, h->length);
-        delete h;
-      }, m);
+      buffer = Napi::ArrayBuffer::New(env, data, len, [](Napi::Env, void*, Mapping* h) { finish(h); }, m);
     } else {
       buffer = Napi::ArrayBuffer(env, uncounted_array_buffer(data, len));
-      buffer.AddFinalizer(finalize_uncounted, m);
+      buffer.AddFinalizer([](Napi::Env, Mapping* h) { finish(h); }, m);
     }
   } catch (...) {
     if (!buffer.IsEmpty()) buffer.Detach();  // made, but nothing will unmap it: no view may reach the range
@@ -280,11 +277,16 @@ Napi::Value release_mapped(const Napi::CallbackInfo& info) {
 // mappedStats() → { uncounted, uncountedLimit, uncountedBytes, uncountedBytesLimit }: live mappings V8 does not
 // count and the bytes they span, and how many and how much there may be (tests)
 Napi::Value mapped_stats(const Napi::CallbackInfo& info) {
+  size_t live, bytes;
+  {
+    std::lock_guard<std::mutex> lock(g_maps_mutex);  // not held while V8 runs (wrap_mapping)
+    live = g_uncounted;
+    bytes = g_uncounted_bytes;
+  }
   Napi::Object o = Napi::Object::New(info.Env());
-  std::lock_guard<std::mutex> lock(g_maps_mutex);
-  o.Set("uncounted", Napi::Number::New(info.Env(), static_cast<double>(g_uncounted)));
+  o.Set("uncounted", Napi::Number::New(info.Env(), static_cast<double>(live)));
   o.Set("uncountedLimit", Napi::Number::New(info.Env(), static_cast<double>(kUncountedLimit)));
-  o.Set("uncountedBytes", Napi::Number::New(info.Env(), static_cast<double>(g_uncounted_bytes)));
+  o.Set("uncountedBytes", Napi::Number::New(info.Env(), static_cast<double>(bytes)));
   o.Set("uncountedBytesLimit", Napi::Number::New(info.Env(), static_cast<double>(uncounted_bytes_limit())));
   return o;
 }
