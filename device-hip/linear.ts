@@ -15,6 +15,19 @@ const EMPTY_F32 = new Float32Array(0);
 /** A fault's code for the native ops (0: none, or a fault the dequantization does not take). */
 const faultCode = (fault: FaultId | null): number => (fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0);
 
+/** The most rows a product may have to read an FP8-block weight's stored bytes (LinearCache.product): gemmFp8F16's GEMV kernel serves up to 4. */
+export const FUSED_FP8_MAX_ROWS = 4;
+
+/**
+ * Whether rows [r0, r0 + n) of an FP8-block weight are a weight of their own to the fused product: whole block rows
+ * (or through the last row), and no injected fault, whose scale indexing may depend on the whole tensor's shape.
+ */
+function fp8SliceAligned(lw: LinearWeight, r0: number, n: number, code: number): boolean {
+  if (r0 === 0 && n === lw.out) return true;
+  const bo = lw.block[0];
+  return code === 0 && r0 % bo === 0 && (n % bo === 0 || r0 + n === lw.out);
+}
+
 export class LinearCache {
   private readonly cache = new WeakMap<LinearWeight, Map<string, Uint16Array>>();
   constructor(private readonly N: DeviceNative) {}
@@ -46,6 +59,25 @@ export class LinearCache {
     const code = faultCode(fault);
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantRowSource(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
+  }
+
+  /**
+   * x f16 [rows, lw.in] · (rows [r0, r0 + n) of W)ᵀ → f16 [rows, n] (FP32 accumulation, gemmF16's bits; the whole
+   * weight by default). A decode step's product (rows ≤ FUSED_FP8_MAX_ROWS) of an FP8-block weight reads its stored
+   * bytes through the fused FP8 GEMM (gemmFp8F16, the same bits): memory-bound, it then reads a byte a weight
+   * instead of the FP16 copy's two, and a decoder whose prompts are short never makes the copy.
+   * Anything else multiplies the FP16 copy, held and shared by the runs of a layer.
+   */
+  product(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1, r0 = 0, n = lw.out): Uint16Array {
+    const code = faultCode(fault);
+    if (rows <= FUSED_FP8_MAX_ROWS && lw.format === 'fp8-block' && lw.scale !== null && fp8SliceAligned(lw, r0, n, code)) {
+      const [bo, bi] = lw.block;
+      const sw = (lw.scale.dtype === 'F32' ? 4 : 1) * Math.ceil(lw.in / bi); // one block row's scale bytes
+      const scale = lw.scale.bytes.subarray((r0 / bo) * sw, Math.ceil((r0 + n) / bo) * sw);
+      return this.N.gemmFp8F16(x, lw.weight.bytes.subarray(r0 * lw.in, (r0 + n) * lw.in), scale, lw.scale.dtype === 'F32', rows, lw.in, n, bo, bi, alpha, code);
+    }
+    const w = this.get(lw, fault);
+    return this.N.gemmF16(x, r0 === 0 && n === lw.out ? w : w.subarray(r0 * lw.in, (r0 + n) * lw.in), rows, lw.in, n, alpha);
   }
 
   /**

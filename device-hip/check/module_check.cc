@@ -112,6 +112,11 @@ void run(ldgpu::Backend& b) {
     b.gemm(x.data(), nullptr, q.data(), s.data(), m, k, n, 1.0f, 0, nullptr, g32.data());
     ldref::gemm(x.data(), nullptr, q.data(), s.data(), m, k, n, 1.0f, 0, nullptr, r32.data());
     report(m <= 8 ? "gemm mxfp4 fused skinny f32" : "gemm mxfp4 fused tiled f32", g32, r32);
+    // FP8 blocks (E8M0 scales, ragged last blocks both ways, a fault): dequant kernel, then the f16 GEMM
+    auto w8 = bytes((size_t)n * k, 0, 255), s8 = bytes((size_t)((n + 63) / 64) * ((k + 127) / 128), 118, 130);
+    b.gemm_fp8(x.data(), w8.data(), s8.data(), s8.size(), 0, m, k, n, 64, 128, 0.3f, 4, g.data());
+    ldref::gemm_fp8(x.data(), w8.data(), s8.data(), 0, m, k, n, 64, 128, 0.3f, 4, r.data());
+    report(m <= 8 ? "gemm fp8 skinny (scale-axis)" : "gemm fp8 tiled (scale-axis)", g, r);
   }
   {
     const int rows = 33, dim = 1000;

@@ -80,12 +80,11 @@ export function attention(kit: Kit, a: Uint16Array, S: number, w: DeepseekV4Atte
  */
 export function groupedWoA(kit: Kit, oRot: Uint16Array, rows: number, H: number, d: number, G: number, oLoraRank: number, woAWeight: LinearWeight): Uint16Array {
   const gw = (H / G) * d;
-  const woA = kit.w16(woAWeight);
   const y = new Uint16Array(rows * G * oLoraRank);
   for (let g = 0; g < G; g++) {
     const og = new Uint16Array(rows * gw);
     for (let t = 0; t < rows; t++) og.set(oRot.subarray(t * H * d + g * gw, t * H * d + (g + 1) * gw), t * gw);
-    const yg = kit.N.gemmF16(og, woA.subarray(g * oLoraRank * gw, (g + 1) * oLoraRank * gw), rows, gw, oLoraRank, 1);
+    const yg = kit.linRows(og, rows, woAWeight, g * oLoraRank, oLoraRank);
     for (let t = 0; t < rows; t++) y.set(yg.subarray(t * oLoraRank, (t + 1) * oLoraRank), (t * G + g) * oLoraRank);
   }
   return y;

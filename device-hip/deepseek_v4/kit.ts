@@ -33,7 +33,15 @@ export class Kit {
     // fault fp16-accumulate: every FP16-output product of the layer with an FP16 running sum
     if (this.fault === 'fp16-accumulate') return gemmF16AccumulateF16(x, transient ? this.linears.dequant(lw, this.fault) : this.w16(lw), rows, lw.in, lw.out, alpha);
     if (transient) return this.linears.productOnce(x, rows, lw, this.fault, alpha);
-    return this.N.gemmF16(x, this.w16(lw), rows, lw.in, lw.out, alpha);
+    return this.linears.product(x, rows, lw, this.fault, alpha);
+  }
+
+  /**
+   * x f16 [rows, in] · (rows [r0, r0 + n) of W)ᵀ → f16 [rows, n], FP32 accumulation under every fault (wo_a's
+   * groups: fp16-accumulate has never touched them).
+   */
+  linRows(x: Uint16Array, rows: number, lw: LinearWeight, r0: number, n: number): Uint16Array {
+    return this.linears.product(x, rows, lw, this.fault, 1, r0, n);
   }
 
   /** The same product with FP32 output: the router, the compressor projections (fp32 in DeepSeek's code). */

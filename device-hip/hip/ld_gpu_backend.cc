@@ -128,6 +128,19 @@ void Backend::gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, cons
 
 
 
+// No fused FP8 kernel: the MI250 has no FP8 matrix units, and the product only has to give gemmFp8F16's bits,
+// which dequantizing first gives (the same row function and GEMM order as the emulation's fused pass).
+void Backend::gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale, size_t sbytes, int scale_is_f32, int m, int k, int n,
+                       int bo, int bi, float alpha, int fault, uint16_t* y16) {
+  Buf dq(this, w, (size_t)n * k), ds(this, scale, sbytes), dw(this, (size_t)n * k * 2);
+  LdDequantArgs d{dq.ptr<uint8_t>(), ds.ptr<uint8_t>(), dw.ptr<uint16_t>(), 1, scale_is_f32, n, k, bo, bi, fault};
+  launch(ld_plan_dequant(&d), &d);
+  Buf dx(this, x, (size_t)m * k * 2), dy(this, (size_t)m * n * 2);
+  LdGemmArgs a{dx.ptr<uint16_t>(), dw.ptr<uint16_t>(), nullptr, nullptr, dy.ptr<uint16_t>(), nullptr, m, k, n, LD_W_F16, 0, alpha};
+  launch(ld_plan_gemm(&a), &a);
+  dy.down(y16, (size_t)m * n * 2);
+}
+
 void Backend::softmax(const float* z, const float* sinks, int rows, int n, uint16_t* y) {
   Buf dz(this, z, (size_t)rows * n * 4), ds(this, sinks, sinks != nullptr ? (size_t)rows * 4 : 0), dy(this, (size_t)rows * n * 2);
   LdSoftmaxArgs a{dz.ptr<float>(), sinks != nullptr ? ds.ptr<float>() : nullptr, dy.ptr<uint16_t>(), rows, n};

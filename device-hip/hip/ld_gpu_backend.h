@@ -41,6 +41,9 @@ class Backend {
   // w (f16 [n, k]) or wq + wscale (MXFP4, fused); y16 (f16(alpha·dot)) or y32 (dot).
   void gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const uint8_t* wscale, int m, int k, int n, float alpha,
             int fault, uint16_t* y16, float* y32);
+  // The FP8-block GEMM: the weight dequantized on the device (the dequant kernel), then the f16 GEMM kernel.
+  void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale, size_t sbytes, int scale_is_f32, int m, int k, int n, int bo,
+                int bi, float alpha, int fault, uint16_t* y16);
   void softmax(const float* z, const float* sinks, int rows, int n, uint16_t* y);
   void moe_gather(const uint16_t* x, int T, const int32_t* token, int R, int D, uint16_t* y);
   void moe_combine(const uint16_t* y, int R, const int32_t* start, const int32_t* rows, const uint16_t* shared, int T, int D,

@@ -90,6 +90,14 @@ inline void gemm(const uint16_t* x, const uint16_t* w, const uint8_t* wq, const 
   }
 }
 
+/* The fused FP8-block GEMM's reference: the weight dequantized element by element (dequant, kind 1), then gemm. */
+inline void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale, int scale_is_f32, int m, int k, int n, int bo,
+                     int bi, float alpha, int fault, uint16_t* y) {
+  std::vector<uint16_t> wf((size_t)n * k);
+  dequant(1, w, scale, scale_is_f32, n, k, bo, bi, fault, wf.data());
+  gemm(x, wf.data(), nullptr, nullptr, m, k, n, alpha, 0, y, nullptr);
+}
+
 inline void rmsnorm(const uint16_t* x, const uint16_t* w, int rows, int dim, float eps, uint16_t* y) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; r++) {

@@ -70,6 +70,13 @@ export interface DeviceOps {
    * gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a routed expert's would be 16 MiB).
    */
   gemmMxfp4F16(x: Uint16Array, packed: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, alpha: number, fault: number): Uint16Array;
+  /**
+   * The fused FP8-block GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, E4M3
+   * bytes [n, k] and scales [⌈n/blockOut⌉, ⌈k/blockIn⌉] as E8M0 bytes or, with scaleIsF32, little-endian f32, fault
+   * as for dequantToF16. The same bits as gemmF16(x, dequantToF16(1, weight, scale, …)); a decode step reads a byte a
+   * weight instead of the f16 copy's two.
+   */
+  gemmFp8F16(x: Uint16Array, weight: Uint8Array, scale: Uint8Array, scaleIsF32: boolean, m: number, k: number, n: number, blockOut: number, blockIn: number, alpha: number, fault: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
   gemmF16F32(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number): Float32Array;
   /** y = f16((x·r)·w) per row, r = 1/sqrt(mean(x²) + eps). */
@@ -169,6 +176,22 @@ export function validatedDeviceOps(raw: DeviceOps): DeviceOps {
       arr($fn, 'packed', packed, Uint8Array, false, [n, div(k, 2)], "n×k/2");
       arr($fn, 'scale', scale, Uint8Array, false, [n, div(k, 32)], "n×k/32");
       return raw.gemmMxfp4F16(x, packed, scale, m, k, n, alpha, fault);
+    },
+    gemmFp8F16(x, weight, scale, scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault) {
+      const $fn = 'gemmFp8F16';
+      bool($fn, 'scaleIsF32', scaleIsF32);
+      int($fn, 'm', m, 1);
+      int($fn, 'k', k, 1);
+      int($fn, 'n', n, 1);
+      int($fn, 'blockOut', blockOut, 1);
+      int($fn, 'blockIn', blockIn, 1);
+      num($fn, 'alpha', alpha);
+      int($fn, 'fault', fault, 0);
+      if (!(fault <= 11)) throw new RangeError(`${$fn}: fault must be 0..${11}, got ${fault}`);
+      arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
+      arr($fn, 'weight', weight, Uint8Array, false, [n, k], "n×k");
+      arr($fn, 'scale', scale, Uint8Array, false, [cdiv(n, blockOut) * cdiv(k, blockIn) * (scaleIsF32 ? 4 : 1)], "scale bytes");
+      return raw.gemmFp8F16(x, weight, scale, scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault);
     },
     gemmF16F32(x, w, m, k, n) {
       const $fn = 'gemmF16F32';
@@ -523,7 +546,7 @@ export function validatedHostRefOps(raw: HostRefOps): HostRefOps {
 
 /** Every op of the table by surface, for the tests and for the hip backend's wiring. */
 export const OP_NAMES = {
-  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmMxfp4F16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
+  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmMxfp4F16', 'gemmFp8F16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
   decode: ['attentionDecodeF16'],
   deepseek: ['hcPreF16', 'hcPostF16', 'hcHeadF16', 'compressPoolF16', 'indexerTopkF16', 'sparseAttentionF16', 'routerF32', 'swigluRowsF16', 'moeCombineF16'],
   gptOss: ['ossRouterF32', 'ossSwigluF16'],

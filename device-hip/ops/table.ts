@@ -211,6 +211,22 @@ gemmF16(x, dequantToF16(0, packed, scale, …)) without the f16 copy of W (a rou
     example: { m: 2, k: 64, n: 3, alpha: 1, fault: 0 },
   },
   {
+    name: 'gemmFp8F16',
+    surface: 'device',
+    doc: `The fused FP8-block GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, E4M3
+bytes [n, k] and scales [⌈n/blockOut⌉, ⌈k/blockIn⌉] as E8M0 bytes or, with scaleIsF32, little-endian f32, fault
+as for dequantToF16. The same bits as gemmF16(x, dequantToF16(1, weight, scale, …)); a decode step reads a byte a
+weight instead of the f16 copy's two.`,
+    args: [arr('x', 'f16', ['m', 'k']), arr('weight', 'u8', ['n', 'k']),
+      arr('scale', 'u8', ['cdiv(n, blockOut) * cdiv(k, blockIn) * (scaleIsF32 ? 4 : 1)'], { label: 'scale bytes' }),
+      bool('scaleIsF32'), int('m', 1), int('k', 1), int('n', 1), int('blockOut', 1), int('blockIn', 1), f32('alpha'), int('fault', 0)],
+    checks: [FAULT_CHECK],
+    returns: [filled(out('y', 'f16', ['m', 'n']))],
+    gpu: 'gemm_fp8(x, weight, scale, len(scale), scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault, y)',
+    ref: 'gemm_fp8(x, weight, scale, scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault, y)',
+    example: { scaleIsF32: false, m: 2, k: 8, n: 3, blockOut: 2, blockIn: 4, alpha: 1, fault: 0 },
+  },
+  {
     name: 'gemmF16F32',
     surface: 'device',
     doc: 'The same product with FP32 output (logits, routers).',

@@ -228,6 +228,56 @@ inline GemmMxfp4F16Out alloc_gemmMxfp4F16(Napi::Env env, const GemmMxfp4F16Args&
   return {op_new_filled<uint16_t>(env, {v_m, v_n})};
 }
 
+// gemmFp8F16(x, weight, scale, scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault)
+struct GemmFp8F16Args {
+  Span<const uint16_t> x;
+  Span<const uint8_t> weight;
+  Span<const uint8_t> scale;
+  bool scaleIsF32;
+  int m;
+  int k;
+  int n;
+  int blockOut;
+  int blockIn;
+  float alpha;
+  int fault;
+};
+
+inline GemmFp8F16Args read_gemmFp8F16(const Napi::CallbackInfo& info, const char* fn) {
+  GemmFp8F16Args a{};
+  [[maybe_unused]] const bool v_scaleIsF32 = a.scaleIsF32 = op_bool(info, 3, fn, "scaleIsF32");
+  [[maybe_unused]] const long long v_m = a.m = op_int(info, 4, fn, "m", 1);
+  [[maybe_unused]] const long long v_k = a.k = op_int(info, 5, fn, "k", 1);
+  [[maybe_unused]] const long long v_n = a.n = op_int(info, 6, fn, "n", 1);
+  [[maybe_unused]] const long long v_blockOut = a.blockOut = op_int(info, 7, fn, "blockOut", 1);
+  [[maybe_unused]] const long long v_blockIn = a.blockIn = op_int(info, 8, fn, "blockIn", 1);
+  [[maybe_unused]] const double v_alpha = op_num(info, 9, fn, "alpha");
+  a.alpha = (float)v_alpha;
+  [[maybe_unused]] const long long v_fault = a.fault = op_int(info, 10, fn, "fault", 0);
+  if (!(v_fault <= 11)) op_fail(info, false, fn, "fault must be 0.." + js_num(11) + ", got " + js_num(v_fault));
+  a.x = op_array<uint16_t>(info, 0, fn, "x", false, {v_m, v_k}, "m×k");
+  a.weight = op_array<uint8_t>(info, 1, fn, "weight", false, {v_n, v_k}, "n×k");
+  a.scale = op_array<uint8_t>(info, 2, fn, "scale", false, {op_cdiv(v_n, v_blockOut) * op_cdiv(v_k, v_blockIn) * (v_scaleIsF32 ? 4 : 1)}, "scale bytes");
+  return a;
+}
+
+struct GemmFp8F16Out {
+  Napi::TypedArrayOf<uint16_t> y;
+  Napi::Value value(Napi::Env) const { return y; }
+};
+
+inline GemmFp8F16Out alloc_gemmFp8F16(Napi::Env env, const GemmFp8F16Args& a) {
+  [[maybe_unused]] const bool v_scaleIsF32 = a.scaleIsF32;
+  [[maybe_unused]] const long long v_m = a.m;
+  [[maybe_unused]] const long long v_k = a.k;
+  [[maybe_unused]] const long long v_n = a.n;
+  [[maybe_unused]] const long long v_blockOut = a.blockOut;
+  [[maybe_unused]] const long long v_blockIn = a.blockIn;
+  [[maybe_unused]] const double v_alpha = a.alpha;
+  [[maybe_unused]] const long long v_fault = a.fault;
+  return {op_new_filled<uint16_t>(env, {v_m, v_n})};
+}
+
 // gemmF16F32(x, w, m, k, n)
 struct GemmF16F32Args {
   Span<const uint16_t> x;

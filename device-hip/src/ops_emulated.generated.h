@@ -12,6 +12,7 @@ void dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF
 void dequantBnb4ToF16(const ops::DequantBnb4ToF16Args& a, ops::DequantBnb4ToF16Out& o);
 void gemmF16(const ops::GemmF16Args& a, ops::GemmF16Out& o);
 void gemmMxfp4F16(const ops::GemmMxfp4F16Args& a, ops::GemmMxfp4F16Out& o);
+void gemmFp8F16(const ops::GemmFp8F16Args& a, ops::GemmFp8F16Out& o);
 void gemmF16F32(const ops::GemmF16F32Args& a, ops::GemmF16F32Out& o);
 void rmsnormF16(const ops::RmsnormF16Args& a, ops::RmsnormF16Out& o);
 void ropeF16(const ops::RopeF16Args& a, ops::RopeF16Out& o);
@@ -68,6 +69,12 @@ inline void register_emulated(Napi::Env env, Napi::Object exports) {
     const GemmMxfp4F16Args a = read_gemmMxfp4F16(info, "gemmMxfp4F16");
     GemmMxfp4F16Out o = alloc_gemmMxfp4F16(info.Env(), a);
     emu::gemmMxfp4F16(a, o);
+    return o.value(info.Env());
+  }));
+  exports.Set("gemmFp8F16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    const GemmFp8F16Args a = read_gemmFp8F16(info, "gemmFp8F16");
+    GemmFp8F16Out o = alloc_gemmFp8F16(info.Env(), a);
+    emu::gemmFp8F16(a, o);
     return o.value(info.Env());
   }));
   exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {

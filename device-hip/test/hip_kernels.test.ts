@@ -134,6 +134,37 @@ describe('host reference of the HIP kernels == emulation', () => {
     expect(() => N.gemmMxfp4F16(new Uint16Array(48), new Uint8Array(24), new Uint8Array(1), 1, 48, 1, 1, 0)).toThrow(/multiple of 32/);
   });
 
+  it('the emulated fused FP8-block GEMM (gemmFp8F16) == dequantToF16 then gemmF16 == the kernels\' host reference: E8M0 and F32 scales, every fault and SIMD level', () => {
+    const rand = rng(4311);
+    // [m, k, n, blockOut, blockIn]: m ≤ 4 (the decode step's GEMV: rows decoded per 16-row unit, 8 side by side at
+    // m = 1 with AVX-512VL) with ragged units, ragged 8-row groups and a k tail off the lanes; the tiled kernel
+    // past m = 4; blocks that straddle units and leave ragged last blocks in both directions
+    const shapes = [[1, 256, 3, 128, 128], [1, 4096, 257, 128, 128], [2, 1003, 45, 32, 64], [4, 2048, 300, 128, 128], [3, 200, 130, 128, 128], [7, 512, 41, 16, 128], [16, 300, 64, 128, 128]] as const;
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        for (const [m, k, n, bo, bi] of shapes) {
+          const x = randomF16(rand, m * k, 1);
+          const w = randomBytes(rand, n * k);
+          const blocks = Math.ceil(n / bo) * Math.ceil(k / bi);
+          const e8 = Uint8Array.from(randomBytes(rand, blocks), (b) => 116 + (b % 14));
+          const f32 = new Uint8Array(Float32Array.from({ length: blocks }, () => (0.5 + rand()) * 2 ** -9).buffer);
+          for (const [s, isF32] of [[e8, false], [f32, true]] as const) {
+            for (let f = 0; f <= 11; f++) {
+              const want = N.gemmF16(x, N.dequantToF16(1, w, s, isF32, n, k, bo, bi, f), m, k, n, 0.75);
+              const what = `${level} [${m}×${k}]·[${n}×${k}] blocks ${bo}×${bi} ${isF32 ? 'f32' : 'e8m0'} fault ${f}`;
+              same16(N.gemmFp8F16(x, w, s, isF32, m, k, n, bo, bi, 0.75, f), want, what);
+              if (level === 'auto' && n * k <= 300 * 300) same16(H.refGemmFp8F16(x, w, s, isF32, m, k, n, bo, bi, 0.75, f), want, `host reference ${what}`);
+            }
+          }
+        }
+      }
+    } finally {
+      N.setSimd('auto');
+    }
+    expect(() => N.gemmFp8F16(new Uint16Array(8), new Uint8Array(8), new Uint8Array(0), false, 1, 8, 1, 128, 128, 1, 0)).toThrow(/scale/);
+  });
+
   it('rmsnorm, rope (half, interleaved with offset), swiglu (clamp), add, mulScalar', () => {
     const rand = rng(4400);
     const x = randomF16(rand, 7 * 1000, 3), w = randomF16(rand, 1000, 1.5);

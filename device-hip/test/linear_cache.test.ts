@@ -1,4 +1,6 @@
 /**
+ * LinearCache's products of at most four rows (a decode step's) read an FP8-block weight's stored bytes through the
+ * fused FP8 GEMM with the FP16 copy's bits, whole or a block-aligned slice of its rows, and make no copy.
  * LinearCache's FP16 weights live as long as the read they were dequantized from: one made from a read of a pool's
  * scope (the runner's layer) is freed when that scope ends (harness/io/read_pool.ts, tieToRead), so a layer's FP16
  * weights no longer wait for the collector while the next layer allocates its own; one made from bytes read
@@ -10,24 +12,26 @@ import { LinearCache } from '../linear.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { ReadPool, withReadPool } from '../../harness/io/read_pool.js';
 import { Rng } from '../../harness/rng.js';
+import { randomF16, rng } from './model.js';
 
 const N = loadDeviceNative();
 const OUT = 256;
 const IN = 512;
 
 /** an FP8-block weight [OUT, IN] (128 × 128 blocks, E8M0 scales as training leaves them) over `codes` */
-function fp8Weight(codes: Uint8Array, seed: number): LinearWeight {
+function fp8Weight(codes: Uint8Array, seed: number, f32Scales = false): LinearWeight {
   const r = new Rng(seed);
   for (let i = 0; i < codes.length; i++) {
     const c = r.int(256);
     codes[i] = (c & 0x7f) === 0x7f ? c - 1 : c; // no NaN codes
   }
-  const scales = Uint8Array.from({ length: (OUT / 128) * (IN / 128) }, () => 118 + r.int(9));
+  const blocks = (OUT / 128) * (IN / 128);
+  const scales = f32Scales ? new Uint8Array(Float32Array.from({ length: blocks }, () => (1 + r.int(1000) / 1000) * 2 ** -8).buffer) : Uint8Array.from({ length: blocks }, () => 118 + r.int(9));
   const name = `layers.0.attn.wq_a.${seed}.weight`;
   return {
     name, out: OUT, in: IN, format: 'fp8-block', encoding: 'fp8-block', block: [128, 128],
     weight: { name, dtype: 'F8_E4M3', shape: [OUT, IN], bytes: codes },
-    scale: { name: name.replace('weight', 'scale'), dtype: 'F8_E8M0', shape: [OUT / 128, IN / 128], bytes: scales },
+    scale: { name: name.replace('weight', 'scale'), dtype: f32Scales ? 'F32' : 'F8_E8M0', shape: [OUT / 128, IN / 128], bytes: scales },
   };
 }
 
@@ -51,5 +55,31 @@ describe('LinearCache and the read pool', () => {
     expect(scoped!.length, 'freed with the read it came from').toBe(0);
     expect(kept.length, 'a weight read outside any pool keeps its FP16').toBe(OUT * IN);
     expect(kept).toEqual(cache.dequant(outside, null));
+  });
+
+  it('a product of at most four rows reads an FP8-block weight through gemmFp8F16 (whole or a block-aligned slice of its rows) with the FP16 copy\'s bits, and makes no copy', () => {
+    let dequants = 0;
+    const counted = new Proxy(N, { get: (t, p, r) => (p === 'dequantToF16' ? (...a: Parameters<typeof N.dequantToF16>) => (dequants++, t.dequantToF16(...a)) : Reflect.get(t, p, r)) });
+    const rand = rng(77);
+    for (const f32 of [false, true]) {
+      const lw = fp8Weight(new Uint8Array(OUT * IN), 3, f32);
+      // the device's FP16 copy, made apart from the cache
+      const w16 = N.dequantToF16(1, lw.weight.bytes, lw.scale!.bytes, f32, OUT, IN, 128, 128, 0);
+      const cache = new LinearCache(counted);
+      for (const rows of [1, 2, 4]) {
+        const x = randomF16(rand, rows * IN, 1);
+        expect(cache.product(x, rows, lw, null, 0.5), `${rows} rows, whole`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.5));
+        // block row 1 alone: its scales are the second row of blocks
+        expect(cache.product(x, rows, lw, null, 1, 128, 128), `${rows} rows, rows 128..256`).toEqual(N.gemmF16(x, w16.subarray(128 * IN), rows, IN, 128, 1));
+      }
+      expect(dequants, 'no FP16 copy made for products of ≤ 4 rows').toBe(0);
+      const x = randomF16(rand, 5 * IN, 1);
+      // five rows, and a slice off the block rows: the held FP16 copy
+      expect(cache.product(x, 5, lw, null)).toEqual(N.gemmF16(x, w16, 5, IN, OUT, 1));
+      const x1 = x.subarray(0, IN);
+      expect(cache.product(x1, 1, lw, null, 1, 64, 128)).toEqual(N.gemmF16(x1, w16.subarray(64 * IN, 192 * IN), 1, IN, 128, 1));
+      expect(dequants, 'one copy, made once').toBe(1);
+      dequants = 0;
+    }
   });
 });
