@@ -6,7 +6,8 @@
  *     packed bytes in the same run: the device emulation (to f16) and the reference's exact decoder (to f32);
  *   - the fused MXFP4 GEMM the device's routed experts use (gemmMxfp4F16) against gemmF16 on the dequantized
  *     weight and against dequant + gemmF16, and its packed-byte rate against the same memcpy;
- *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time).
+ *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time);
+ *   - a decode step's FP8-block linear: the fused FP8 GEMM (gemmFp8F16) against gemmF16 on the FP16 copy, m = 1.
  * Each figure is the median of several timed runs after warm-up, the two sides of a comparison timed in
  * alternating blocks (see timeBlocks).
  *
@@ -134,6 +135,35 @@ export async function benchGemm(): Promise<Record<string, number>> {
     out[`gemm_f16${id}.ms`] = f16Ms;
     out[`gemm_f32${id}.ms`] = f32Ms;
     out[`gemm_f16_vs_f32${id}.time_ratio`] = f16Ms / f32Ms;
+  }
+
+  // 4. A decode step's FP8-block linear (m = 1): the fused FP8 GEMM on the stored bytes (what LinearCache.product
+  //    runs at ≤ 4 rows) against gemmF16 on the held FP16 copy, over eight wo_a-sized weights in turn (256 MiB of
+  //    FP8, 512 MiB of F16: past the caches, as a step's weights are).
+  {
+    const [n, k, count] = [8192, 4096, 8];
+    const r = new Rng(31);
+    const base = Uint8Array.from({ length: n * k }, () => {
+      const c = r.int(256);
+      return (c & 0x7f) === 0x7f ? c - 1 : c; // no NaN codes
+    });
+    // the others: the base rotated by a prime number of bytes per weight (distinct memory, no more random draws)
+    const fp8 = Array.from({ length: count }, (_, j) => {
+      const w = new Uint8Array(n * k), off = (j * 1_000_003) % (n * k);
+      w.set(base.subarray(off));
+      w.set(base.subarray(0, off), n * k - off);
+      return w;
+    });
+    const scale = Uint8Array.from({ length: (n / 128) * (k / 128) }, () => 118 + r.int(9));
+    const f16 = fp8.map((w) => dev.dequantToF16(1, w, scale, false, n, k, 128, 128, 0));
+    const x = dev.f32ToF16(randomF32(5, k));
+    const [fusedMs, copyMs] = await timeBlocks([
+      () => fp8.forEach((w) => dev.gemmFp8F16(x, w, scale, false, 1, k, n, 128, 128, 1, 0)),
+      () => f16.forEach((w) => dev.gemmF16(x, w, 1, k, n, 1)),
+    ]);
+    out[`gemv_fp8_fused(m=1,k=${k},n=${n},x${count}).ms`] = fusedMs;
+    out[`gemv_f16_copy(m=1,k=${k},n=${n},x${count}).ms`] = copyMs;
+    out['gemv_fp8_fused_vs_f16_copy.speedup'] = copyMs / fusedMs;
   }
 
   for (const [key, v] of Object.entries(out)) console.log(`  ${key.padEnd(48)} ${v.toFixed(3)}`);
