@@ -170,15 +170,15 @@ Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, 
   return t;
 }
 
+// Codes prefetched this far ahead: a decode step's fused FP8 GEMV decodes 128 codes a call, block after block,
+// and stalled on each block's first load (1.4× the FP16 GEMV's time at m = 1; with it 0.7–0.8×). 4 KiB measured
+// best of 0.5–16 KiB here; a prefetch past the array's end is dropped, never faults.
+constexpr int kFp8PrefetchBytes = 4096;
+
 // n codes of one block through its table (lo, hi: 256 bytes each), for `rows` rows (codes and outputs `in`
 // apart; the tables loaded once for all of them), with AVX-512 VBMI, 64 per step: a code's low 7 bits index two
 // 128-byte halves with vpermi2b, its top bit picks the half; the low and high bytes are then interleaved into
 // f16 words in element order. The same lookups as the scalar row.
-// Codes prefetched this far ahead: a decode step's fused FP8 GEMV decodes 128 codes a call, block after block,
-// and stalled on each block's first load (2.1× the FP16 GEMV's time at m = 1; with it 0.75×). 4 KiB measured
-// best of 0.5–16 KiB here; a prefetch past the array's end is dropped, never faults.
-constexpr int kFp8PrefetchBytes = 4096;
-
 static __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_vbmi(const uint8_t* codes, const uint8_t* lo, const uint8_t* hi, size_t n,
                                                                              int rows, size_t in, uint16_t* y) {
   const __m512i L0 = _mm512_loadu_si512(lo), L1 = _mm512_loadu_si512(lo + 64), L2 = _mm512_loadu_si512(lo + 128), L3 = _mm512_loadu_si512(lo + 192);
@@ -232,7 +232,6 @@ static void fp8_row(const uint8_t* wrow, const Fp8Tables& tab, int in, int bo, i
     for (size_t i = i0; i < i1; i++) yrow[i] = t[wrow[i]];
   }
 }
-
 
 // Rows [o0, o0 + rows) (w0: row o0's stored bytes, rows `in` apart) into y [rows][in]: VBMI where the CPU has it
 // (and g_simd is AVX-512), else row by row through fp8_row.
