@@ -20,6 +20,7 @@
 #include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 #include "ld_row_source.h"
+#include "f16_products.h"
 #include "fp8_rows.h"
 #include "mxfp4_rows.h"
 
@@ -139,6 +140,26 @@ void dequant_mxfp4(const uint8_t* packed, const uint8_t* scales, int out, int in
 
 }  // namespace
 
+// The 256 E4M3 codes' values (ld_e4m3_to_f32, exact), once per process.
+static const float* e4m3_values() {
+  static const std::vector<float> v = [] {
+    std::vector<float> t(256);
+    for (int code = 0; code < 256; code++) t[(size_t)code] = ld_e4m3_to_f32((uint8_t)code);
+    return t;
+  }();
+  return v.data();
+}
+
+// lo[j], hi[j] = the low and high bytes of h[j], j < n (n a multiple of 16; SSE2, which every x86-64 has).
+static void split_bytes(const uint16_t* h, int n, uint8_t* lo, uint8_t* hi) {
+  const __m128i low = _mm_set1_epi16(0xFF);
+  for (int j = 0; j < n; j += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j)), b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j + 8));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + j), _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + j), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+}
+
 Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault) {
   const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
   Fp8Tables t;
@@ -157,15 +178,13 @@ Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, 
   t.f16.resize(T * 256);
   t.lo.resize(T * 256);
   t.hi.resize(T * 256);
+  const float* e4m3 = e4m3_values();
 #pragma omp parallel for schedule(static) if (T >= 64)
   for (long long k = 0; k < (long long)T; k++) {
-    for (int code = 0; code < 256; code++) {
-      const uint16_t h = ld_fp8_value_f16((uint8_t)code, value[(size_t)k]);
-      const size_t j = (size_t)k * 256 + code;
-      t.f16[j] = h;
-      t.lo[j] = (uint8_t)(h & 0xFF);
-      t.hi[j] = (uint8_t)(h >> 8);
-    }
+    // ld_fp8_value_f16(code, s) = ld_f32_to_f16(e4m3(code) · s) for each code
+    uint16_t* h = t.f16.data() + (size_t)k * 256;
+    f16_products(e4m3, value[(size_t)k], 256, h);
+    split_bytes(h, 256, t.lo.data() + (size_t)k * 256, t.hi.data() + (size_t)k * 256);
   }
   return t;
 }

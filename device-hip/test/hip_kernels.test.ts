@@ -44,6 +44,18 @@ function same16(got: Uint16Array, want: Uint16Array, what: string): void {
   expect(i, i < 0 ? what : `${what}: first mismatch at ${i}: 0x${got[i]?.toString(16)} vs 0x${want[i]?.toString(16)}`).toBe(-1);
 }
 
+/**
+ * Bit for bit, but a NaN's sign: every NaN must be the element rule's canonical one (payload 0x200), where the
+ * hardware's f32 → f16 conversion would keep payload bits. The sign of NaN · NaN (an E4M3 NaN code times a NaN
+ * scale) is whichever operand the compiler put first, in C as on the GPU, so it is left free.
+ */
+function sameBits16(got: Uint16Array, want: Uint16Array, what: string): void {
+  expect(got.length, what).toBe(want.length);
+  const canonicalNaN = (h: number) => (h & 0x7fff) === 0x7e00;
+  const i = got.findIndex((v, j) => v !== want[j] && !(canonicalNaN(v) && canonicalNaN(want[j])));
+  expect(i, i < 0 ? what : `${what}: first difference at ${i}: 0x${got[i]?.toString(16)} vs 0x${want[i]?.toString(16)}`).toBe(-1);
+}
+
 describe('host reference of the HIP kernels == emulation', () => {
   it('dequant mxfp4 (every fault code), fp8-block (E8M0 and F32 scales, every fault), bf16, f32', () => {
     const rand = rng(4001);
@@ -63,29 +75,67 @@ describe('host reference of the HIP kernels == emulation', () => {
     same16(H.refDequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), N.dequantToF16(4, f4, null, false, 30, 100, 1, 1, 0), 'f32');
   });
 
-  it('dequant nvfp4 and bitsandbytes 4-bit (the GPU kernels\' element functions): every fault, both global-scale ops, with and without double quant', () => {
+  it('dequant nvfp4 and bitsandbytes 4-bit (the GPU kernels\' element functions): every fault, both global-scale ops, with and without double quant, every SIMD level', () => {
     const rand = rng(4077);
-    const out = 24, inD = 96;
-    const w = randomBytes(rand, (out * inD) / 2);
-    const e4 = randomBytes(rand, (out * inD) / 16);
-    e4[7] = 0x7f; // a NaN scale code goes through both the same way
-    for (let f = 0; f <= 11; f++) {
-      for (const [g, div] of [[1.5e-4, false], [7264.9, true]] as const) {
-        same16(H.refDequantNvfp4ToF16(w, e4, out, inD, g, div, f), N.dequantNvfp4ToF16(w, e4, out, inD, g, div, f), `nvfp4 g ${g} fault ${f}`);
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        // nvfp4: an even and an odd count of 16-value blocks a row (the vector rows take two at a time)
+        for (const [out, inD] of [[24, 96], [9, 112], [3, 4096]] as const) {
+          const w = randomBytes(rand, (out * inD) / 2);
+          const e4 = randomBytes(rand, (out * inD) / 16);
+          e4[7] = 0x7f; // a NaN scale code goes through both the same way
+          e4[8] = 0x7e; // 448 · 7264.9 overflows f16: Inf values
+          for (let f = 0; f <= 11; f++) {
+            for (const [g, div] of [[1.5e-4, false], [7264.9, true], [7264.9, false]] as const) {
+              sameBits16(N.dequantNvfp4ToF16(w, e4, out, inD, g, div, f), H.refDequantNvfp4ToF16(w, e4, out, inD, g, div, f), `${level} nvfp4 [${out}×${inD}] g ${g} ${div ? '÷' : '×'} fault ${f}`);
+            }
+          }
+        }
+        // bitsandbytes: blocks of 64 straddling rows and an odd count (the last byte's low nibble is padding), 32,
+        // 256 with a short last block, 48 (off 32: vector and one-at-a-time parts) and 33 (odd: blocks starting odd)
+        for (const [rows, cols, bs] of [[37, 29, 64], [16, 64, 32], [7, 300, 256], [5, 96, 48], [3, 55, 33]] as const) {
+          const n = rows * cols;
+          const wb = randomBytes(rand, Math.ceil(n / 2));
+          const nb = Math.ceil(n / bs);
+          const qm = Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5);
+          const am = Float32Array.from({ length: nb }, () => 0.01 + rand());
+          // absmax specials: NaN (its canonical f16 NaN), Inf, 0, a negative, one overflowing f16, one underflowing it
+          am.set([Number.NaN, Number.POSITIVE_INFINITY, 0, -0.37, 1e6, 1e-9].slice(0, Math.min(6, nb)));
+          new Uint32Array(am.buffer)[Math.min(6, nb - 1)] = 0x7fa12345; // a NaN with payload bits (scalar rule: canonical)
+          const amF32 = new Uint8Array(am.buffer);
+          const codes = randomBytes(rand, nb);
+          const nabs = Float32Array.from({ length: Math.ceil(nb / 8) }, () => 0.1 + rand());
+          const nmap = Float32Array.from({ length: 256 }, (_, c) => -1 + c / 128);
+          const none = new Float32Array(0);
+          for (let f = 0; f <= 11; f++) {
+            const what = `${level} bnb4 ${rows}×${cols} blocks of ${bs}`;
+            sameBits16(N.dequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, rows, cols, bs, f), H.refDequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, rows, cols, bs, f), `${what} f32 absmax fault ${f}`);
+            sameBits16(N.dequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, rows, cols, bs, f), H.refDequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, rows, cols, bs, f), `${what} double quant fault ${f}`);
+          }
+        }
       }
+    } finally {
+      N.setSimd('auto');
     }
-    const n = 37 * 29; // odd: the last byte's low nibble is padding; blocks of 64 straddle rows
-    const wb = randomBytes(rand, Math.ceil(n / 2));
-    const nb = Math.ceil(n / 64);
-    const qm = Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5);
-    const amF32 = new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + rand()).buffer);
-    const codes = randomBytes(rand, nb);
-    const nabs = Float32Array.from({ length: Math.ceil(nb / 8) }, () => 0.1 + rand());
-    const nmap = Float32Array.from({ length: 256 }, (_, c) => -1 + c / 128);
-    const none = new Float32Array(0);
-    for (let f = 0; f <= 11; f++) {
-      same16(H.refDequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, 37, 29, 64, f), N.dequantBnb4ToF16(wb, amF32, false, qm, none, none, 0, 1, 37, 29, 64, f), `bnb4 f32 absmax fault ${f}`);
-      same16(H.refDequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, 37, 29, 64, f), N.dequantBnb4ToF16(wb, codes, true, qm, nabs, nmap, 0.037, 8, 37, 29, 64, f), `bnb4 double quant fault ${f}`);
+  });
+
+  it('dequant fp8-block with F32 scales of every kind (NaN, Inf, ±0, overflowing and underflowing f16, f32 subnormal): the tables built with F16C, every SIMD level', () => {
+    const rand = rng(4088);
+    const out = 300, inD = 260; // ragged last blocks both ways
+    const w8 = randomBytes(rand, out * inD);
+    const blocks = 3 * 3;
+    const sf = Float32Array.from({ length: blocks }, () => (0.5 + rand()) * 2 ** -9);
+    sf.set([Number.NaN, Number.NEGATIVE_INFINITY, -0, 0, 1e30, 1e-30, 1e-40, -3.1e-3]);
+    new Uint32Array(sf.buffer)[8] = 0xffa12345; // a signalling NaN with payload bits the hardware's conversion would keep
+    const s = new Uint8Array(sf.buffer);
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        for (let f = 0; f <= 11; f++) sameBits16(N.dequantToF16(1, w8, s, true, out, inD, 128, 128, f), H.refDequantToF16(1, w8, s, true, out, inD, 128, 128, f), `${level} fp8 f32 scales fault ${f}`);
+      }
+    } finally {
+      N.setSimd('auto');
     }
   });
 
