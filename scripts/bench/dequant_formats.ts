@@ -27,35 +27,41 @@ function bytes(r: Rng, n: number, lo = 0, hi = 255): Uint8Array {
 }
 const tensor = (name: string, dtype: StoredTensor['dtype'], shape: number[], b: Uint8Array): StoredTensor => ({ name, dtype, shape, bytes: b });
 
-/** One weight per format row, [O, I]. */
+const n = O * I;
+const base = { out: O, in: I, name: 'bench.weight' };
+const nb = n / 64;
+const fp8Codes = (r: Rng) => bytes(r, n).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b));
+const bnb = (r: Rng, dq: boolean): LinearWeight => ({
+  ...base, format: 'bnb4', encoding: 'bnb-nf4', weight: tensor('w', 'U8', [n / 2, 1], bytes(r, n / 2)),
+  scale: dq ? tensor('a', 'U8', [nb], bytes(r, nb)) : tensor('a', 'F32', [nb], new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + r.uniform() * 0.05).buffer)),
+  block: [1, 64], global: null,
+  bnb: { quantType: 'nf4', blocksize: 64, quantMap: Float32Array.from(NF4_VALUES), namedTable: true, dtype: 'bfloat16', nested: dq ? { absmax: Float32Array.from({ length: Math.ceil(nb / 256) }, () => 0.02), quantMap: bnbDynamicMap(), offset: 0.03, blocksize: 256 } : null },
+});
+
+/** A seeded [O, I] weight of each format row. */
+const FORMATS: Record<string, (r: Rng) => LinearWeight> = {
+  'mxfp4 (deepseek, quark, ct)': (r) => ({ ...base, format: 'mxfp4', encoding: 'quark-mxfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'U8', [O, I / 32], bytes(r, n / 32, 118, 133)), block: [1, 32] }),
+  'nvfp4 (modelopt, ct)': (r) => {
+    const g = Math.fround(1.5e-4);
+    return {
+      ...base, format: 'nvfp4', encoding: 'modelopt-nvfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'F8_E4M3', [O, I / 16], bytes(r, n / 16, 0x20, 0x5f)), block: [1, 16],
+      global: { tensor: tensor('g', 'F32', [], new Uint8Array(new Float32Array([g]).buffer)), value: g, op: 'mul' },
+    };
+  },
+  'fp8-block (deepseek)': (r) => ({ ...base, format: 'fp8-block', encoding: 'fp8-block', weight: tensor('w', 'F8_E4M3', [O, I], fp8Codes(r)), scale: tensor('s', 'U8', [O / 128, I / 128], bytes(r, (n / 128) / 128, 118, 126)), block: [128, 128] }),
+  // DeepSeek-V3 and Qwen FP8 checkpoints store weight_scale_inv as F32: every 128×128 block its own scale and table
+  'fp8-block F32 scales (v3, qwen)': (r) => ({
+    ...base, format: 'fp8-block', encoding: 'fp8-block', weight: tensor('w', 'F8_E4M3', [O, I], fp8Codes(r)),
+    scale: tensor('s', 'F32', [O / 128, I / 128], new Uint8Array(Float32Array.from({ length: (n / 128) / 128 }, () => (0.5 + r.uniform()) * 2 ** -8).buffer)), block: [128, 128],
+  }),
+  'bnb-nf4/fp4': (r) => bnb(r, false),
+  'bnb-nf4/fp4 double quant': (r) => bnb(r, true),
+};
+
+/** One weight per format row. */
 function weights(): Array<{ row: string; lw: LinearWeight }> {
   const r = new Rng(5);
-  const n = O * I;
-  const base = { out: O, in: I, name: 'bench.weight' };
-  const mx: LinearWeight = { ...base, format: 'mxfp4', encoding: 'quark-mxfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'U8', [O, I / 32], bytes(r, n / 32, 118, 133)), block: [1, 32] };
-  const nvScale = bytes(r, n / 16, 0x20, 0x5f);
-  const g = Math.fround(1.5e-4);
-  const nv: LinearWeight = {
-    ...base, format: 'nvfp4', encoding: 'modelopt-nvfp4', weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'F8_E4M3', [O, I / 16], nvScale), block: [1, 16],
-    global: { tensor: tensor('g', 'F32', [], new Uint8Array(new Float32Array([g]).buffer)), value: g, op: 'mul' },
-  };
-  const fp8: LinearWeight = { ...base, format: 'fp8-block', encoding: 'fp8-block', weight: tensor('w', 'F8_E4M3', [O, I], bytes(r, n).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b))), scale: tensor('s', 'U8', [O / 128, I / 128], bytes(r, (n / 128) / 128, 118, 126)), block: [128, 128] };
-  const nb = n / 64;
-  const quantMap = Float32Array.from(NF4_VALUES);
-  const bnbPacked = bytes(r, n / 2);
-  const bnb = (dq: boolean): LinearWeight => ({
-    ...base, format: 'bnb4', encoding: 'bnb-nf4', weight: tensor('w', 'U8', [n / 2, 1], bnbPacked),
-    scale: dq ? tensor('a', 'U8', [nb], bytes(r, nb)) : tensor('a', 'F32', [nb], new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + r.uniform() * 0.05).buffer)),
-    block: [1, 64], global: null,
-    bnb: { quantType: 'nf4', blocksize: 64, quantMap, namedTable: true, dtype: 'bfloat16', nested: dq ? { absmax: Float32Array.from({ length: Math.ceil(nb / 256) }, () => 0.02), quantMap: bnbDynamicMap(), offset: 0.03, blocksize: 256 } : null },
-  });
-  return [
-    { row: 'mxfp4 (deepseek, quark, ct)', lw: mx },
-    { row: 'nvfp4 (modelopt, ct)', lw: nv },
-    { row: 'fp8-block (deepseek)', lw: fp8 },
-    { row: 'bnb-nf4/fp4', lw: bnb(false) },
-    { row: 'bnb-nf4/fp4 double quant', lw: bnb(true) },
-  ];
+  return Object.entries(FORMATS).map(([row, make]) => ({ row, lw: make(r) }));
 }
 
 export async function benchDequantFormats(): Promise<Record<string, number>> {
@@ -89,31 +95,30 @@ export async function benchDequantFormats(): Promise<Record<string, number>> {
 
 /**
  * The same decoders streaming past the caches, as a layer's weights are decoded: STREAM_MIB of distinct
- * [2048×4096] weights (32 MXFP4, 16 FP8: 128 MiB packed, past the last-level cache where a 16 MiB copy already
- * drops to memory speed), each decoded in turn, against a memcpy of the same packed bytes in turn from memory
+ * [2048×4096] weights of each format (32 of a 4-bit one, 16 FP8: 128 MiB packed, past the last-level cache where a
+ * 16 MiB copy already drops to memory speed), each decoded in turn, against a memcpy of the same packed bytes in turn from memory
  * (the yardstick the issue measured, ~13–19 GB/s here, where a 4 MiB copy from the cache runs at ~50).
  */
 async function streaming(cache: LinearCache): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   const r = new Rng(6);
-  const n = O * I;
-  const mk = (format: 'mxfp4' | 'fp8-block', e: number): LinearWeight => format === 'mxfp4'
-    ? { out: O, in: I, name: `experts.${e}.w1.weight`, format, encoding: 'deepseek-mxfp4', block: [1, 32], weight: tensor('w', 'U8', [O, I / 2], bytes(r, n / 2)), scale: tensor('s', 'U8', [O, I / 32], bytes(r, n / 32, 118, 133)) }
-    : { out: O, in: I, name: `attn.${e}.weight`, format, encoding: 'fp8-block', block: [128, 128], weight: tensor('w', 'F8_E4M3', [O, I], bytes(r, n).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b))), scale: tensor('s', 'U8', [O / 128, I / 128], bytes(r, (n / 128) / 128, 118, 126)) };
-  console.log(`  streaming ${STREAM_MIB} MiB packed   weights   device GB/s   memcpy GB/s (from memory)   ×memcpy`);
-  for (const [format, count] of [['mxfp4', 32], ['fp8-block', 16]] as const) {
-    const set = Array.from({ length: count }, (_, e) => mk(format, e));
+  console.log(`  streaming ${STREAM_MIB} MiB packed          weights   device GB/s   memcpy GB/s (from memory)   ×memcpy`);
+  for (const [row, make] of Object.entries(FORMATS)) {
+    const first = make(r);
+    const count = Math.round((STREAM_MIB * 2 ** 20) / first.weight.bytes.length);
+    const set = [first, ...Array.from({ length: count - 1 }, () => make(r))];
     const total = set.reduce((t, lw) => t + lw.weight.bytes.length + lw.scale!.bytes.length, 0);
-    const dst = new Uint8Array(set[0].weight.bytes.length);
+    const dst = new Uint8Array(first.weight.bytes.length);
     const [devMs, cpMs] = await timeBlocks([
       () => { for (const lw of set) cache.dequant(lw, null); },
       () => { for (const lw of set) { dst.set(lw.weight.bytes); dst.set(lw.scale!.bytes); } },
     ], 5);
     const gbps = (ms: number) => total / (ms * 1e6);
-    out[`${format}.streaming.device_gbps`] = gbps(devMs);
-    out[`${format}.streaming.memcpy_gbps`] = gbps(cpMs);
-    out[`${format}.streaming.device_vs_memcpy`] = cpMs / devMs;
-    console.log(`  ${format.padEnd(28)} ${String(count).padStart(7)}   ${gbps(devMs).toFixed(2).padStart(11)}   ${gbps(cpMs).toFixed(2).padStart(25)}   ${(cpMs / devMs).toFixed(3).padStart(7)}`);
+    const key = row.split(' (')[0].replaceAll(' ', '_');
+    out[`${key}.streaming.device_gbps`] = gbps(devMs);
+    out[`${key}.streaming.memcpy_gbps`] = gbps(cpMs);
+    out[`${key}.streaming.device_vs_memcpy`] = cpMs / devMs;
+    console.log(`  ${row.padEnd(35)} ${String(count).padStart(7)}   ${gbps(devMs).toFixed(2).padStart(11)}   ${gbps(cpMs).toFixed(2).padStart(25)}   ${(cpMs / devMs).toFixed(3).padStart(7)}`);
   }
   return out;
 }
