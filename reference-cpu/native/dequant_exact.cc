@@ -172,11 +172,13 @@ void row_fp8(Kind kind, const uint8_t* src, const uint8_t* scales, int64_t o, in
 void row_e2m1_f32(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / bi;
-  for (int64_t i = 0; i < in; i += 2) {
-    const float s = load_f32(scales + 4 * (o * nb + i / bi));
-    const uint8_t byte = src[i / 2];
-    dst[i] = t.e2m1[byte & 15] * s;
-    dst[i + 1] = t.e2m1[byte >> 4] * s;
+  for (int64_t b = 0; b < nb; b++) {  // block b: inputs [b·bi, (b+1)·bi), one scale
+    const float s = load_f32(scales + 4 * (o * nb + b));
+    for (int64_t i = b * bi; i < (b + 1) * bi; i += 2) {
+      const uint8_t byte = src[i / 2];
+      dst[i] = t.e2m1[byte & 15] * s;
+      dst[i + 1] = t.e2m1[byte >> 4] * s;
+    }
   }
 }
 
@@ -186,11 +188,15 @@ void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, in
   float table[16];
   for (int c = 0; c < 16; c++) table[c] = load_f32(scales + 4 * c);
   const uint8_t* absmax = scales + 64;
-  for (int64_t i = 0; i < in; i++) {
-    const int64_t j = o * in + i;
-    const uint8_t byte = packed[j / 2];
-    const int code = (j & 1) == 0 ? byte >> 4 : byte & 15;
-    dst[i] = table[code] * load_f32(absmax + 4 * (j / bi));
+  const int64_t j0 = o * in, j1 = j0 + in;
+  for (int64_t j = j0; j < j1;) {  // the run of the row inside block ⌊j/bi⌋, one absmax
+    const int64_t end = std::min(j1, (j / bi + 1) * bi);
+    const float a = load_f32(absmax + 4 * (j / bi));
+    for (; j < end; j++) {
+      const uint8_t byte = packed[j / 2];
+      const int code = (j & 1) == 0 ? byte >> 4 : byte & 15;
+      dst[j - j0] = table[code] * a;
+    }
   }
 }
 

@@ -186,6 +186,23 @@ describe('native exact dequantization', () => {
     });
   }
 
+  it('bitsandbytes: blocks that straddle rows, an odd element count and a short last block, any row range = the TypeScript rule', () => {
+    const r = new Rng(77);
+    for (const [out, inn, bs] of [[37, 29, 64], [5, 96, 48], [9, 300, 256]] as const) {
+      const n = out * inn, nb = Math.ceil(n / bs);
+      const absmax = Float32Array.from({ length: nb }, () => 0.01 + r.uniform());
+      const lw: LinearWeight = {
+        out, in: inn, name: 'x.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
+        weight: { name: 'x.weight', dtype: 'U8', shape: [Math.ceil(n / 2), 1], bytes: Uint8Array.from({ length: Math.ceil(n / 2) }, () => r.int(256)) },
+        scale: { name: 'x.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(absmax.buffer) },
+        bnb: { quantType: 'nf4', blocksize: bs, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16', nested: null },
+      };
+      const want = dequantLinearTs(lw);
+      expectSameBits(dequantRowsExact(lw, 0, out), want, `[${out}×${inn}] blocks of ${bs}`);
+      expectSameBits(dequantRowsExact(lw, 3, 2), want.subarray(3 * inn, 5 * inn), `[${out}×${inn}] blocks of ${bs}, rows 3..4`);
+    }
+  });
+
   it('firstNonFinite: the first NaN or ±Inf at any position (SIMD body or scalar tail), at every SIMD level, as a scan in JS', () => {
     const n = 53; // 3 × 16 + 5: a tail after the AVX-512 body, 6 × 8 + 5 after the AVX2 one
     const jsFirst = (a: Float32Array) => a.findIndex((v) => !Number.isFinite(v));
