@@ -29,7 +29,7 @@ import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type 
 import type { DeviceNative, DeviceRowSource } from '../../device-hip/binding.js';
 import { faultAt, type FaultPlan } from '../faults/plan.js';
 import { LinearCache } from '../../device-hip/linear.js';
-import { applies, READINGS, reproduces, sameF16, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
+import { applies, READINGS, reproduces, scaleGrid, WEIGHT_CAUSES, type WeightCause } from './decode.js';
 
 export interface TensorCheck {
   /** checkpoint name of the weight */
@@ -317,19 +317,16 @@ export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequ
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
   // With a row source the device's rows are pulled into the pass (fused: no FP16 tensor), otherwise compared
-  // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the native pass's
-  // [row, column] block grid cannot count.
+  // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the fused pass's
+  // [row, column] block grid cannot count: checkF16 counts them over the flattened weight.
   const e = exactOperands(lw);
   if (fused !== null) {
     const job: RowsReadingJob = { kind: e.kind, weight: e.weight, scale: e.scale, out: lw.out, inn: lw.in, bo: e.bo, bi: e.bi, source, fill: fused };
     return { lw, base, pending: fused, job, device };
   }
-  const cmp =
-    lw.format === 'bnb4'
-      ? compareTs(lw, device())
-      : source !== null
-        ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
-        : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
+  const cmp = source !== null
+    ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, source)
+    : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, device());
   return finishCompare(lw, base, cmp, device);
 }
 
@@ -379,34 +376,6 @@ function blockOf(lw: LinearWeight, k: number): [number, number] {
   if (lw.format === 'bnb4') return [0, Math.floor(k / lw.bnb!.blocksize)];
   const o = Math.floor(k / lw.in);
   return [Math.floor(o / lw.block[0]), Math.floor((k - o * lw.in) / lw.block[1])];
-}
-
-/**
- * The same compare element by element in TypeScript, for formats the native decoder does not know yet (NVFP4):
- * the rule check_f16.cc implements, over the reference's exact FP32 decode.
- */
-function compareTs(lw: LinearWeight, dev: Uint16Array): ExactVsF16 {
-  const ref = dequantRowsExact(lw, 0, lw.out);
-  const [R, C] = scaleGrid(lw);
-  const bad = new Uint8Array(R * C), over = new Uint8Array(R * C), under = new Uint8Array(R * C);
-  let firstBad = -1, maxAbs = 0, nonFinite = 0;
-  for (let k = 0; k < ref.length; k++) {
-    const d = dev[k];
-    if (f16ToF32(d) === ref[k]) continue;
-    const [br, bc] = blockOf(lw, k);
-    const blk = br * C + bc;
-    const h = f32ToF16Bits(ref[k]);
-    if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
-    else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
-    if ((d & 0x7c00) === 0x7c00) nonFinite++;
-    if (sameF16(h, d)) continue;
-    bad[blk] = 1;
-    if (firstBad < 0) firstBad = k;
-    const e = Math.abs(f16ToF32(d) - f16ToF32(h));
-    maxAbs = Math.max(maxAbs, Number.isNaN(e) ? Infinity : e);
-  }
-  const ones = (a: Uint8Array) => a.reduce((n, x) => n + x, 0);
-  return { firstBad, maxAbs, nonFinite, firstReferenceNonFinite: -1, bad, over, under, badBlocks: ones(bad), overBlocks: ones(over), underBlocks: ones(under) };
 }
 
 /** NaN codes in the checkpoint are bad input (DESIGN §6 exit 2): name the tensor that holds them and its file. */

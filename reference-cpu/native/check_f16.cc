@@ -214,7 +214,9 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
 
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
 //   → { firstBad, maxAbs, nonFinite, firstReferenceNonFinite, bad, over, under, badBlocks, overBlocks, underBlocks }
-//   with the three block flags as Uint8Array [⌈out/bo⌉·⌈in/bi⌉], each null when it flags no block.
+//   with the three block flags as Uint8Array [⌈out/bo⌉·⌈in/bi⌉], each null when it flags no block. bitsandbytes'
+//   blocks (table4-flat-f32) are bi consecutive elements of the flattened weight, straddling rows: flags [⌈out·in/bi⌉],
+//   flat element k in block ⌊k/bi⌋.
 Napi::Value check_f16(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   const char* fn = "checkF16";
@@ -230,7 +232,8 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   if (devArr.ElementLength() != static_cast<size_t>(out * in)) throw Napi::RangeError::New(env, "checkF16: device has " + std::to_string(devArr.ElementLength()) + " values, want out×in = " + std::to_string(out * in));
   const uint16_t* dev = devArr.Data();
 
-  const int64_t C = (in + bi - 1) / bi, blocks = ((out + bo - 1) / bo) * C;
+  const bool flat = kind == ExactKind::Table4FlatF32;
+  const int64_t C = (in + bi - 1) / bi, blocks = flat ? (out * in + bi - 1) / bi : ((out + bo - 1) / bo) * C;
   Flags flags(blocks);
   const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
   std::vector<Partial> parts(nt);
@@ -244,7 +247,11 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
       exact_row(kind, w, s, o, in, bo, bi, row.data());
       const uint16_t* drow = dev + o * in;
       const int64_t brow = (o / bo) * C;
-      for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
+      if (flat) {
+        for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, (o * in + i) / bi, f16v, flags, p);
+      } else {
+        for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
+      }
     }
   }
   return result(env, parts, flags);

@@ -13,7 +13,7 @@ import { f16ToF32, f32ToF16Bits } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
-import { kindOf } from '../dequant.js';
+import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
 import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
@@ -22,14 +22,16 @@ import { LinearCache } from '../../device-hip/linear.js';
 function tsCompare(lw: LinearWeight, dev: Uint16Array): Omit<ExactVsF16, 'firstReferenceNonFinite'> {
   const ref = dequantLinearTs(lw);
   const [bo, bi] = lw.block;
-  const C = Math.ceil(lw.in / bi), blocks = Math.ceil(lw.out / bo) * C;
+  // bitsandbytes: blocks of bi consecutive elements of the flattened weight
+  const flat = lw.format === 'bnb4';
+  const C = Math.ceil(lw.in / bi), blocks = flat ? Math.ceil((lw.out * lw.in) / bi) : Math.ceil(lw.out / bo) * C;
   const bad = new Uint8Array(blocks), over = new Uint8Array(blocks), under = new Uint8Array(blocks);
   let firstBad = -1, maxAbs = 0, nonFinite = 0;
   for (let k = 0; k < ref.length; k++) {
     const d = dev[k];
     if (f16ToF32(d) === ref[k]) continue;
     const o = Math.floor(k / lw.in);
-    const blk = Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
+    const blk = flat ? Math.floor(k / bi) : Math.floor(o / bo) * C + Math.floor((k - o * lw.in) / bi);
     const h = f32ToF16Bits(ref[k]);
     if ((h & 0x7c00) === 0x7c00) over[blk] = 1;
     else if (ref[k] !== 0 && (h & 0x7fff) === 0) under[blk] = 1;
@@ -96,6 +98,37 @@ describe('checkF16 (native fused compare)', () => {
       const clean = tsCompare(lw, right);
       expect(clean.over!.some((x) => x === 1) || clean.under!.some((x) => x === 1), 'the data reaches FP16 overflow or underflow').toBe(true);
     });
+  });
+
+  it('check_f16 on bitsandbytes (flat blocks straddling rows, an odd count, threaded past 2^18): as the TypeScript loop, for a right and a wrong device', () => {
+    const r = new Rng(950);
+    for (const [out, inn, bs] of [[37, 29, 64], [700, 401, 256]] as const) {
+      const n = out * inn, nb = Math.ceil(n / bs);
+      // absmax from 2^-30 (values underflow FP16) to 2^19 (they overflow it)
+      const absmax = Float32Array.from({ length: nb }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30)));
+      const lw: LinearWeight = {
+        out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
+        weight: { name: 'b.weight', dtype: 'U8', shape: [Math.ceil(n / 2), 1], bytes: bytes(r, Math.ceil(n / 2)) },
+        scale: { name: 'b.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(absmax.buffer) },
+        bnb: { quantType: 'nf4', blocksize: bs, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16', nested: null },
+      };
+      const e = exactOperands(lw);
+      const right = Uint16Array.from(dequantLinearTs(lw), (v) => f32ToF16Bits(v));
+      const wrong = right.slice();
+      for (let t = 0; t < 40; t++) {
+        const k = r.int(wrong.length);
+        wrong[k] = [wrong[k] ^ (1 << r.int(16)), 0x7c00, 0x7e01, wrong[k] ^ 0x8000, 0][t % 5];
+      }
+      for (const [what, dev] of [['right', right], ['wrong', wrong]] as const) {
+        const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
+        const want = tsCompare(lw, dev);
+        expect({ ...flags(got), firstReferenceNonFinite: undefined }, `[${out}×${inn}] ${what}`).toEqual({ ...flags(want), firstReferenceNonFinite: undefined });
+        if (what === 'right') expect(got.firstBad).toBe(-1);
+        else expect(got.firstBad).toBeGreaterThanOrEqual(0);
+      }
+      const clean = tsCompare(lw, right);
+      if (n > 1 << 18) expect(clean.over!.includes(1) && clean.under!.includes(1), 'the data reaches FP16 overflow and underflow').toBe(true);
+    }
   });
 
   it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits', () => {
