@@ -58,8 +58,14 @@ export function exactOperands(lw: LinearWeight): ExactOperands {
 
 function nvfp4BlockScales(lw: LinearWeight): Float32Array {
   const g = lw.global!;
-  const codes = lw.scale!.bytes;
-  return Float32Array.from(codes.subarray(0, (lw.out * lw.in) / lw.block[1]), (b) => (g.op === 'mul' ? E4M3_TABLE[b] * g.value : E4M3_TABLE[b] / g.value));
+  const codes = lw.scale!.bytes.subarray(0, (lw.out * lw.in) / lw.block[1]);
+  // the 256 scales a block can have, each formed by the rule (the exact double product or quotient of two
+  // float32s, rounded once to float32 by the store); a block's E4M3 byte picks its own (a closure per block cost
+  // ~70 ms on a [4096×4096] weight, more than its whole native check)
+  const byCode = Float32Array.from(E4M3_TABLE, (v) => (g.op === 'mul' ? v * g.value : v / g.value));
+  const out = new Float32Array(codes.length);
+  for (let i = 0; i < codes.length; i++) out[i] = byCode[codes[i]];
+  return out;
 }
 
 function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {

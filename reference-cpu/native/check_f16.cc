@@ -212,6 +212,83 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   return a;
 }
 
+// NVFP4 (e2m1-f32, 16-value blocks, one float32 scale each): per distinct scale, the reference's FP16 values of
+// the 16 codes (exact_row over a block holding codes 0..15, then round_f16) and whether that scale can lose range
+// (a code's value rounds to Inf, to ±0 from non-zero, or leaves float32). NVFP4's scales are E4M3 bytes times one
+// global scale, so a tensor has at most 256 distinct ones; the map gives up past kE2m1MaxTables (then every block
+// goes element by element, as before).
+constexpr int64_t kE2m1MaxTables = 4096;
+struct E2m1Ref {
+  std::vector<uint32_t> id;     // [block] → table
+  std::vector<uint8_t> lo, hi;  // [table·16 + code]: the FP16 bits' low and high bytes, for pshufb
+  std::vector<uint8_t> lossy;   // [table]
+};
+
+// The tables of `blocks` float32 scales s, or false when they hold more than kE2m1MaxTables distinct values.
+bool e2m1_ref(const uint8_t* s, int64_t blocks, E2m1Ref& t) {
+  // open addressing on the scale's bits: a std::unordered_map cost ~20 ns a block, more than the compare
+  constexpr uint32_t kSlots = 1u << 14;  // > 2 · kE2m1MaxTables
+  std::vector<uint32_t> key(kSlots), val(kSlots, UINT32_MAX);
+  std::vector<int64_t> first;  // a block holding each distinct scale
+  t.id.resize(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; b++) {
+    uint32_t k;
+    std::memcpy(&k, s + 4 * b, 4);
+    uint32_t h = (k * 2654435761u) >> 18;
+    while (val[h] != UINT32_MAX && key[h] != k) h = (h + 1) & (kSlots - 1);
+    if (val[h] == UINT32_MAX) {
+      if (static_cast<int64_t>(first.size()) == kE2m1MaxTables) return false;
+      key[h] = k, val[h] = static_cast<uint32_t>(first.size());
+      first.push_back(b);
+    }
+    t.id[b] = val[h];
+  }
+  const size_t T = first.size();
+  t.lo.resize(T * 16), t.hi.resize(T * 16), t.lossy.resize(T);
+  uint8_t codes[8];
+  for (int j = 0; j < 8; j++) codes[j] = static_cast<uint8_t>((2 * j) | ((2 * j + 1) << 4));  // low nibble = the even value
+  for (size_t k = 0; k < T; k++) {
+    float v[16];
+    exact_row(ExactKind::E2m1F32, codes, s + 4 * first[k], 0, 16, 1, 16, v);
+    bool lossy = false;
+    for (int c = 0; c < 16; c++) {
+      const uint16_t h = round_f16(v[c]);
+      t.lo[k * 16 + c] = static_cast<uint8_t>(h & 0xff), t.hi[k * 16 + c] = static_cast<uint8_t>(h >> 8);
+      if (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0)) lossy = true;
+    }
+    t.lossy[k] = lossy;
+  }
+  return true;
+}
+
+// Whether the 16 device values d of a block equal the table's FP16 bits for its 8 packed bytes (AVX2/SSSE3: the
+// codes in element order, low nibble first, looked up in the table's low and high bytes with pshufb).
+__attribute__((target("avx2"))) bool e2m1_block_same(const uint8_t* packed, const uint8_t* lo, const uint8_t* hi, const uint16_t* d) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed)), m0f = _mm_set1_epi8(0x0f);
+  const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b, m0f), _mm_and_si128(_mm_srli_epi16(b, 4), m0f));
+  const __m128i L = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo)), idx);
+  const __m128i H = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)), idx);
+  const __m128i e0 = _mm_cmpeq_epi16(_mm_unpacklo_epi8(L, H), _mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+  const __m128i e1 = _mm_cmpeq_epi16(_mm_unpackhi_epi8(L, H), _mm_loadu_si128(reinterpret_cast<const __m128i*>(d + 8)));
+  return _mm_movemask_epi8(_mm_and_si128(e0, e1)) == 0xffff;
+}
+
+// Row o of an NVFP4 weight against the device's row drow: a block whose scale cannot lose range and whose 16 FP16
+// bits all equal the reference's passes (compare_elem would find nothing in it: every value equal or the same
+// FP16, none non-finite); any other block goes element by element through compare_elem over the exact row,
+// decoded only then. So the result is the element-by-element compare's exactly.
+void e2m1_row(const E2m1Ref& t, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
+  const int64_t C = in / 16;
+  const uint8_t* wrow = w + o * (in / 2);
+  bool decoded = false;
+  for (int64_t c = 0; c < C; c++) {
+    const uint32_t id = t.id[o * C + c];
+    if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo.data() + id * 16, t.hi.data() + id * 16, drow + c * 16)) continue;
+    if (!decoded) exact_row(ExactKind::E2m1F32, w, s, o, in, 1, 16, row), decoded = true;
+    for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
+  }
+}
+
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
 //   → { firstBad, maxAbs, nonFinite, firstReferenceNonFinite, bad, over, under, badBlocks, overBlocks, underBlocks }
 //   with the three block flags as Uint8Array [⌈out/bo⌉·⌈in/bi⌉], each null when it flags no block. bitsandbytes'
@@ -238,12 +315,20 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   const int nt = out * in >= (1 << 18) ? omp_get_max_threads() : 1;
   std::vector<Partial> parts(nt);
   const float* f16v = f16_values();
+  // NVFP4 at the reference's SIMD levels but scalar: blocks that match pass 16 values at a time (e2m1_row)
+  static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
+  E2m1Ref e2;
+  const bool e2fast = kind == ExactKind::E2m1F32 && bo == 1 && bi == 16 && avx2 && reference_simd() != RefSimd::Scalar && e2m1_ref(s, out * C, e2);
 #pragma omp parallel num_threads(nt)
   {
     Partial& p = parts[omp_get_thread_num()];
     std::vector<float> row(in);
 #pragma omp for schedule(static)
     for (int64_t o = 0; o < out; o++) {
+      if (e2fast) {
+        e2m1_row(e2, w, s, o, in, dev + o * in, row.data(), f16v, flags, p);
+        continue;
+      }
       exact_row(kind, w, s, o, in, bo, bi, row.data());
       const uint16_t* drow = dev + o * in;
       const int64_t brow = (o / bo) * C;

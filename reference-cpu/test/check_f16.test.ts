@@ -131,6 +131,62 @@ describe('checkF16 (native fused compare)', () => {
     }
   });
 
+  it('check_f16 on NVFP4 (16-value blocks, E4M3 scales times a global one): as the TypeScript loop at every SIMD level, for the device emulation under every fault and for seeded wrong values', () => {
+    const N = loadDeviceNative();
+    const cache = new LinearCache(N);
+    const r = new Rng(960);
+    for (const [out, inn, g, op] of [[40, 96, 1e-6, 'mul'], [600, 448, 7264.9, 'div'], [16, 64, 300, 'mul']] as const) {
+      // E4M3 bytes but NaN's; with the global scales, blocks that underflow FP16 (·1e-6), that overflow it (448 · 300),
+      // exact ones and rounded ones (÷7264.9)
+      const gv = Math.fround(g);
+      const lw: LinearWeight = {
+        out, in: inn, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+        weight: { name: 'n.weight', dtype: 'U8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+        scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [out, inn / 16], bytes: bytes(r, (out * inn) / 16, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b)) },
+        global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([gv]).buffer) }, value: gv, op },
+      };
+      const e = exactOperands(lw);
+      const devices: Array<[string, Uint16Array]> = [null, ...Object.keys(FAULT_CODES)].map((f) => [`fault ${f}`, cache.dequant(lw, f as keyof typeof FAULT_CODES | null)]);
+      const wrong = devices[0][1].slice();
+      for (let t = 0; t < 40; t++) {
+        const k = r.int(wrong.length);
+        wrong[k] = [wrong[k] ^ (1 << r.int(16)), 0x7c00, 0x7e01, wrong[k] ^ 0x8000, 0][t % 5];
+      }
+      devices.push(['seeded wrong values', wrong]);
+      try {
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          for (const [what, dev] of devices) {
+            const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
+            expect({ ...flags(got), firstReferenceNonFinite: undefined }, `[${out}×${inn}] ${level} ${what}`).toEqual({ ...flags(tsCompare(lw, dev)), firstReferenceNonFinite: undefined });
+            if (what === 'fault null') expect(got.firstBad, `[${out}×${inn}] ${level}: the right device passes`).toBe(-1);
+          }
+        }
+      } finally {
+        setReferenceSimd('auto');
+      }
+      const clean = tsCompare(lw, devices[0][1]);
+      if (g === 1e-6) expect(clean.under!.includes(1), 'the data reaches FP16 underflow').toBe(true);
+      if (g === 300) expect(clean.over!.includes(1), 'the data reaches FP16 overflow').toBe(true);
+    }
+  });
+
+  it('check_f16 on e2m1-f32 with more distinct float32 scales than the fast path keeps tables for: element by element, the same result', () => {
+    const r = new Rng(961);
+    const out = 320, inn = 256, blocks = (out * inn) / 16; // 5,120 distinct scales
+    const w = bytes(r, (out * inn) / 2);
+    const sc = new Uint8Array(Float32Array.from({ length: blocks }, (_, b) => Math.fround((b + 1) * 2 ** -12)).buffer);
+    const dev = Uint16Array.from({ length: out * inn }, () => r.int(0x7c00));
+    const got: unknown[] = [];
+    for (const level of ['auto', 'scalar'] as const) {
+      setReferenceSimd(level);
+      got.push(flags(checkExactVsF16('e2m1-f32', w, sc, out, inn, 1, 16, dev)));
+    }
+    setReferenceSimd('auto');
+    expect(got[0]).toEqual(got[1]);
+    expect((got[0] as ExactVsF16).firstBad).toBeGreaterThanOrEqual(0);
+  });
+
   it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits', () => {
     const xs: number[] = [];
     const dv = new DataView(new ArrayBuffer(4));
