@@ -289,6 +289,40 @@ void e2m1_row(const E2m1Ref& t, const uint8_t* w, const uint8_t* s, int64_t o, i
   }
 }
 
+// Row o of a bitsandbytes weight (table4-flat-f32: the 16 float32 table values, then one float32 absmax per bi
+// consecutive elements of the flattened weight) against the device's row drow. Per block segment of the row, the
+// reference's FP16 values of the block's 16 codes (exact_row over one synthetic block of codes 0..15 at the
+// block's absmax, then round_f16): a segment whose values all have the reference's FP16 bits, at an absmax that
+// cannot lose range, passes; any other goes element by element through compare_elem over the exact row, decoded
+// only then. So the result is the element-by-element compare's exactly, with 16 roundings a block instead of one
+// per element.
+void table4_row(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
+  float block[17];  // the table, then this block's absmax: a scale buffer for one 16-element block
+  std::memcpy(block, s, 64);
+  uint8_t codes[8];
+  for (int j = 0; j < 8; j++) codes[j] = static_cast<uint8_t>(((2 * j) << 4) | (2 * j + 1));  // high nibble = the even value
+  bool decoded = false;
+  const int64_t j0 = o * in, j1 = j0 + in;
+  for (int64_t j = j0; j < j1;) {
+    const int64_t b = j / bi, end = std::min(j1, (b + 1) * bi);
+    std::memcpy(block + 16, s + 64 + 4 * b, 4);
+    float v[16];
+    exact_row(ExactKind::Table4FlatF32, codes, reinterpret_cast<const uint8_t*>(block), 0, 16, 1, 16, v);
+    uint16_t h[16];
+    bool ok = true;
+    for (int c = 0; c < 16; c++) {
+      h[c] = round_f16(v[c]);
+      if (!std::isfinite(v[c]) || (h[c] & 0x7c00) == 0x7c00 || (v[c] != 0 && (h[c] & 0x7fff) == 0)) ok = false;
+    }
+    for (int64_t k = j; ok && k < end; k++) ok = drow[k - j0] == h[(k & 1) == 0 ? w[k / 2] >> 4 : w[k / 2] & 15];
+    if (!ok) {
+      if (!decoded) exact_row(ExactKind::Table4FlatF32, w, s, o, in, 1, bi, row), decoded = true;
+      for (int64_t k = j; k < end; k++) compare_elem(row[k - j0], drow[k - j0], k, b, f16v, flags, p);
+    }
+    j = end;
+  }
+}
+
 // checkF16(kind, weight, scale, out, in, bo, bi, device: Uint16Array [out·in])
 //   → { firstBad, maxAbs, nonFinite, firstReferenceNonFinite, bad, over, under, badBlocks, overBlocks, underBlocks }
 //   with the three block flags as Uint8Array [⌈out/bo⌉·⌈in/bi⌉], each null when it flags no block. bitsandbytes'
@@ -327,6 +361,10 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
     for (int64_t o = 0; o < out; o++) {
       if (e2fast) {
         e2m1_row(e2, w, s, o, in, dev + o * in, row.data(), f16v, flags, p);
+        continue;
+      }
+      if (flat && reference_simd() != RefSimd::Scalar) {
+        table4_row(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       exact_row(kind, w, s, o, in, bo, bi, row.data());

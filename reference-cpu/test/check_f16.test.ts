@@ -100,7 +100,7 @@ describe('checkF16 (native fused compare)', () => {
     });
   });
 
-  it('check_f16 on bitsandbytes (flat blocks straddling rows, an odd count, threaded past 2^18): as the TypeScript loop, for a right and a wrong device', () => {
+  it('check_f16 on bitsandbytes (flat blocks straddling rows, an odd count, threaded past 2^18): as the TypeScript loop at every SIMD level, for a right and a wrong device', () => {
     const r = new Rng(950);
     for (const [out, inn, bs] of [[37, 29, 64], [700, 401, 256]] as const) {
       const n = out * inn, nb = Math.ceil(n / bs);
@@ -119,12 +119,24 @@ describe('checkF16 (native fused compare)', () => {
         const k = r.int(wrong.length);
         wrong[k] = [wrong[k] ^ (1 << r.int(16)), 0x7c00, 0x7e01, wrong[k] ^ 0x8000, 0][t % 5];
       }
-      for (const [what, dev] of [['right', right], ['wrong', wrong]] as const) {
-        const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
-        const want = tsCompare(lw, dev);
-        expect({ ...flags(got), firstReferenceNonFinite: undefined }, `[${out}×${inn}] ${what}`).toEqual({ ...flags(want), firstReferenceNonFinite: undefined });
-        if (what === 'right') expect(got.firstBad).toBe(-1);
-        else expect(got.firstBad).toBeGreaterThanOrEqual(0);
+      // and the device emulation under each fault (a nibble order or code table the per-block test shared with a
+      // wrong device would pass it)
+      const cache = new LinearCache(loadDeviceNative());
+      const faulty = Object.keys(FAULT_CODES).map((f) => [`fault ${f}`, cache.dequant(lw, f as keyof typeof FAULT_CODES)] as const);
+      try {
+        // the per-block tables (auto, avx2) and element by element (scalar)
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          for (const [what, dev] of [['right', right], ['wrong', wrong], ...faulty] as const) {
+            const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
+            const want = tsCompare(lw, dev);
+            expect({ ...flags(got), firstReferenceNonFinite: undefined }, `[${out}×${inn}] ${level} ${what}`).toEqual({ ...flags(want), firstReferenceNonFinite: undefined });
+            if (what === 'right') expect(got.firstBad).toBe(-1);
+            if (what === 'wrong' || what === 'fault nibble-swap') expect(got.firstBad, what).toBeGreaterThanOrEqual(0);
+          }
+        }
+      } finally {
+        setReferenceSimd('auto');
       }
       const clean = tsCompare(lw, right);
       if (n > 1 << 18) expect(clean.over!.includes(1) && clean.under!.includes(1), 'the data reaches FP16 overflow and underflow').toBe(true);
