@@ -5,6 +5,8 @@
  *     them (64 MiB of MXFP4: past the last-level cache, as a layer's experts are): the fused pass (the device
  *     emulation's rows pulled into the reference's compare, checkExactVsF16Rows) against the pass it replaced
  *     (the device's whole FP16 tensor, then checkExactVsF16);
+ *   - NVFP4 (ModelOpt) and bitsandbytes NF4 [2048×4096], sixteen of each: the check as a diff runs it for them (the
+ *     device's FP16 tensor, then checkExactVsF16: no row source serves them);
  *   - with --wide, per layer of `deepseek-v4-wide` (2 layers, real widths, generated on first use into
  *     $LAYERDIFF_BENCH_DIR or /tmp/layerdiff-bench like the diff benchmark's): the whole check of the layer as a
  *     diff runs it (reading its 3.55 GB of packed bytes from the page cache, every tensor), against a memcpy pass
@@ -19,6 +21,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
+import { NF4_VALUES } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { ReadPool, withReadPool } from '../../harness/io/read_pool.js';
@@ -59,6 +62,27 @@ function experts(format: 'mxfp4' | 'fp8-block'): LinearWeight[] {
   });
 }
 
+/** NVFP4 (ModelOpt) and bitsandbytes NF4 weights [O, I], as their producers store them: the check has no fused pass for them. */
+function otherFormats(format: 'nvfp4' | 'bnb4'): LinearWeight[] {
+  const r = new Rng(format === 'nvfp4' ? 17 : 18);
+  const n = O * I;
+  return Array.from({ length: COUNT }, (_, e): LinearWeight => {
+    const name = `model.layers.0.mlp.experts.${e}.up_proj.weight`;
+    if (format === 'nvfp4') {
+      const g = Math.fround(1.5e-4);
+      return { name, out: O, in: I, format, encoding: 'modelopt-nvfp4', block: [1, 16],
+        weight: { name, dtype: 'U8', shape: [O, I / 2], bytes: bytes(r, n / 2) },
+        scale: { name: `${name}_scale`, dtype: 'F8_E4M3', shape: [O, I / 16], bytes: bytes(r, n / 16, 0x20, 0x5f) },
+        global: { tensor: { name: `${name}_scale_2`, dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op: 'mul' } };
+    }
+    const nb = n / 64;
+    return { name, out: O, in: I, format, encoding: 'bnb-nf4', block: [1, 64], global: null,
+      weight: { name, dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
+      scale: { name: `${name}.absmax`, dtype: 'F32', shape: [nb], bytes: new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + r.uniform() * 0.05).buffer) },
+      bnb: { quantType: 'nf4', blocksize: 64, quantMap: Float32Array.from(NF4_VALUES), namedTable: true, dtype: 'bfloat16', nested: null } };
+  });
+}
+
 const packedBytes = (lw: LinearWeight) => lw.weight.bytes.length + lw.scale!.bytes.length;
 
 export async function benchWeightsCheck(wide: boolean): Promise<Record<string, number>> {
@@ -96,6 +120,31 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
     out[`${format}.before_vs_memcpy`] = cMs / bMs;
     out[`${format}.memcpy_gbps`] = gbps(cMs);
     console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(fMs).toFixed(2).padStart(9)}   ${(cMs / fMs).toFixed(3).padStart(6)}   ${gbps(bMs).toFixed(2).padStart(10)}   ${(cMs / bMs).toFixed(3).padStart(6)}   ${gbps(cMs).toFixed(2).padStart(10)}`);
+  }
+  // NVFP4 and bitsandbytes: the device's FP16 tensor, then checkF16 (the check.ts path for them), as a diff runs it
+  console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   check GB/s  ×memcpy   (device FP16 tensor, then checkF16)   memcpy GB/s`);
+  for (const format of ['nvfp4', 'bnb4'] as const) {
+    const set = otherFormats(format);
+    const total = set.reduce((n, lw) => n + packedBytes(lw), 0);
+    const dst = new Uint8Array(Math.max(...set.map(packedBytes)));
+    const check = () => {
+      for (const lw of set) {
+        const e = exactOperands(lw);
+        const r = checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
+        if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
+      }
+    };
+    const copy = () => {
+      for (const lw of set) {
+        dst.set(lw.weight.bytes);
+        dst.set(lw.scale!.bytes);
+      }
+    };
+    const [kMs, cMs] = await timeBlocks([check, copy], 3);
+    const gbps = (ms: number) => total / (ms * 1e6);
+    out[`${format}.check_gbps`] = gbps(kMs);
+    out[`${format}.check_vs_memcpy`] = cMs / kMs;
+    console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(kMs).toFixed(2).padStart(9)}   ${(cMs / kMs).toFixed(3).padStart(6)}   ${''.padStart(37)}${gbps(cMs).toFixed(2).padStart(10)}`);
   }
   if (wide) Object.assign(out, await wideLayers());
   return out;
