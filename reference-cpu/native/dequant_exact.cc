@@ -168,13 +168,60 @@ void row_fp8(Kind kind, const uint8_t* src, const uint8_t* scales, int64_t o, in
   }
 }
 
-// NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; scale (o, ⌊i/bi⌋) is a float32.
+// The 16 codes of 8 packed bytes in input order, as bytes: low nibble first (NVFP4, as MXFP4) or high nibble
+// first (bitsandbytes).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+__attribute__((target("avx2"))) inline __m128i codes16(const uint8_t* p, bool high_first) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), nib = _mm_set1_epi8(15);
+  const __m128i lo = _mm_and_si128(bytes, nib), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), nib);
+  return high_first ? _mm_unpacklo_epi8(hi, lo) : _mm_unpacklo_epi8(lo, hi);
+}
+
+// NVFP4 inputs [i, i1) of a block (i1 − i a multiple of 16) at scale s: the scalar row's rule, 16 values a step,
+// each code looked up in a 16-float table (a permute) and multiplied by s once.
+__attribute__((target("avx512f,avx2"))) void e2m1_run_avx512(const uint8_t* src, const float* table16, float s, int64_t i, int64_t i1, float* dst) {
+  const __m512 table = _mm512_loadu_ps(table16), vs = _mm512_set1_ps(s);
+  for (; i < i1; i += 16) _mm512_storeu_ps(dst + i, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes16(src + i / 2, false)), table), vs));
+}
+__attribute__((target("avx2"))) void e2m1_run_avx2(const uint8_t* src, const float* table16, float s, int64_t i, int64_t i1, float* dst) {
+  const __m256 t_lo = _mm256_loadu_ps(table16), t_hi = _mm256_loadu_ps(table16 + 8), vs = _mm256_set1_ps(s);
+  for (; i < i1; i += 16) {
+    const __m128i c = codes16(src + i / 2, false);
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(e2m1_lookup8(c, t_lo, t_hi), vs));
+    _mm256_storeu_ps(dst + i + 8, _mm256_mul_ps(e2m1_lookup8(_mm_srli_si128(c, 8), t_lo, t_hi), vs));
+  }
+}
+
+// bitsandbytes flat elements [j, j1) (j even, j1 − j a multiple of 16) at absmax a into out[j − j0 ..]: the same,
+// high nibble first.
+__attribute__((target("avx512f,avx2"))) void table4_run_avx512(const uint8_t* packed, const float* table16, float a, int64_t j, int64_t j1, float* out) {
+  const __m512 table = _mm512_loadu_ps(table16), va = _mm512_set1_ps(a);
+  for (; j < j1; j += 16, out += 16) _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes16(packed + j / 2, true)), table), va));
+}
+__attribute__((target("avx2"))) void table4_run_avx2(const uint8_t* packed, const float* table16, float a, int64_t j, int64_t j1, float* out) {
+  const __m256 t_lo = _mm256_loadu_ps(table16), t_hi = _mm256_loadu_ps(table16 + 8), va = _mm256_set1_ps(a);
+  for (; j < j1; j += 16, out += 16) {
+    const __m128i c = codes16(packed + j / 2, true);
+    _mm256_storeu_ps(out, _mm256_mul_ps(e2m1_lookup8(c, t_lo, t_hi), va));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(e2m1_lookup8(_mm_srli_si128(c, 8), t_lo, t_hi), va));
+  }
+}
+#pragma GCC diagnostic pop
+
+// NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; scale (o, ⌊i/bi⌋) is a float32. At the
+// SIMD levels a block's whole 16-value steps go through e2m1_run_*, the rest one pair at a time.
 void row_e2m1_f32(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / bi;
+  const RefSimd simd = reference_simd();
   for (int64_t b = 0; b < nb; b++) {  // block b: inputs [b·bi, (b+1)·bi), one scale
     const float s = load_f32(scales + 4 * (o * nb + b));
-    for (int64_t i = b * bi; i < (b + 1) * bi; i += 2) {
+    int64_t i = b * bi;
+    const int64_t i16 = i + (bi / 16) * 16;
+    if (simd == RefSimd::Avx512) e2m1_run_avx512(src, t.e2m1, s, i, i16, dst), i = i16;
+    else if (simd == RefSimd::Avx2) e2m1_run_avx2(src, t.e2m1, s, i, i16, dst), i = i16;
+    for (; i < (b + 1) * bi; i += 2) {
       const uint8_t byte = src[i / 2];
       dst[i] = t.e2m1[byte & 15] * s;
       dst[i + 1] = t.e2m1[byte >> 4] * s;
@@ -183,15 +230,23 @@ void row_e2m1_f32(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t 
 }
 
 // bitsandbytes row o: flat element j = o·in + i is code j, byte j/2, the even element in the HIGH nibble;
-// table = the first 16 float32s of the scale buffer, absmax of block ⌊j/bi⌋ after them.
+// table = the first 16 float32s of the scale buffer, absmax of block ⌊j/bi⌋ after them. At the SIMD levels a
+// run's whole 16-value steps from an even element go through table4_run_*, the rest one at a time.
 void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   float table[16];
   for (int c = 0; c < 16; c++) table[c] = load_f32(scales + 4 * c);
   const uint8_t* absmax = scales + 64;
+  const RefSimd simd = reference_simd();
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {  // the run of the row inside block ⌊j/bi⌋, one absmax
     const int64_t end = std::min(j1, (j / bi + 1) * bi);
     const float a = load_f32(absmax + 4 * (j / bi));
+    if (simd != RefSimd::Scalar && (j & 1) == 0) {
+      const int64_t j16 = j + ((end - j) / 16) * 16;
+      if (simd == RefSimd::Avx512) table4_run_avx512(packed, table, a, j, j16, dst + (j - j0));
+      else table4_run_avx2(packed, table, a, j, j16, dst + (j - j0));
+      j = j16;
+    }
     for (; j < end; j++) {
       const uint8_t byte = packed[j / 2];
       const int code = (j & 1) == 0 ? byte >> 4 : byte & 15;

@@ -175,8 +175,10 @@ describe('native exact dequantization', () => {
           const lw = loadLinear(ck, `${moduleOf(name)}.weight`, storedLogicalShape(ck, name), qc);
           expect(kindOf(lw)).toBe(fmt.startsWith('bnb') ? 'table4-flat-f32' : 'e2m1-f32');
           const want = dequantLinearTs(lw);
-          expectSameBits(dequantRowsExact(lw, 0, lw.out), want, name);
-          expectSameBits(dequantRowsExact(lw, 7, 5), want.subarray(7 * lw.in, 12 * lw.in), `${name} rows 7..11`);
+          atEveryLevel((level) => {
+            expectSameBits(dequantRowsExact(lw, 0, lw.out), want, `${level} ${name}`);
+            expectSameBits(dequantRowsExact(lw, 7, 5), want.subarray(7 * lw.in, 12 * lw.in), `${level} ${name} rows 7..11`);
+          });
           const x = Float32Array.from({ length: 3 * lw.in }, (_, i) => Math.sin(i * 0.37));
           expectSameBits(linearRows(x, 3, lw, 0, lw.out), matmul(x, 3, lw.in, want, lw.out), `${name} inside the GEMM`);
         }
@@ -185,6 +187,20 @@ describe('native exact dequantization', () => {
       }
     });
   }
+
+  it('e2m1-f32 (NVFP4) against the exact-rational oracle, blocks of 16, 32 and 10 values (whole SIMD steps, two a block, none), every SIMD level', () => {
+    const r = new Rng(78);
+    for (const [out, inn, bi] of [[9, 96, 16], [5, 128, 32], [6, 80, 10]] as const) {
+      const w = Uint8Array.from({ length: (out * inn) / 2 }, () => r.int(256));
+      // float32 scales over a wide range, negative ones and subnormal ones included
+      const sc = Float32Array.from({ length: (out * inn) / bi }, () => Math.fround((r.uniform() - 0.3) * 2 ** (r.int(80) - 140)));
+      const want = Float32Array.from({ length: out * inn }, (_, k) => {
+        const code = k % 2 === 0 ? w[k >> 1] & 15 : w[k >> 1] >> 4; // low nibble: the even input index
+        return e2m1Exact(code) * sc[Math.floor(k / bi)]; // ≤ 26 significant bits: exact in float64, rounded once by the store
+      });
+      atEveryLevel((level) => expectSameBits(dequantExact('e2m1-f32', w, new Uint8Array(sc.buffer), out, inn, 1, bi, 0, out), want, `${level} [${out}×${inn}] blocks of ${bi}`));
+    }
+  });
 
   it('bitsandbytes: blocks that straddle rows, an odd element count and a short last block, any row range = the TypeScript rule', () => {
     const r = new Rng(77);
@@ -198,8 +214,10 @@ describe('native exact dequantization', () => {
         bnb: { quantType: 'nf4', blocksize: bs, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16', nested: null },
       };
       const want = dequantLinearTs(lw);
-      expectSameBits(dequantRowsExact(lw, 0, out), want, `[${out}×${inn}] blocks of ${bs}`);
-      expectSameBits(dequantRowsExact(lw, 3, 2), want.subarray(3 * inn, 5 * inn), `[${out}×${inn}] blocks of ${bs}, rows 3..4`);
+      atEveryLevel((level) => {
+        expectSameBits(dequantRowsExact(lw, 0, out), want, `${level} [${out}×${inn}] blocks of ${bs}`);
+        expectSameBits(dequantRowsExact(lw, 3, 2), want.subarray(3 * inn, 5 * inn), `${level} [${out}×${inn}] blocks of ${bs}, rows 3..4`);
+      });
     }
   });
 
