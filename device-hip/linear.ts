@@ -82,11 +82,15 @@ export class LinearCache {
 
   /**
    * x f16 [rows, lw.in] · Wᵀ → f16 [rows, lw.out] (FP32 accumulation, gemmF16's bits) for a weight used once: an
-   * MXFP4 weight through the fused MXFP4 GEMM (gemmMxfp4F16: rows decoded inside the product, as the GPU kernel
-   * does, so no 16 MiB f16 copy of a routed expert is written and dropped), any other through dequant + gemmF16.
+   * MXFP4 or FP8-block weight through its fused GEMM (gemmMxfp4F16, gemmFp8F16: rows decoded inside the product,
+   * as the GPU kernel does, so no 16 MiB f16 copy of a routed expert is written and dropped; DeepSeek-V4-Flash-Base
+   * stores its routed experts as FP8 blocks), any other through dequant + gemmF16.
    */
   productOnce(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1): Uint16Array {
     if (lw.format === 'mxfp4') return this.N.gemmMxfp4F16(x, lw.weight.bytes, lw.scale!.bytes, rows, lw.in, lw.out, alpha, faultCode(fault));
+    if (lw.format === 'fp8-block' && lw.scale !== null) {
+      return this.N.gemmFp8F16(x, lw.weight.bytes, lw.scale.bytes, lw.scale.dtype === 'F32', rows, lw.in, lw.out, lw.block[0], lw.block[1], alpha, faultCode(fault));
+    }
     return this.N.gemmF16(x, this.dequant(lw, fault), rows, lw.in, lw.out, alpha);
   }
 

@@ -82,4 +82,23 @@ describe('LinearCache and the read pool', () => {
       dequants = 0;
     }
   });
+
+  it('a weight used once (a routed expert) of FP8 blocks goes through gemmFp8F16 at any row count, with the bits of gemmF16 over its FP16 dequantization under every fault, and makes no copy', () => {
+    let dequants = 0;
+    const counted = new Proxy(N, { get: (t, p, r) => (p === 'dequantToF16' ? (...a: Parameters<typeof N.dequantToF16>) => (dequants++, t.dequantToF16(...a)) : Reflect.get(t, p, r)) });
+    const cache = new LinearCache(counted);
+    const rand = rng(78);
+    for (const f32 of [false, true]) {
+      const lw = fp8Weight(new Uint8Array(OUT * IN), 4, f32);
+      for (const [fault, code] of [[null, 0], ['scale-axis', 4], ['scale-missing', 3]] as const) {
+        const w16 = N.dequantToF16(1, lw.weight.bytes, lw.scale!.bytes, f32, OUT, IN, 128, 128, code);
+        dequants = 0;
+        for (const rows of [1, 5, 37]) {
+          const x = randomF16(rand, rows * IN, 1);
+          expect(cache.productOnce(x, rows, lw, fault, 0.75), `${f32 ? 'f32' : 'e8m0'} ${fault} ${rows} rows`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+        }
+        expect(dequants, 'no FP16 copy made').toBe(0);
+      }
+    }
+  });
 });
