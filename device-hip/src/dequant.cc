@@ -94,15 +94,7 @@ __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(prow + c * 16));
     __m128i ev = _mm_and_si128(b, m0f128), od = _mm_and_si128(_mm_srli_epi16(b, 4), m0f128);
     if (swap) std::swap(ev, od);
-    const __m128i tl = _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[sb]));
-    const __m128i th = _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[sb]));
-    const __m128i idx[2] = {_mm_unpacklo_epi8(ev, od), _mm_unpackhi_epi8(ev, od)};  // element order 0..15, 16..31
-    __m128i* dst = reinterpret_cast<__m128i*>(y + c * 32);
-    for (int q = 0; q < 2; q++) {
-      const __m128i L = _mm_shuffle_epi8(tl, idx[q]), H = _mm_shuffle_epi8(th, idx[q]);
-      _mm_storeu_si128(dst + 2 * q, _mm_unpacklo_epi8(L, H));
-      _mm_storeu_si128(dst + 2 * q + 1, _mm_unpackhi_epi8(L, H));
-    }
+    lookup32_bytes(ev, od, _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[sb])), _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[sb])), y + c * 32);
   }
 }
 

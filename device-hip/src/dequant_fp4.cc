@@ -190,14 +190,7 @@ __attribute__((target("avx2"))) void bnb4_span_avx2(const uint8_t* p, const Bnb4
   for (size_t q = 0; q < n32; q++) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + q * 16));
     const __m128i high = _mm_and_si128(_mm_srli_epi16(b, 4), m0f), low = _mm_and_si128(b, m0f);
-    const __m128i ev = swap ? low : high, od = swap ? high : low;
-    const __m128i idx[2] = {_mm_unpacklo_epi8(ev, od), _mm_unpackhi_epi8(ev, od)};  // element order 0..15, 16..31
-    __m128i* dst = reinterpret_cast<__m128i*>(y + q * 32);
-    for (int h = 0; h < 2; h++) {
-      const __m128i L = _mm_shuffle_epi8(tl, idx[h]), H = _mm_shuffle_epi8(th, idx[h]);
-      _mm_storeu_si128(dst + 2 * h, _mm_unpacklo_epi8(L, H));
-      _mm_storeu_si128(dst + 2 * h + 1, _mm_unpackhi_epi8(L, H));
-    }
+    lookup32_bytes(swap ? low : high, swap ? high : low, tl, th, y + q * 32);
   }
 }
 

@@ -39,4 +39,17 @@ inline void f16_products(const float* a, float s, int n, uint16_t* y) {
   for (int j = 0; j < n; j++) y[j] = ld_f32_to_f16(a[j] * s);
 }
 
+// 32 f16 values (y[0..31]) of 16 packed bytes whose codes in element order are ev[j], od[j] for byte j (the nibble
+// a format puts first, and the other), looked up in one block's table split into low and high bytes (tl, th: 16
+// entries each) with SSSE3 byte shuffles.
+__attribute__((target("avx2"))) inline void lookup32_bytes(__m128i ev, __m128i od, __m128i tl, __m128i th, uint16_t* y) {
+  const __m128i idx[2] = {_mm_unpacklo_epi8(ev, od), _mm_unpackhi_epi8(ev, od)};  // element order 0..15, 16..31
+  __m128i* dst = reinterpret_cast<__m128i*>(y);
+  for (int q = 0; q < 2; q++) {
+    const __m128i L = _mm_shuffle_epi8(tl, idx[q]), H = _mm_shuffle_epi8(th, idx[q]);
+    _mm_storeu_si128(dst + 2 * q, _mm_unpacklo_epi8(L, H));
+    _mm_storeu_si128(dst + 2 * q + 1, _mm_unpackhi_epi8(L, H));
+  }
+}
+
 }  // namespace ld

@@ -85,34 +85,43 @@ function otherFormats(format: 'nvfp4' | 'bnb4'): LinearWeight[] {
 
 const packedBytes = (lw: LinearWeight) => lw.weight.bytes.length + lw.scale!.bytes.length;
 
+/**
+ * The check of every weight of a set: the fused pass (the device's rows from its row source), or the device's whole
+ * FP16 tensor, then checkF16. Each must pass: the weights are the device's own.
+ */
+function checkAll(cache: LinearCache, set: LinearWeight[], fused: boolean): () => void {
+  return () => {
+    for (const lw of set) {
+      const e = exactOperands(lw);
+      const r = fused
+        ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource(lw, null))
+        : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
+      if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
+    }
+  };
+}
+
+/** The memcpy yardstick of a set: its packed bytes (weights and scales) copied in turn into one buffer. */
+function copyOf(set: LinearWeight[]): { total: number; copy: () => void } {
+  const total = set.reduce((n, lw) => n + packedBytes(lw), 0);
+  const dst = new Uint8Array(Math.max(...set.map(packedBytes)));
+  const copy = () => {
+    for (const lw of set) {
+      dst.set(lw.weight.bytes);
+      dst.set(lw.scale!.bytes);
+    }
+  };
+  return { total, copy };
+}
+
 export async function benchWeightsCheck(wide: boolean): Promise<Record<string, number>> {
   const cache = new LinearCache(loadDeviceNative());
   const out: Record<string, number> = {};
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   fused GB/s  ×memcpy   before GB/s  ×memcpy   memcpy GB/s`);
   for (const format of ['mxfp4', 'fp8-block'] as const) {
     const set = experts(format);
-    const total = set.reduce((n, lw) => n + packedBytes(lw), 0);
-    const dst = new Uint8Array(Math.max(...set.map(packedBytes)));
-    const fused = () => {
-      for (const lw of set) {
-        const e = exactOperands(lw);
-        const r = checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource(lw, null));
-        if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
-      }
-    };
-    const before = () => {
-      for (const lw of set) {
-        const e = exactOperands(lw);
-        checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
-      }
-    };
-    const copy = () => {
-      for (const lw of set) {
-        dst.set(lw.weight.bytes);
-        dst.set(lw.scale!.bytes);
-      }
-    };
-    const [fMs, bMs, cMs] = await timeBlocks([fused, before, copy], 3);
+    const { total, copy } = copyOf(set);
+    const [fMs, bMs, cMs] = await timeBlocks([checkAll(cache, set, true), checkAll(cache, set, false), copy], 3);
     const gbps = (ms: number) => total / (ms * 1e6);
     out[`${format}.fused_gbps`] = gbps(fMs);
     out[`${format}.fused_vs_memcpy`] = cMs / fMs;
@@ -125,22 +134,8 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   check GB/s  ×memcpy   (device FP16 tensor, then checkF16)   memcpy GB/s`);
   for (const format of ['nvfp4', 'bnb4'] as const) {
     const set = otherFormats(format);
-    const total = set.reduce((n, lw) => n + packedBytes(lw), 0);
-    const dst = new Uint8Array(Math.max(...set.map(packedBytes)));
-    const check = () => {
-      for (const lw of set) {
-        const e = exactOperands(lw);
-        const r = checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
-        if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
-      }
-    };
-    const copy = () => {
-      for (const lw of set) {
-        dst.set(lw.weight.bytes);
-        dst.set(lw.scale!.bytes);
-      }
-    };
-    const [kMs, cMs] = await timeBlocks([check, copy], 3);
+    const { total, copy } = copyOf(set);
+    const [kMs, cMs] = await timeBlocks([checkAll(cache, set, false), copy], 3);
     const gbps = (ms: number) => total / (ms * 1e6);
     out[`${format}.check_gbps`] = gbps(kMs);
     out[`${format}.check_vs_memcpy`] = cMs / kMs;
