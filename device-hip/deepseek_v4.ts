@@ -108,7 +108,7 @@ export class DeepseekV4Device implements StagePath<DeepseekV4LayerWeights> {
     const S = x.shape[0];
     const h = (this.headW ??= this.m.head());
     const kit = this.kit(null);
-    const v = this.K.hcHeadF16(this.N.f32ToF16(x.data), kit.f32(h.hc_head_fn), kit.f32(h.hc_head_base), kit.f32(h.hc_head_scale), S, hc, D, c.normEps, c.hcEps);
+    const v = this.K.hcHeadF16(this.N.f32ToF16(x.data), kit.f32Now(h.hc_head_fn), kit.f32Now(h.hc_head_base), kit.f32Now(h.hc_head_scale), S, hc, D, c.normEps, c.hcEps);
     return act([S, D], this.N.f16ToF32(this.N.rmsnormF16(v, kit.vec16(h.norm), S, D, c.normEps)));
   }
 

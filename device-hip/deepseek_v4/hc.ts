@@ -27,7 +27,7 @@ export interface HcParamsStored {
 /** hc_pre of one sublayer: (u f16 [S, D], post, comb) from the streams X f16 [S, hc, D]. */
 export function hcPre(kit: Kit, X: Uint16Array, S: number, p: HcParamsStored): HcPreResult {
   const { hcMult: hc, hidden: D, normEps, hcEps, hcSinkhornIters } = kit.cfg;
-  return kit.K.hcPreF16(X, kit.f32(p.fn), kit.f32(p.base), kit.f32(p.scale), S, hc, D, normEps, hcEps, hcSinkhornIters);
+  return kit.K.hcPreF16(X, kit.f32Now(p.fn), kit.f32Now(p.base), kit.f32Now(p.scale), S, hc, D, normEps, hcEps, hcSinkhornIters);
 }
 
 /** hc_post: the new streams from the sublayer output F f16 [S, D]. */
