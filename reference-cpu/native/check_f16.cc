@@ -199,6 +199,9 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   }
   a.out = d[0], a.in = d[1], a.bo = d[2], a.bi = d[3];
   if (a.kind == ExactKind::Mxfp4 && a.in % 32 != 0) throw Napi::RangeError::New(env, std::string(fn) + ": mxfp4 needs in divisible by 32");
+  // as dequantExact: NVFP4's rows hold whole blocks (exact_sizes counts in/bi scales a row; a ragged last block
+  // would be read past its row and its scales)
+  if (a.kind == ExactKind::E2m1F32 && (a.in % a.bi != 0 || a.bi % 2 != 0)) throw Napi::RangeError::New(env, std::string(fn) + ": e2m1-f32 needs an even block dividing in");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(a.kind, a.out, a.in, a.bo, a.bi, &wbytes, &sbytes);
   auto bytes_arg = [&](size_t i, const char* name, size_t want) {
