@@ -140,8 +140,20 @@ struct Mxfp4Rows {
   const uint8_t* scales;
   const Mxfp4Table* t;
   int n, k, fault;
+  // Before each row is decoded, the same row of the next unit (nr rows on: the thread's next unit under the static
+  // schedule) is prefetched, its packed bytes and its scales: a row is 2 KiB at k = 4096, too short for the
+  // hardware's stream prefetch to ramp up, and a decode step's routed experts come from page-cache pages (a wide
+  // dequantized decode step 85-88 -> 75 ms).
   const uint16_t* rows(int j0, int nr, uint16_t* buf) const {
-    for (int j = 0; j < nr; j++) mxfp4_row(packed + (size_t)(j0 + j) * (k / 2), scales, *t, n, k, j0 + j, fault, buf + (size_t)j * k);
+    for (int j = 0; j < nr; j++) {
+      if (j0 + nr + j < n) {
+        const char* ahead = reinterpret_cast<const char*>(packed + (size_t)(j0 + nr + j) * (k / 2));
+        for (int b = 0; b < k / 2; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+        const char* sahead = reinterpret_cast<const char*>(scales + (size_t)(j0 + nr + j) * (k / 32));
+        for (int b = 0; b < k / 32; b += 64) _mm_prefetch(sahead + b, _MM_HINT_T0);
+      }
+      mxfp4_row(packed + (size_t)(j0 + j) * (k / 2), scales, *t, n, k, j0 + j, fault, buf + (size_t)j * k);
+    }
     return buf;
   }
 };
