@@ -142,16 +142,6 @@ static const float* e4m3_values() {
   return v.data();
 }
 
-// lo[j], hi[j] = the low and high bytes of h[j], j < n (n a multiple of 16; SSE2, which every x86-64 has).
-static void split_bytes(const uint16_t* h, int n, uint8_t* lo, uint8_t* hi) {
-  const __m128i low = _mm_set1_epi16(0xFF);
-  for (int j = 0; j < n; j += 16) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j)), b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j + 8));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + j), _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + j), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
-  }
-}
-
 Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault) {
   const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
   Fp8Tables t;

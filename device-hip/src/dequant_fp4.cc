@@ -29,10 +29,7 @@ struct Nvfp4Table {
     for (int c = 0; c < 16; c++) code[c] = ld_fp4_elem_f32(c, fault);
     for (int s = 0; s < 256; s++) {
       f16_products(code, ld_nvfp4_scale((uint8_t)s, global, divisor, fault), 16, f16[s]);  // ld_nvfp4_value_f16 of each code
-      for (int c = 0; c < 16; c++) {
-        lo[s][c] = (uint8_t)(f16[s][c] & 0xFF);
-        hi[s][c] = (uint8_t)(f16[s][c] >> 8);
-      }
+      split_bytes(f16[s], 16, lo[s], hi[s]);
     }
   }
 };
@@ -222,7 +219,7 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
     const size_t j1 = std::min(n, (size_t)(b + 1) * blocksize);
     if (g_avx2 && j % 2 == 0) {
       const size_t n32 = (j1 - j) / 32;
-      for (int c = 0; c < 16; c++) t.lo[c] = (uint8_t)(t.f16[c] & 0xFF), t.hi[c] = (uint8_t)(t.f16[c] >> 8);
+      split_bytes(t.f16, 16, t.lo, t.hi);
       bnb4_span_avx2(packed + j / 2, t, n32, swap, y + j);
       j += n32 * 32;
     }

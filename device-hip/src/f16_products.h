@@ -39,6 +39,17 @@ inline void f16_products(const float* a, float s, int n, uint16_t* y) {
   for (int j = 0; j < n; j++) y[j] = ld_f32_to_f16(a[j] * s);
 }
 
+// lo[j], hi[j] = the low and high bytes of h[j], j < n (n a multiple of 16; SSE2, which every x86-64 has): a table
+// split for the byte shuffles.
+inline void split_bytes(const uint16_t* h, int n, uint8_t* lo, uint8_t* hi) {
+  const __m128i low = _mm_set1_epi16(0xFF);
+  for (int j = 0; j < n; j += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j)), b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + j + 8));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + j), _mm_packus_epi16(_mm_and_si128(a, low), _mm_and_si128(b, low)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + j), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+}
+
 // 32 f16 values (y[0..31]) of 16 packed bytes whose codes in element order are ev[j], od[j] for byte j (the nibble
 // a format puts first, and the other), looked up in one block's table split into low and high bytes (tl, th: 16
 // entries each) with SSSE3 byte shuffles.
