@@ -51,6 +51,8 @@ export interface DeviceNative extends DeviceOps {
    * compare (checkExactVsF16Rows). The emulation has it; the hip backend does not (its weights come off the GPU).
    */
   dequantRowSource?: (...args: Parameters<DeviceOps['dequantToF16']>) => DeviceRowSource;
+  /** The same for an NVFP4 weight: dequantNvfp4ToF16's arguments → its FP16 rows. */
+  nvfp4RowSource?: (...args: Parameters<DeviceOps['dequantNvfp4ToF16']>) => DeviceRowSource;
   info(): DeviceInfo;
   /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
@@ -60,9 +62,9 @@ export interface DeviceNative extends DeviceOps {
 
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
 export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
-  // dequantRowSource takes dequantToF16's arguments: the same generated checks, around the row source
-  const checks = validatedDeviceOps({ ...raw, dequantToF16: () => new Uint16Array(0) });
-  const rowSource = raw.dequantRowSource;
+  // the row sources take their dequantization's arguments: the same generated checks, around the row source
+  const checks = validatedDeviceOps({ ...raw, dequantToF16: () => new Uint16Array(0), dequantNvfp4ToF16: () => new Uint16Array(0) });
+  const rowSource = raw.dequantRowSource, nvfp4Source = raw.nvfp4RowSource;
   return {
     ...validatedDeviceOps(raw),
     ...(rowSource === undefined
@@ -71,6 +73,14 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
           dequantRowSource: (...args: Parameters<DeviceOps['dequantToF16']>) => {
             checks.dequantToF16(...args);
             return rowSource(...args);
+          },
+        }),
+    ...(nvfp4Source === undefined
+      ? {}
+      : {
+          nvfp4RowSource: (...args: Parameters<DeviceOps['dequantNvfp4ToF16']>) => {
+            checks.dequantNvfp4ToF16(...args);
+            return nvfp4Source(...args);
           },
         }),
     info: () => raw.info(),

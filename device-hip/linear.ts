@@ -51,12 +51,18 @@ export class LinearCache {
   }
 
   /**
-   * The device's FP16 rows of lw as a row source for the weights-first check's fused pass, or null where the
-   * device has none (the hip backend) or the format is not dequantToF16's (NVFP4 and bitsandbytes have their own ops).
+   * The device's FP16 rows of lw as a row source for the weights-first check's fused pass (dequantToF16's formats
+   * and NVFP4), or null where the device has none (the hip backend) and for bitsandbytes, whose flat blocks the
+   * fused pass does not count.
    */
   rowSource(lw: LinearWeight, fault: FaultId | null): DeviceRowSource | null {
-    if (this.N.dequantRowSource === undefined || lw.format === 'nvfp4' || lw.format === 'bnb4') return null;
     const code = faultCode(fault);
+    if (lw.format === 'nvfp4') {
+      if (this.N.nvfp4RowSource === undefined) return null;
+      const g = lw.global!;
+      return this.N.nvfp4RowSource(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
+    }
+    if (this.N.dequantRowSource === undefined || lw.format === 'bnb4') return null;
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantRowSource(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }

@@ -374,7 +374,12 @@ void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, 
   else mxfp4_row_scalar(prow, scales, t, out, in, o, fault, y);
 }
 
-void init_row_source(Napi::Env env, Napi::Object exports) { exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source)); }
+Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info);  // dequant_fp4.cc
+
+void init_row_source(Napi::Env env, Napi::Object exports) {
+  exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source));
+  exports.Set("nvfp4RowSource", Napi::Function::New(env, nvfp4_row_source));
+}
 
 // The checks (kind, block, scale presence, lengths) are the reader's: here kind picks the kernel.
 void emu::dequantToF16(const ops::DequantToF16Args& a, ops::DequantToF16Out& o) {

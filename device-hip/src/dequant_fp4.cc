@@ -14,6 +14,7 @@
 #include "ops_emulated.generated.h"
 #include "ld_numerics.h"
 #include "f16_products.h"
+#include "ld_row_source.h"
 
 namespace ld {
 namespace {
@@ -110,20 +111,42 @@ __attribute__((target("avx512f,avx512bw,avx2"))) void nvfp4_row_avx512(const uin
 
 #pragma GCC diagnostic pop
 
+// Row o of an NVFP4 weight [out, in] (prow: its packed bytes) → yrow [in] f16 bits, at the SIMD level g_simd picks.
+void nvfp4_row(const uint8_t* prow, const uint8_t* scales, const Nvfp4Table& t, int out, int in, int o, int fault, uint16_t* yrow) {
+  static const bool bw = __builtin_cpu_supports("avx512bw");
+  const int C = in / 16;
+  const Nvfp4Scales sc(scales, out, C, o, fault);
+  if (g_simd == Simd::Avx512 && bw) nvfp4_row_avx512(prow, sc, t, C, fault, yrow);
+  else if (g_avx2) nvfp4_row_avx2(prow, sc, t, C, fault, yrow);
+  else nvfp4_row_scalar(prow, sc, t, 0, C, fault, yrow);
+}
+
 void dequant_nvfp4(const uint8_t* packed, const uint8_t* scales, int out, int in, float global, int divisor, int fault,
                    uint16_t* y) {
   const Nvfp4Table t(global, divisor, fault);
-  static const bool bw = __builtin_cpu_supports("avx512bw");
-  const int C = in / 16;
 #pragma omp parallel for schedule(static) if ((long long)out * in >= (1 << 15))
-  for (int o = 0; o < out; o++) {
-    const uint8_t* prow = packed + (size_t)o * (in / 2);
-    uint16_t* yrow = y + (size_t)o * in;
-    const Nvfp4Scales sc(scales, out, C, o, fault);
-    if (g_simd == Simd::Avx512 && bw) nvfp4_row_avx512(prow, sc, t, C, fault, yrow);
-    else if (g_avx2) nvfp4_row_avx2(prow, sc, t, C, fault, yrow);
-    else nvfp4_row_scalar(prow, sc, t, 0, C, fault, yrow);
-  }
+  for (int o = 0; o < out; o++) nvfp4_row(packed + (size_t)o * (in / 2), scales, t, out, in, o, fault, y + (size_t)o * in);
+}
+
+// The weights-first check's row source for an NVFP4 weight (harness/contracts/ld_row_source.h, as dequant.cc's for
+// dequantToF16's formats): the same row function as dequantNvfp4ToF16, pulled by the reference's compare, so the
+// device's FP16 tensor is never materialised.
+struct Nvfp4SourceState {
+  LdRowSource src;
+  ops::DequantNvfp4ToF16Args a;
+  Nvfp4Table t;
+  explicit Nvfp4SourceState(const ops::DequantNvfp4ToF16Args& args) : src{}, a(args), t(args.globalScale, args.globalIsDivisor ? 1 : 0, args.fault) {}
+};
+
+void nvfp4_rows_from(const LdRowSource* self, const uint8_t* weight, int64_t row0, int64_t n, uint16_t* dst) {
+  const Nvfp4SourceState* st = static_cast<const Nvfp4SourceState*>(self->state);
+  const ops::DequantNvfp4ToF16Args& a = st->a;
+  for (int64_t r = 0; r < n; r++) nvfp4_row(weight + (size_t)r * (a.inDim / 2), a.scale.data, st->t, a.out, a.inDim, (int)(row0 + r), a.fault, dst + (size_t)r * a.inDim);
+}
+
+void nvfp4_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
+  const Nvfp4SourceState* st = static_cast<const Nvfp4SourceState*>(self->state);
+  nvfp4_rows_from(self, st->a.weight.data + (size_t)row0 * (st->a.inDim / 2), row0, n, dst);
 }
 
 // One bitsandbytes block's 16 values (ld_bnb4_value_f16 of each code at absmax a), and their low and high bytes.
@@ -228,6 +251,26 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
 }
 
 }  // namespace
+
+// nvfp4RowSource(dequantNvfp4ToF16's arguments) → an External LdRowSource (type-tagged), holding references to the
+// weight and scale arrays so they live as long as it does.
+Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  auto* st = new Nvfp4SourceState(ops::read_dequantNvfp4ToF16(info, "nvfp4RowSource"));
+  st->src = LdRowSource{nvfp4_rows, nvfp4_rows_from, st->a.out, st->a.inDim, st};
+  struct Held {
+    Nvfp4SourceState* st;
+    Napi::Reference<Napi::Value> w, s;
+  };
+  auto* held = new Held{st, Napi::Persistent(info[0]), Napi::Persistent(info[1])};
+  auto ext = Napi::External<LdRowSource>::New(env, &st->src, [held](Napi::Env, LdRowSource*) {
+    delete held->st;
+    delete held;
+  });
+  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
+  if (napi_type_tag_object(env, ext, &tag) != napi_ok) throw Napi::Error::New(env, "nvfp4RowSource: cannot tag the row source");
+  return ext;
+}
 
 void emu::dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o) {
   dequant_nvfp4(a.weight.data, a.scale.data, a.out, a.inDim, a.globalScale, a.globalIsDivisor ? 1 : 0, a.fault, o.y.Data());

@@ -219,10 +219,11 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
 // the 16 codes (exact_row over a block holding codes 0..15, then round_f16) and whether that scale can lose range
 // (a code's value rounds to Inf, to ±0 from non-zero, or leaves float32). NVFP4's scales are E4M3 bytes times one
 // global scale, so a tensor has at most 256 distinct ones; the map gives up past kE2m1MaxTables (then every block
-// goes element by element, as before).
+// goes element by element, as before). (Tables kept per thread and found per block instead of this pass cost the
+// fused check ~20% more: the lookup sits in the compare's loop.)
 constexpr int64_t kE2m1MaxTables = 4096;
 struct E2m1Ref {
-  std::vector<uint32_t> id;     // [block] → table
+  std::vector<uint16_t> id;     // [block] → table (< kE2m1MaxTables)
   std::vector<uint8_t> lo, hi;  // [table·16 + code]: the FP16 bits' low and high bytes, for pshufb
   std::vector<uint8_t> lossy;   // [table]
 };
@@ -244,7 +245,7 @@ bool e2m1_ref(const uint8_t* s, int64_t blocks, E2m1Ref& t) {
       key[h] = k, val[h] = static_cast<uint32_t>(first.size());
       first.push_back(b);
     }
-    t.id[b] = val[h];
+    t.id[b] = static_cast<uint16_t>(val[h]);
   }
   const size_t T = first.size();
   t.lo.resize(T * 16), t.hi.resize(T * 16), t.lossy.resize(T);
@@ -266,7 +267,7 @@ bool e2m1_ref(const uint8_t* s, int64_t blocks, E2m1Ref& t) {
 
 // Whether the 16 device values d of a block equal the table's FP16 bits for its 8 packed bytes (AVX2/SSSE3: the
 // codes in element order, low nibble first, looked up in the table's low and high bytes with pshufb).
-__attribute__((target("avx2"))) bool e2m1_block_same(const uint8_t* packed, const uint8_t* lo, const uint8_t* hi, const uint16_t* d) {
+__attribute__((target("avx2"))) inline bool e2m1_block_same(const uint8_t* packed, const uint8_t* lo, const uint8_t* hi, const uint16_t* d) {
   const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed)), m0f = _mm_set1_epi8(0x0f);
   const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b, m0f), _mm_and_si128(_mm_srli_epi16(b, 4), m0f));
   const __m128i L = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo)), idx);
@@ -280,14 +281,14 @@ __attribute__((target("avx2"))) bool e2m1_block_same(const uint8_t* packed, cons
 // bits all equal the reference's passes (compare_elem would find nothing in it: every value equal or the same
 // FP16, none non-finite); any other block goes element by element through compare_elem over the exact row,
 // decoded only then. So the result is the element-by-element compare's exactly.
-void e2m1_row(const E2m1Ref& t, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
+// wrow: row o's packed bytes. AVX2 (its callers check), so that the block test inlines.
+__attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
-  const uint8_t* wrow = w + o * (in / 2);
   bool decoded = false;
   for (int64_t c = 0; c < C; c++) {
     const uint32_t id = t.id[o * C + c];
     if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo.data() + id * 16, t.hi.data() + id * 16, drow + c * 16)) continue;
-    if (!decoded) exact_row(ExactKind::E2m1F32, w, s, o, in, 1, 16, row), decoded = true;
+    if (!decoded) exact_row_at(ExactKind::E2m1F32, wrow, s, o, in, 1, 16, row), decoded = true;
     for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
   }
 }
@@ -363,7 +364,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 #pragma omp for schedule(static)
     for (int64_t o = 0; o < out; o++) {
       if (e2fast) {
-        e2m1_row(e2, w, s, o, in, dev + o * in, row.data(), f16v, flags, p);
+        e2m1_row(e2, w + o * (in / 2), s, o, in, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       if (flat && reference_simd() != RefSimd::Scalar) {
@@ -773,10 +774,11 @@ constexpr int64_t kFillChunkBytes = 1 << 20;
 struct RowsJob {
   WeightArgs a{};
   const LdRowSource* src = nullptr;
-  bool fast = true, mx = false, fp8 = false;
+  bool fast = true, mx = false, fp8 = false, e2 = false;
   Fill fill;
   int64_t row_bytes = 0, C = 0, step = 1, chunk_rows = 1, nchunks = 0;
   Fp8Ref f8;
+  E2m1Ref e2m1;  // NVFP4's tables (e2: fast, 16-value blocks, at most kE2m1MaxTables scales)
   Flags flags;
   std::vector<Partial> parts;  // one per thread of run_jobs
   explicit RowsJob(int64_t blocks) : flags(blocks) {}
@@ -816,6 +818,8 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   if (j->mx) mxfp4_ref();  // built before any thread needs it
   j->fp8 = j->fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
   if (j->fp8) j->f8 = fp8_ref(kind, wa.s, ((out + bo - 1) / bo) * C);
+  static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
+  j->e2 = j->fast && kind == ExactKind::E2m1F32 && bo == 1 && bi == 16 && avx2 && e2m1_ref(wa.s, out * C, j->e2m1);
   // FP8 blocks: kFp8Rows rows a step, so each block's tables are loaded once for the step's rows on both sides
   // (a block is 128 codes of a row: 8 table loads for every 2 steps of lookups, one row at a time); else one row.
   j->step = j->fp8 ? kFp8Rows : kRows;
@@ -916,6 +920,9 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
           decoded = true;
           for (int64_t i = i0; i < i1; i++) compare_elem(row[i], drow[i], o * in + i, brow + c, f16v, flags, p);
         }
+      } else if (j.e2 && simd != RefSimd::Scalar) {
+        // NVFP4: blocks that match the reference's table pass 16 values at a time (e2m1_row, as checkF16 does)
+        e2m1_row(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
       } else {
         if (j.fill.on) exact_row_at(kind, wc + (o - c0) * row_bytes, s, o, in, bo, bi, row);  // FP8 with fast = false
         else exact_row(kind, w, s, o, in, bo, bi, row);

@@ -288,6 +288,38 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     });
   });
 
+  it('nvfp4 [600×448] (every E4M3 scale byte but NaN\'s, a global scale that overflows FP16): the fused pass over the device\'s NVFP4 row source (fast and element by element) is checkF16 over its whole tensor, for the right device and every fault', () => {
+    const r = new Rng(1250);
+    const out = 600, inn = 448, g = Math.fround(300);
+    const lw: LinearWeight = {
+      out, in: inn, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+      weight: { name: 'n.weight', dtype: 'U8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+      scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [out, inn / 16], bytes: Uint8Array.from({ length: (out * inn) / 16 }, (_, i) => ((i % 254) & 0x7f) === 0x7f ? 0 : i % 254) },
+      global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op: 'mul' },
+    };
+    const e = exactOperands(lw);
+    let caught = 0;
+    for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
+      const f = fault as keyof typeof FAULT_CODES | null;
+      const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, f)));
+      const src = cache.rowSource(lw, f);
+      expect(src).not.toBeNull();
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(level);
+        for (const fast of [true, false]) {
+          const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, src, fast));
+          expect(got, `${fault ?? 'no fault'}, ${level}, fast ${fast}`).toEqual(want);
+        }
+      }
+      setReferenceSimd('auto');
+      if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
+      else if (want.firstBad >= 0) caught++;
+    }
+    expect(caught, 'faults that apply to NVFP4 are caught').toBeGreaterThanOrEqual(5);
+    const clean = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, null)));
+    expect(clean.over !== 'none', 'FP16 overflow blocks present (448 · 6 · 300)').toBe(true);
+  });
+
   // Device rows wrong in seeded places, as no fault of the emulation makes them: every single bit flip (a sign or
   // exponent bit changes only a value's high byte, a mantissa bit often only its low one), Inf, NaN, ±0. They come
   // from the row source of a plain f16 tensor (kind 3 hands its stored bits out as rows), so the fused pass meets

@@ -5,8 +5,9 @@
  *     them (64 MiB of MXFP4: past the last-level cache, as a layer's experts are): the fused pass (the device
  *     emulation's rows pulled into the reference's compare, checkExactVsF16Rows) against the pass it replaced
  *     (the device's whole FP16 tensor, then checkExactVsF16);
- *   - NVFP4 (ModelOpt) and bitsandbytes NF4 [2048×4096], sixteen of each: the check as a diff runs it for them (the
- *     device's FP16 tensor, then checkExactVsF16: no row source serves them);
+ *   - NVFP4 (ModelOpt) [2048×4096], sixteen, the same two ways (its own row source, nvfp4RowSource);
+ *   - bitsandbytes NF4 [2048×4096], sixteen: the check as a diff runs it (the device's FP16 tensor, then
+ *     checkExactVsF16: no row source serves its flat blocks);
  *   - with --wide, per layer of `deepseek-v4-wide` (2 layers, real widths, generated on first use into
  *     $LAYERDIFF_BENCH_DIR or /tmp/layerdiff-bench like the diff benchmark's): the whole check of the layer as a
  *     diff runs it (reading its 3.55 GB of packed bytes from the page cache, every tensor), against a memcpy pass
@@ -62,7 +63,7 @@ function experts(format: 'mxfp4' | 'fp8-block'): LinearWeight[] {
   });
 }
 
-/** NVFP4 (ModelOpt) and bitsandbytes NF4 weights [O, I], as their producers store them: the check has no fused pass for them. */
+/** NVFP4 (ModelOpt) and bitsandbytes NF4 weights [O, I], as their producers store them. */
 function otherFormats(format: 'nvfp4' | 'bnb4'): LinearWeight[] {
   const r = new Rng(format === 'nvfp4' ? 17 : 18);
   const n = O * I;
@@ -118,8 +119,8 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
   const cache = new LinearCache(loadDeviceNative());
   const out: Record<string, number> = {};
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   fused GB/s  ×memcpy   before GB/s  ×memcpy   memcpy GB/s`);
-  for (const format of ['mxfp4', 'fp8-block'] as const) {
-    const set = experts(format);
+  for (const format of ['mxfp4', 'fp8-block', 'nvfp4'] as const) {
+    const set = format === 'nvfp4' ? otherFormats(format) : experts(format);
     const { total, copy } = copyOf(set);
     const [fMs, bMs, cMs] = await timeBlocks([checkAll(cache, set, true), checkAll(cache, set, false), copy], 3);
     const gbps = (ms: number) => total / (ms * 1e6);
@@ -130,9 +131,9 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
     out[`${format}.memcpy_gbps`] = gbps(cMs);
     console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(fMs).toFixed(2).padStart(9)}   ${(cMs / fMs).toFixed(3).padStart(6)}   ${gbps(bMs).toFixed(2).padStart(10)}   ${(cMs / bMs).toFixed(3).padStart(6)}   ${gbps(cMs).toFixed(2).padStart(10)}`);
   }
-  // NVFP4 and bitsandbytes: the device's FP16 tensor, then checkF16 (the check.ts path for them), as a diff runs it
+  // bitsandbytes: the device's FP16 tensor, then checkF16 (the check.ts path for it: no row source serves its flat blocks)
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   check GB/s  ×memcpy   (device FP16 tensor, then checkF16)   memcpy GB/s`);
-  for (const format of ['nvfp4', 'bnb4'] as const) {
+  for (const format of ['bnb4'] as const) {
     const set = otherFormats(format);
     const { total, copy } = copyOf(set);
     const [kMs, cMs] = await timeBlocks([checkAll(cache, set, false), copy], 3);
