@@ -11,6 +11,8 @@
 
 #include "op_read.h"
 
+struct LdRowSource;  // harness/contracts/ld_row_source.h
+
 namespace ld {
 
 // Which kernels run. Every level produces the same bits (same accumulation order, same element
@@ -37,6 +39,12 @@ inline void need_args(const Napi::CallbackInfo& info, size_t n, const char* fn) 
                                std::to_string(info.Length()));
   }
 }
+
+// An External of *src (harness/contracts/ld_row_source.h), type-tagged as a row source, holding references to the
+// weight and scale values (scale may be null) until it is collected, when release(state) frees what src points into
+// (dequant.cc; the NVFP4 source in dequant_fp4.cc).
+Napi::Value row_source_external(Napi::Env env, ::LdRowSource* src, void (*release)(void*), void* state, const Napi::Value& weight,
+                                const Napi::Value& scale, const char* fn);
 
 // Dot product in the ld_numerics.h lane order, dispatched (AVX2 or scalar, same bits).
 float dot_f16(const uint16_t* x, const uint16_t* w, int k);

@@ -343,21 +343,27 @@ Napi::Value dequant_row_source(const Napi::CallbackInfo& info) {
   if (st->a.kind == MXFP4) st->mx = &mxfp4_table(st->a.fault);
   if (st->a.kind == FP8) st->fp8 = fp8_tables(st->a.scale.data, st->a.scaleIsF32, st->a.out, st->a.inDim, st->a.blockOut, st->a.blockIn, st->a.fault);
   st->src = LdRowSource{source_rows, source_rows_from, st->a.out, st->a.inDim, st};
-  struct Held {
-    RowSourceState* st;
-    Napi::Reference<Napi::Value> w, s;
-  };
-  auto* held = new Held{st, Napi::Persistent(info[1]), ops::op_is_null(info, 2) ? Napi::Reference<Napi::Value>() : Napi::Persistent(info[2])};
-  auto ext = Napi::External<LdRowSource>::New(env, &st->src, [held](Napi::Env, LdRowSource*) {
-    delete held->st;
-    delete held;
-  });
-  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
-  if (napi_type_tag_object(env, ext, &tag) != napi_ok) throw Napi::Error::New(env, "dequantRowSource: cannot tag the row source");
-  return ext;
+  return row_source_external(env, &st->src, [](void* p) { delete static_cast<RowSourceState*>(p); }, st, info[1], info[2], "dequantRowSource");
 }
 
 }  // namespace
+
+Napi::Value row_source_external(Napi::Env env, LdRowSource* src, void (*release)(void*), void* state, const Napi::Value& weight,
+                                const Napi::Value& scale, const char* fn) {
+  struct Held {
+    void (*release)(void*);
+    void* state;
+    Napi::Reference<Napi::Value> w, s;
+  };
+  auto* held = new Held{release, state, Napi::Persistent(weight), scale.IsNull() || scale.IsUndefined() ? Napi::Reference<Napi::Value>() : Napi::Persistent(scale)};
+  auto ext = Napi::External<LdRowSource>::New(env, src, [held](Napi::Env, LdRowSource*) {
+    held->release(held->state);
+    delete held;
+  });
+  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
+  if (napi_type_tag_object(env, ext, &tag) != napi_ok) throw Napi::Error::New(env, std::string(fn) + ": cannot tag the row source");
+  return ext;
+}
 
 const Mxfp4Table& mxfp4_table(int fault) {
   static std::once_flag once[LD_FAULT_COUNT];

@@ -258,18 +258,7 @@ Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   auto* st = new Nvfp4SourceState(ops::read_dequantNvfp4ToF16(info, "nvfp4RowSource"));
   st->src = LdRowSource{nvfp4_rows, nvfp4_rows_from, st->a.out, st->a.inDim, st};
-  struct Held {
-    Nvfp4SourceState* st;
-    Napi::Reference<Napi::Value> w, s;
-  };
-  auto* held = new Held{st, Napi::Persistent(info[0]), Napi::Persistent(info[1])};
-  auto ext = Napi::External<LdRowSource>::New(env, &st->src, [held](Napi::Env, LdRowSource*) {
-    delete held->st;
-    delete held;
-  });
-  static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
-  if (napi_type_tag_object(env, ext, &tag) != napi_ok) throw Napi::Error::New(env, "nvfp4RowSource: cannot tag the row source");
-  return ext;
+  return row_source_external(env, &st->src, [](void* p) { delete static_cast<Nvfp4SourceState*>(p); }, st, info[0], info[1], "nvfp4RowSource");
 }
 
 void emu::dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o) {
