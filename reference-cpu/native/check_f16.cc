@@ -62,6 +62,60 @@ uint16_t round_f16(float x) {
   return static_cast<uint16_t>(sign | q);
 }
 
+// round_f16 on 16 (AVX-512F) or 8 (AVX2) float32 lanes at once, from the same definition, the cases as lane masks:
+// a normal result (e = exp − 112 ≥ 1) keeps mant >> 13 under exponent e; a subnormal one (e ≤ 0) is the
+// significand with its implicit bit shifted right by 14 − e; both are q = (max(e − 1, 0) << 10) + (m >> shift)
+// with m = mant | 2^23 and shift = 13 or 14 − e, rounded up when the bits shifted out exceed half or equal it
+// with q odd (a carry into the exponent is correct, as in round_f16). The shift stops at 31: every e below −10
+// then leaves q = 0 and rest < half, round_f16's signed zero. e ≥ 31 overflows to Inf; exponent 255 is Inf or a
+// quiet NaN. Equal to round_f16 on every float32 (tested against harness/formats/dtypes.ts through roundF16).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593: _mm512_undefined_epi32 at -O3
+__attribute__((target("avx512f"))) inline __m256i round_f16_avx512(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1);
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000));
+  const __m512i exp = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xff));
+  const __m512i mant = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffff));
+  const __m512i e = _mm512_sub_epi32(exp, _mm512_set1_epi32(112));
+  const __m512i shift = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(_mm512_set1_epi32(14), e), _mm512_set1_epi32(13)), _mm512_set1_epi32(31));
+  const __m512i m = _mm512_or_si512(mant, _mm512_set1_epi32(0x800000));
+  __m512i q = _mm512_add_epi32(_mm512_slli_epi32(_mm512_max_epi32(_mm512_sub_epi32(e, one), _mm512_setzero_si512()), 10), _mm512_srlv_epi32(m, shift));
+  const __m512i rest = _mm512_and_si512(m, _mm512_sub_epi32(_mm512_sllv_epi32(one, shift), one));
+  const __m512i half = _mm512_sllv_epi32(one, _mm512_sub_epi32(shift, one));
+  const __mmask16 up = _mm512_cmpgt_epi32_mask(rest, half) | (_mm512_cmpeq_epi32_mask(rest, half) & _mm512_test_epi32_mask(q, one));
+  q = _mm512_mask_add_epi32(q, up, q, one);
+  q = _mm512_mask_mov_epi32(q, _mm512_cmpge_epi32_mask(e, _mm512_set1_epi32(31)), _mm512_set1_epi32(0x7c00));
+  const __m512i special = _mm512_or_si512(_mm512_set1_epi32(0x7c00), _mm512_maskz_mov_epi32(_mm512_test_epi32_mask(mant, mant), _mm512_set1_epi32(0x200)));
+  q = _mm512_mask_mov_epi32(q, _mm512_cmpeq_epi32_mask(exp, _mm512_set1_epi32(255)), special);
+  return _mm512_cvtepi32_epi16(_mm512_or_si512(sign, q));
+}
+#pragma GCC diagnostic pop
+// The same on 8 lanes, as 32-bit results (each below 2^16).
+__attribute__((target("avx2"))) inline __m256i round_f16_avx2_32(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x), one = _mm256_set1_epi32(1);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
+  const __m256i exp = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xff));
+  const __m256i mant = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffff));
+  const __m256i e = _mm256_sub_epi32(exp, _mm256_set1_epi32(112));
+  const __m256i shift = _mm256_min_epi32(_mm256_max_epi32(_mm256_sub_epi32(_mm256_set1_epi32(14), e), _mm256_set1_epi32(13)), _mm256_set1_epi32(31));
+  const __m256i m = _mm256_or_si256(mant, _mm256_set1_epi32(0x800000));
+  __m256i q = _mm256_add_epi32(_mm256_slli_epi32(_mm256_max_epi32(_mm256_sub_epi32(e, one), _mm256_setzero_si256()), 10), _mm256_srlv_epi32(m, shift));
+  const __m256i rest = _mm256_and_si256(m, _mm256_sub_epi32(_mm256_sllv_epi32(one, shift), one));
+  const __m256i half = _mm256_sllv_epi32(one, _mm256_sub_epi32(shift, one));
+  // rest and half are below 2^31, so the signed compares are the unsigned ones
+  const __m256i odd = _mm256_cmpeq_epi32(_mm256_and_si256(q, one), one);
+  const __m256i up = _mm256_or_si256(_mm256_cmpgt_epi32(rest, half), _mm256_and_si256(_mm256_cmpeq_epi32(rest, half), odd));
+  q = _mm256_sub_epi32(q, up);  // up is −1 in the lanes that round up
+  q = _mm256_blendv_epi8(q, _mm256_set1_epi32(0x7c00), _mm256_cmpgt_epi32(e, _mm256_set1_epi32(30)));
+  const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(mant, _mm256_setzero_si256()), _mm256_set1_epi32(0x200));
+  q = _mm256_blendv_epi8(q, _mm256_or_si256(_mm256_set1_epi32(0x7c00), nan), _mm256_cmpeq_epi32(exp, _mm256_set1_epi32(255)));
+  return _mm256_or_si256(sign, q);
+}
+// 16 lanes (two groups of 8) → 16 binary16 bits in order.
+__attribute__((target("avx2"))) inline __m256i round_f16_avx2(__m256 x0, __m256 x1) {
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(round_f16_avx2_32(x0), round_f16_avx2_32(x1)), 0xd8);
+}
+
 inline bool is_nan16(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0; }
 inline bool same_f16(uint16_t a, uint16_t b) { return a == b || ((a | b) & 0x7fff) == 0 || (is_nan16(a) && is_nan16(b)); }
 
@@ -295,34 +349,117 @@ __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* w
 
 // Row o of a bitsandbytes weight (table4-flat-f32: the 16 float32 table values, then one float32 absmax per bi
 // consecutive elements of the flattened weight) against the device's row drow. Per block segment of the row, the
-// reference's FP16 values of the block's 16 codes (exact_row over one synthetic block of codes 0..15 at the
-// block's absmax, then round_f16): a segment whose values all have the reference's FP16 bits, at an absmax that
-// cannot lose range, passes; any other goes element by element through compare_elem over the exact row, decoded
-// only then. So the result is the element-by-element compare's exactly, with 16 roundings a block instead of one
-// per element.
-void table4_row(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
-  float block[17];  // the table, then this block's absmax: a scale buffer for one 16-element block
-  std::memcpy(block, s, 64);
-  uint8_t codes[8];
-  for (int j = 0; j < 8; j++) codes[j] = static_cast<uint8_t>(((2 * j) << 4) | (2 * j + 1));  // high nibble = the even value
+// reference's FP16 values of the block's 16 codes: their exact values at the block's absmax (row_table4_flat's
+// table[code] · a, 16 lanes at once) through round_f16's rule on lanes (round_f16_avx512 / _avx2). A segment whose
+// device values all have those bits (32 a step with AVX-512BW's vpermw, 16 with AVX2's pshufb, from an even
+// element; the rest one at a time), at an absmax that cannot lose range (no code's value non-finite or rounding to
+// ±Inf, or to ±0 from non-zero), passes; any other goes element by element through compare_elem over the exact row,
+// decoded only then. So the result is the element-by-element compare's exactly.
+// The element-by-element part of a segment [j, end) of block b (row o starts at flat element j0 = o·in).
+inline void table4_segment_slow(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, int64_t j, int64_t end, int64_t b,
+                                const uint16_t* drow, float* row, bool& decoded, const float* f16v, Flags& flags, Partial& p) {
+  const int64_t j0 = o * in;
+  if (!decoded) exact_row(ExactKind::Table4FlatF32, w, s, o, in, 1, bi, row), decoded = true;
+  for (int64_t k = j; k < end; k++) compare_elem(row[k - j0], drow[k - j0], k, b, f16v, flags, p);
+}
+
+// Whether drow's elements [k, end) (flat indices; row start j0) are h[code] one at a time: the even element in the
+// high nibble.
+inline bool table4_equal_tail(const uint8_t* w, const uint16_t* h, int64_t k, int64_t end, int64_t j0, const uint16_t* drow) {
+  for (; k < end; k++) {
+    if (drow[k - j0] != h[(k & 1) == 0 ? w[k / 2] >> 4 : w[k / 2] & 15]) return false;
+  }
+  return true;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+__attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
+                                                                        float* row, const float* f16v, Flags& flags, Partial& p) {
+  const __m512 table = _mm512_loadu_ps(reinterpret_cast<const float*>(s));  // little-endian host: the stored float32s
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
     const int64_t b = j / bi, end = std::min(j1, (b + 1) * bi);
-    std::memcpy(block + 16, s + 64 + 4 * b, 4);
-    float v[16];
-    exact_row(ExactKind::Table4FlatF32, codes, reinterpret_cast<const uint8_t*>(block), 0, 16, 1, 16, v);
-    uint16_t h[16];
-    bool ok = true;
-    for (int c = 0; c < 16; c++) {
-      h[c] = round_f16(v[c]);
-      if (!std::isfinite(v[c]) || (h[c] & 0x7c00) == 0x7c00 || (v[c] != 0 && (h[c] & 0x7fff) == 0)) ok = false;
+    float a;
+    std::memcpy(&a, s + 64 + 4 * b, 4);
+    const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
+    const __m256i h = round_f16_avx512(v);
+    const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
+    const __mmask16 lossy = _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
+                            _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
+                            (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
+    bool ok = lossy == 0;
+    int64_t k = j;
+    if (ok && (j & 1) == 0) {
+      // a block's 16 values in both halves, so a vpermw index needs only its low 4 bits: byte c's dword gives
+      // c >> 4 | c << 16, the even element's code (high nibble) in the low word, the odd one's in the high word
+      const __m512i tab = _mm512_broadcast_i64x4(h);
+      for (; ok && k + 32 <= end; k += 32) {
+        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
+        const __m512i idx = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(c, 16));
+        ok = _mm512_cmpneq_epi16_mask(_mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + (k - j0))) == 0;
+      }
     }
-    for (int64_t k = j; ok && k < end; k++) ok = drow[k - j0] == h[(k & 1) == 0 ? w[k / 2] >> 4 : w[k / 2] & 15];
-    if (!ok) {
-      if (!decoded) exact_row(ExactKind::Table4FlatF32, w, s, o, in, 1, bi, row), decoded = true;
-      for (int64_t k = j; k < end; k++) compare_elem(row[k - j0], drow[k - j0], k, b, f16v, flags, p);
+    if (ok) {
+      alignas(32) uint16_t hs[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(hs), h);
+      ok = table4_equal_tail(w, hs, k, end, j0, drow);
     }
+    if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
+    j = end;
+  }
+}
+
+#pragma GCC diagnostic pop
+
+// Whether a lane of v can lose range: not finite, rounding to ±Inf, or non-zero rounding to ±0 (h: round_f16 of
+// each lane, 32-bit lanes).
+__attribute__((target("avx2"))) inline bool lossy8(__m256 v, __m256i h) {
+  const __m256i vu = _mm256_castps_si256(v), f8 = _mm256_set1_epi32(0x7f800000), i7c = _mm256_set1_epi32(0x7c00), zero = _mm256_setzero_si256();
+  const __m256i nf = _mm256_cmpeq_epi32(_mm256_and_si256(vu, f8), f8), inf = _mm256_cmpeq_epi32(_mm256_and_si256(h, i7c), i7c);
+  const __m256i under = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(vu, _mm256_set1_epi32(0x7fffffff)), zero),
+                                            _mm256_cmpeq_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), zero));
+  return _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(nf, inf), under)) != 0;
+}
+
+__attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
+                                                     float* row, const float* f16v, Flags& flags, Partial& p) {
+  const __m256 t0 = _mm256_loadu_ps(reinterpret_cast<const float*>(s)), t1 = _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8);
+  const __m256i byte = _mm256_set1_epi16(0xff);
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  bool decoded = false;
+  const int64_t j0 = o * in, j1 = j0 + in;
+  for (int64_t j = j0; j < j1;) {
+    const int64_t b = j / bi, end = std::min(j1, (b + 1) * bi);
+    float a;
+    std::memcpy(&a, s + 64 + 4 * b, 4);
+    const __m256 va = _mm256_set1_ps(a), v0 = _mm256_mul_ps(t0, va), v1 = _mm256_mul_ps(t1, va);
+    const __m256i h0 = round_f16_avx2_32(v0), h1 = round_f16_avx2_32(v1);
+    bool ok = !lossy8(v0, h0) && !lossy8(v1, h1);
+    const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
+    int64_t k = j;
+    if (ok && (j & 1) == 0) {
+      // the table's low and high bytes, for pshufb; 8 packed bytes → 16 codes, the high nibble first
+      const __m256i hl = _mm256_and_si256(h, byte), hh = _mm256_srli_epi16(h, 8);
+      const __m128i lo = _mm_packus_epi16(_mm256_castsi256_si128(hl), _mm256_extracti128_si256(hl, 1));
+      const __m128i hi = _mm_packus_epi16(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
+      for (; ok && k + 16 <= end; k += 16) {
+        const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k / 2));
+        const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(c, 4), m0f), _mm_and_si128(c, m0f));
+        const __m128i L = _mm_shuffle_epi8(lo, idx), H = _mm_shuffle_epi8(hi, idx);
+        const __m128i* d = reinterpret_cast<const __m128i*>(drow + (k - j0));
+        const __m128i e0 = _mm_cmpeq_epi16(_mm_unpacklo_epi8(L, H), _mm_loadu_si128(d));
+        const __m128i e1 = _mm_cmpeq_epi16(_mm_unpackhi_epi8(L, H), _mm_loadu_si128(d + 1));
+        ok = _mm_movemask_epi8(_mm_and_si128(e0, e1)) == 0xffff;
+      }
+    }
+    if (ok) {
+      alignas(32) uint16_t hs[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(hs), h);
+      ok = table4_equal_tail(w, hs, k, end, j0, drow);
+    }
+    if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
     j = end;
   }
 }
@@ -354,7 +491,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   std::vector<Partial> parts(nt);
   const float* f16v = f16_values();
   // NVFP4 at the reference's SIMD levels but scalar: blocks that match pass 16 values at a time (e2m1_row)
-  static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
+  static const bool avx2 = __builtin_cpu_supports("avx2") != 0, avx512bw = __builtin_cpu_supports("avx512bw") != 0;
   E2m1Ref e2;
   const bool e2fast = kind == ExactKind::E2m1F32 && bo == 1 && bi == 16 && avx2 && reference_simd() != RefSimd::Scalar && e2m1_ref(s, out * C, e2);
 #pragma omp parallel num_threads(nt)
@@ -367,8 +504,12 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
         e2m1_row(e2, w + o * (in / 2), s, o, in, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
+      if (flat && reference_simd() == RefSimd::Avx512 && avx512bw) {
+        table4_row_avx512(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
+        continue;
+      }
       if (flat && reference_simd() != RefSimd::Scalar) {
-        table4_row(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
+        table4_row_avx2(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       exact_row(kind, w, s, o, in, bo, bi, row.data());
@@ -1105,14 +1246,31 @@ Napi::Value nan_codes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(count));
 }
 
-// roundF16(Float32Array) → Uint16Array: the rounding above, exposed so tests hold it to f32ToF16Bits.
+// round_f16 over x[0, n) (n a multiple of 16), 16 lanes a step.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+__attribute__((target("avx512f"))) void round_f16_run_avx512(const float* x, size_t n, uint16_t* h) {
+  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx512(_mm512_loadu_ps(x + i)));
+}
+#pragma GCC diagnostic pop
+__attribute__((target("avx2"))) void round_f16_run_avx2(const float* x, size_t n, uint16_t* h) {
+  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8)));
+}
+
+// roundF16(Float32Array) → Uint16Array: the rounding above at the reference's SIMD level (round_f16_avx512 /
+// _avx2 on whole groups of 16), exposed so tests hold every level to f32ToF16Bits.
 Napi::Value round_f16_fn(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
     throw Napi::TypeError::New(info.Env(), "roundF16: expected a Float32Array");
   }
   auto a = info[0].As<Napi::Float32Array>();
   auto y = Napi::Uint16Array::New(info.Env(), a.ElementLength());
-  for (size_t i = 0; i < a.ElementLength(); i++) y[i] = round_f16(a[i]);
+  const size_t n = a.ElementLength(), n16 = n / 16 * 16;
+  size_t i = 0;
+  // at the reference's SIMD level, as the bitsandbytes check rounds (so the test of this export tests those)
+  if (reference_simd() == RefSimd::Avx512) round_f16_run_avx512(a.Data(), n16, y.Data()), i = n16;
+  else if (reference_simd() == RefSimd::Avx2) round_f16_run_avx2(a.Data(), n16, y.Data()), i = n16;
+  for (; i < n; i++) y[i] = round_f16(a[i]);
   return y;
 }
 

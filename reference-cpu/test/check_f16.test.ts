@@ -102,7 +102,8 @@ describe('checkF16 (native fused compare)', () => {
 
   it('check_f16 on bitsandbytes (flat blocks straddling rows, an odd count, threaded past 2^18): as the TypeScript loop at every SIMD level, for a right and a wrong device', () => {
     const r = new Rng(950);
-    for (const [out, inn, bs] of [[37, 29, 64], [700, 401, 256]] as const) {
+    // odd widths (rows start at odd elements, blocks straddle rows) and whole blocks per row (the 32- and 16-wide steps)
+    for (const [out, inn, bs] of [[37, 29, 64], [700, 401, 256], [48, 256, 64], [9, 96, 32]] as const) {
       const n = out * inn, nb = Math.ceil(n / bs);
       // absmax from 2^-30 (values underflow FP16) to 2^19 (they overflow it)
       const absmax = Float32Array.from({ length: nb }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30)));
@@ -202,7 +203,7 @@ describe('checkF16 (native fused compare)', () => {
     expect(() => checkExactVsF16('e2m1-f32', w, sc, 2, 24, 1, 3, new Uint16Array(48))).toThrow(/e2m1-f32 needs an even block dividing in/);
   });
 
-  it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits', () => {
+  it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits, at every SIMD level', () => {
     const xs: number[] = [];
     const dv = new DataView(new ArrayBuffer(4));
     for (let h = 0; h < 0x7c00; h++) {
@@ -221,8 +222,16 @@ describe('checkF16 (native fused compare)', () => {
       xs.push(dv.getFloat32(0));
     }
     const x = Float32Array.from(xs);
-    const got = roundF16Native(x);
-    for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
+    // every level: scalar, and 16 lanes at once with AVX2 or AVX-512 (the bitsandbytes check's rounding)
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(level);
+        const got = roundF16Native(x);
+        for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${level} ${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
+      }
+    } finally {
+      setReferenceSimd('auto');
+    }
   });
 });
 
