@@ -8,12 +8,12 @@
 import { InputError } from '../harness/errors.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { decodeToF32, E4M3_TABLE } from '../harness/formats/dtypes.js';
-import { dequantExact, type ExactKind, firstNonFinite } from './native.js';
+import { bnbAbsmax, dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
 /** The native decoder's name for a linear weight's stored encoding. */
 export function kindOf(lw: LinearWeight): ExactKind {
   if (lw.format === 'mxfp4') return 'mxfp4';
-  if (lw.format === 'nvfp4') return 'e2m1-f32';
+  if (lw.format === 'nvfp4') return 'e2m1-lut';
   if (lw.format === 'bnb4') return 'table4-flat-f32';
   if (lw.format === 'fp8-block') return lw.scale!.dtype === 'F32' ? 'fp8-f32' : 'fp8-e8m0';
   switch (lw.weight.dtype) {
@@ -40,7 +40,8 @@ const formed = new WeakMap<LinearWeight, Uint8Array>();
 /**
  * The scales of NVFP4 and bitsandbytes formed once per weight by the format's float32 rule (the statement
  * the TypeScript decoders in dequant_ts.ts write element by element), so the native decoder only multiplies:
- *   NVFP4: s[o, b] = fround(E4M3(S[o, b]) · g) or fround(E4M3(S[o, b]) / g);
+ *   NVFP4: [the 256 scales an E4M3 byte S can give, fround(E4M3(S) · g) or fround(E4M3(S) / g) | the stored
+ *     bytes S[o, b]]: a block's scale is the table entry of its byte, looked up natively;
  *   bitsandbytes: [quant_map (16) | absmax per block], absmax of double quant fround(fround(map[a] · nested) + offset).
  * Every other format's scale bytes are passed as stored.
  */
@@ -50,21 +51,22 @@ export function exactOperands(lw: LinearWeight): ExactOperands {
   if (lw.format !== 'nvfp4' && lw.format !== 'bnb4') return { kind, weight, scale: lw.scale?.bytes ?? NO_SCALE, bo: lw.block[0], bi: lw.block[1] };
   let scale = formed.get(lw);
   if (scale === undefined) {
-    scale = new Uint8Array((lw.format === 'nvfp4' ? nvfp4BlockScales(lw) : bnb4TableAndAbsmax(lw)).buffer);
+    scale = lw.format === 'nvfp4' ? nvfp4ScaleTable(lw) : new Uint8Array(bnb4TableAndAbsmax(lw).buffer);
     formed.set(lw, scale);
   }
   return { kind, weight, scale, bo: 1, bi: lw.block[1] };
 }
 
-function nvfp4BlockScales(lw: LinearWeight): Float32Array {
+function nvfp4ScaleTable(lw: LinearWeight): Uint8Array {
   const g = lw.global!;
-  const codes = lw.scale!.bytes.subarray(0, (lw.out * lw.in) / lw.block[1]);
+  const blocks = (lw.out * lw.in) / lw.block[1];
   // the 256 scales a block can have, each formed by the rule (the exact double product or quotient of two
-  // float32s, rounded once to float32 by the store); a block's E4M3 byte picks its own (a closure per block cost
-  // ~70 ms on a [4096×4096] weight, more than its whole native check)
+  // float32s, rounded once to float32 by the store), then the blocks' bytes, each picking its own (per block in
+  // TypeScript, forming each block's float32 cost 1.3 ms on a [2048×4096] weight, more than its whole native check)
   const byCode = Float32Array.from(E4M3_TABLE, (v) => (g.op === 'mul' ? v * g.value : v / g.value));
-  const out = new Float32Array(codes.length);
-  for (let i = 0; i < codes.length; i++) out[i] = byCode[codes[i]];
+  const out = new Uint8Array(4 * 256 + blocks);
+  out.set(new Uint8Array(byCode.buffer));
+  out.set(lw.scale!.bytes.subarray(0, blocks), 4 * 256);
   return out;
 }
 
@@ -76,8 +78,9 @@ function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
   out.set(q.quantMap);
   if (a.dtype === 'F32') out.set(decodeToF32('F32', a.bytes, nb), 16);
   else {
+    // absmax[b] = fround(fround(nested_quant_map[a[b]] · nested_absmax[⌊b/nested_blocksize⌋]) + nested_offset), natively
     const n = q.nested!;
-    for (let b = 0; b < nb; b++) out[16 + b] = Math.fround(Math.fround(n.quantMap[a.bytes[b]] * n.absmax[Math.floor(b / n.blocksize)]) + n.offset);
+    bnbAbsmax(out.subarray(16), n.quantMap, a.bytes.subarray(0, nb), n.absmax, n.blocksize, n.offset);
   }
   return out;
 }

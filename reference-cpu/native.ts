@@ -13,11 +13,12 @@ export interface ReferenceNativeInfo {
 }
 
 /**
- * Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind; 'e2m1-f32' is
- * NVFP4 with its block scales already formed as float32, 'table4-flat-f32' bitsandbytes with its code table and
- * absmax values as float32 (reference-cpu/dequant.ts `exactOperands` forms both by the format's rule).
+ * Stored encodings the exact decoder knows: FP8 blocks carry their scale's dtype in the kind; 'e2m1-lut' is
+ * NVFP4 with the 256 scales an E4M3 byte can give already formed as float32, followed by each block's stored byte,
+ * 'table4-flat-f32' bitsandbytes with its code table and absmax values as float32 (reference-cpu/dequant.ts
+ * `exactOperands` forms both by the format's rule).
  */
-export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32' | 'e2m1-f32' | 'table4-flat-f32';
+export type ExactKind = 'mxfp4' | 'fp8-e8m0' | 'fp8-f32' | 'bf16' | 'f16' | 'f32' | 'e2m1-lut' | 'table4-flat-f32';
 
 /** The exact weight against FP16 device weights, by scale block (see reference-cpu/native/check_f16.cc). */
 export interface ExactVsF16 {
@@ -59,6 +60,7 @@ interface ReferenceAddon {
   linearExact(x: Float32Array, m: number, kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): { y: Float32Array; firstNonFinite: number };
   dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, r0: number, n: number): Float32Array;
   firstNonFinite(w: Float32Array): number;
+  bnbAbsmax(dst: Float32Array, nestedQuantMap: Float32Array, codes: Uint8Array, nestedAbsmax: Float32Array, nestedBlocksize: number, offset: number): void;
   checkF16(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, device: Uint16Array): ExactVsF16;
   checkF16Rows(kind: ExactKind, weight: Uint8Array, scale: Uint8Array, out: number, inn: number, bo: number, bi: number, source: unknown, fast: boolean, fill?: WeightFill): ExactVsF16 | ExactVsF16Read | { readError: string };
   checkF16RowsStart(jobs: unknown[][]): unknown;
@@ -115,6 +117,14 @@ export function dequantExact(kind: ExactKind, weight: Uint8Array, scale: Uint8Ar
 /** The lowest index of a NaN or ±Inf in w, or −1. */
 export function firstNonFinite(w: Float32Array): number {
   return native().firstNonFinite(w);
+}
+
+/**
+ * bitsandbytes' double-quantized absmax of every block (reference-cpu/dequant.ts states the rule):
+ * dst[b] = fround(fround(nestedQuantMap[codes[b]] · nestedAbsmax[⌊b/nestedBlocksize⌋]) + offset).
+ */
+export function bnbAbsmax(dst: Float32Array, nestedQuantMap: Float32Array, codes: Uint8Array, nestedAbsmax: Float32Array, nestedBlocksize: number, offset: number): void {
+  native().bnbAbsmax(dst, nestedQuantMap, codes, nestedAbsmax, nestedBlocksize, offset);
 }
 
 /**

@@ -255,7 +255,7 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   if (a.kind == ExactKind::Mxfp4 && a.in % 32 != 0) throw Napi::RangeError::New(env, std::string(fn) + ": mxfp4 needs in divisible by 32");
   // as dequantExact: NVFP4's rows hold whole blocks (exact_sizes counts in/bi scales a row; a ragged last block
   // would be read past its row and its scales)
-  if (a.kind == ExactKind::E2m1F32 && (a.in % a.bi != 0 || a.bi % 2 != 0)) throw Napi::RangeError::New(env, std::string(fn) + ": e2m1-f32 needs an even block dividing in");
+  if (a.kind == ExactKind::E2m1Lut && (a.in % a.bi != 0 || a.bi % 2 != 0)) throw Napi::RangeError::New(env, std::string(fn) + ": e2m1-lut needs an even block dividing in");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(a.kind, a.out, a.in, a.bo, a.bi, &wbytes, &sbytes);
   auto bytes_arg = [&](size_t i, const char* name, size_t want) {
@@ -269,54 +269,35 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   return a;
 }
 
-// NVFP4 (e2m1-f32, 16-value blocks, one float32 scale each): per distinct scale, the reference's FP16 values of
-// the 16 codes (exact_row over a block holding codes 0..15, then round_f16) and whether that scale can lose range
-// (a code's value rounds to Inf, to ±0 from non-zero, or leaves float32). NVFP4's scales are E4M3 bytes times one
-// global scale, so a tensor has at most 256 distinct ones; the map gives up past kE2m1MaxTables (then every block
-// goes element by element, as before). (Tables kept per thread and found per block instead of this pass cost the
-// fused check ~20% more: the lookup sits in the compare's loop.)
-constexpr int64_t kE2m1MaxTables = 4096;
+// NVFP4 (e2m1-lut, 16-value blocks whose scale is one of 256 float32s, picked by the block's stored E4M3 byte): per
+// byte, the reference's FP16 values of the 16 codes at that byte's scale (exact_row over a block holding codes
+// 0..15, then round_f16) and whether that scale can lose range (a code's value rounds to Inf, to ±0 from non-zero,
+// or leaves float32). A block's table is its stored byte's: no search over the tensor's scales. (Tables kept per
+// thread and found per block cost the fused check ~20% more, and a pass that found each block's distinct float32
+// scale by hashing it was a serial fifth of the check, with the other thread waiting.)
 struct E2m1Ref {
-  std::vector<uint16_t> id;     // [block] → table (< kE2m1MaxTables)
-  std::vector<uint8_t> lo, hi;  // [table·16 + code]: the FP16 bits' low and high bytes, for pshufb
-  std::vector<uint8_t> lossy;   // [table]
+  alignas(16) uint8_t lo[256][16], hi[256][16];  // [byte][code]: the FP16 bits' low and high bytes, for pshufb
+  bool lossy[256];
 };
 
-// The tables of `blocks` float32 scales s, or false when they hold more than kE2m1MaxTables distinct values.
-bool e2m1_ref(const uint8_t* s, int64_t blocks, E2m1Ref& t) {
-  // open addressing on the scale's bits: a std::unordered_map cost ~20 ns a block, more than the compare
-  constexpr uint32_t kSlots = 1u << 14;  // > 2 · kE2m1MaxTables
-  std::vector<uint32_t> key(kSlots), val(kSlots, UINT32_MAX);
-  std::vector<int64_t> first;  // a block holding each distinct scale
-  t.id.resize(static_cast<size_t>(blocks));
-  for (int64_t b = 0; b < blocks; b++) {
-    uint32_t k;
-    std::memcpy(&k, s + 4 * b, 4);
-    uint32_t h = (k * 2654435761u) >> 18;
-    while (val[h] != UINT32_MAX && key[h] != k) h = (h + 1) & (kSlots - 1);
-    if (val[h] == UINT32_MAX) {
-      if (static_cast<int64_t>(first.size()) == kE2m1MaxTables) return false;
-      key[h] = k, val[h] = static_cast<uint32_t>(first.size());
-      first.push_back(b);
-    }
-    t.id[b] = static_cast<uint16_t>(val[h]);
-  }
-  const size_t T = first.size();
-  t.lo.resize(T * 16), t.hi.resize(T * 16), t.lossy.resize(T);
+// The tables of the 256 scales of an e2m1-lut scale buffer s.
+void e2m1_ref(const uint8_t* s, E2m1Ref& t) {
   uint8_t codes[8];
   for (int j = 0; j < 8; j++) codes[j] = static_cast<uint8_t>((2 * j) | ((2 * j + 1) << 4));  // low nibble = the even value
-  for (size_t k = 0; k < T; k++) {
+  std::vector<uint8_t> one(4 * 256 + 1);  // a one-block scale buffer: the table, then the block's byte
+  std::memcpy(one.data(), s, 4 * 256);
+  for (int k = 0; k < 256; k++) {
+    one[4 * 256] = static_cast<uint8_t>(k);
     float v[16];
-    exact_row(ExactKind::E2m1F32, codes, s + 4 * first[k], 0, 16, 1, 16, v);
+    exact_row(ExactKind::E2m1Lut, codes, one.data(), 0, 16, 1, 16, v);
     bool lossy = false;
     for (int c = 0; c < 16; c++) {
       const uint16_t h = round_f16(v[c]);
-      t.lo[k * 16 + c] = static_cast<uint8_t>(h & 0xff), t.hi[k * 16 + c] = static_cast<uint8_t>(h >> 8);
+      t.lo[k][c] = static_cast<uint8_t>(h & 0xff), t.hi[k][c] = static_cast<uint8_t>(h >> 8);
       if (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0)) lossy = true;
     }
     t.lossy[k] = lossy;
   }
-  return true;
 }
 
 // Whether the 16 device values d of a block equal the table's FP16 bits for its 8 packed bytes (AVX2/SSSE3: the
@@ -338,11 +319,12 @@ __attribute__((target("avx2"))) inline bool e2m1_block_same(const uint8_t* packe
 // wrow: row o's packed bytes. AVX2 (its callers check), so that the block test inlines.
 __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
+  const uint8_t* code = s + 4 * 256 + o * C;  // the row's blocks' stored bytes
   bool decoded = false;
   for (int64_t c = 0; c < C; c++) {
-    const uint32_t id = t.id[o * C + c];
-    if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo.data() + id * 16, t.hi.data() + id * 16, drow + c * 16)) continue;
-    if (!decoded) exact_row_at(ExactKind::E2m1F32, wrow, s, o, in, 1, 16, row), decoded = true;
+    const uint8_t id = code[c];
+    if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo[id], t.hi[id], drow + c * 16)) continue;
+    if (!decoded) exact_row_at(ExactKind::E2m1Lut, wrow, s, o, in, 1, 16, row), decoded = true;
     for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
   }
 }
@@ -493,7 +475,8 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
   // NVFP4 at the reference's SIMD levels but scalar: blocks that match pass 16 values at a time (e2m1_row)
   static const bool avx2 = __builtin_cpu_supports("avx2") != 0, avx512bw = __builtin_cpu_supports("avx512bw") != 0;
   E2m1Ref e2;
-  const bool e2fast = kind == ExactKind::E2m1F32 && bo == 1 && bi == 16 && avx2 && reference_simd() != RefSimd::Scalar && e2m1_ref(s, out * C, e2);
+  const bool e2fast = kind == ExactKind::E2m1Lut && bo == 1 && bi == 16 && avx2 && reference_simd() != RefSimd::Scalar;
+  if (e2fast) e2m1_ref(s, e2);
 #pragma omp parallel num_threads(nt)
   {
     Partial& p = parts[omp_get_thread_num()];
@@ -919,7 +902,7 @@ struct RowsJob {
   Fill fill;
   int64_t row_bytes = 0, C = 0, step = 1, chunk_rows = 1, nchunks = 0;
   Fp8Ref f8;
-  E2m1Ref e2m1;  // NVFP4's tables (e2: fast, 16-value blocks, at most kE2m1MaxTables scales)
+  E2m1Ref e2m1;  // NVFP4's tables (e2: fast, 16-value blocks)
   Flags flags;
   std::vector<Partial> parts;  // one per thread of run_jobs
   explicit RowsJob(int64_t blocks) : flags(blocks) {}
@@ -960,7 +943,8 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   j->fp8 = j->fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
   if (j->fp8) j->f8 = fp8_ref(kind, wa.s, ((out + bo - 1) / bo) * C);
   static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
-  j->e2 = j->fast && kind == ExactKind::E2m1F32 && bo == 1 && bi == 16 && avx2 && e2m1_ref(wa.s, out * C, j->e2m1);
+  j->e2 = j->fast && kind == ExactKind::E2m1Lut && bo == 1 && bi == 16 && avx2;
+  if (j->e2) e2m1_ref(wa.s, j->e2m1);
   // FP8 blocks: kFp8Rows rows a step, so each block's tables are loaded once for the step's rows on both sides
   // (a block is 128 codes of a row: 8 table loads for every 2 steps of lookups, one row at a time); else one row.
   j->step = j->fp8 ? kFp8Rows : kRows;

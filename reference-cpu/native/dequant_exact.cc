@@ -10,7 +10,7 @@
 //   fp8 F32    E4M3 · a float32 scale: the exact product has ≤ 28 significant bits, so one correctly
 //              rounded float32 multiply equals TypeScript's exact float64 product rounded once to float32.
 //   plain      BF16 and F16 widen exactly; F32 is copied.
-//   e2m1-f32   NVFP4: E2M1 (2 significant bits) · a float32 block scale: ≤ 26 significant bits, so one correctly
+//   e2m1-lut   NVFP4: E2M1 (2 significant bits) · a float32 block scale: ≤ 26 significant bits, so one correctly
 //              rounded float32 multiply equals TypeScript's exact float64 product rounded once to float32.
 //   table4-flat-f32  bitsandbytes: a float32 table value · a float32 absmax, one correctly rounded multiply,
 //              as TypeScript's Math.fround of the float64 product (exact: 48 bits) rounds it.
@@ -253,14 +253,16 @@ __attribute__((target("avx2"))) void table4_run_avx2(const uint8_t* packed, cons
 }
 #pragma GCC diagnostic pop
 
-// NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; scale (o, ⌊i/bi⌋) is a float32. At the
-// SIMD levels a block's whole 16-value steps go through e2m1_run_*, the rest one pair at a time.
-void row_e2m1_f32(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
+// NVFP4 row o: byte j of the row holds inputs 2j (low nibble) and 2j+1; block (o, ⌊i/bi⌋)'s scale is the float32
+// table entry of its stored byte (scales: 256 float32s, then the bytes, [out, in/bi]). At the SIMD levels a block's
+// whole 16-value steps go through e2m1_run_*, the rest one pair at a time.
+void row_e2m1_lut(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   const Tables& t = tables();
   const int64_t nb = in / bi;
   const RefSimd simd = reference_simd();
+  const uint8_t* code = scales + 4 * 256 + o * nb;
   for (int64_t b = 0; b < nb; b++) {  // block b: inputs [b·bi, (b+1)·bi), one scale
-    const float s = load_f32(scales + 4 * (o * nb + b));
+    const float s = load_f32(scales + 4 * code[b]);
     int64_t i = b * bi;
     const int64_t i16 = i + (bi / 16) * 16;
     if (simd == RefSimd::Avx512) e2m1_run_avx512(src, t.e2m1, s, i, i16, dst), i = i16;
@@ -343,7 +345,7 @@ Napi::Value dequant_exact(const Napi::CallbackInfo& info) {
   const int64_t r0 = arg_int(info, 7, "r0", 0), n = arg_int(info, 8, "n", 0);
   if (r0 + n > out) fail(info.Env(), true, "rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") outside [0, " + std::to_string(out) + ")");
   if (kind == Kind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "mxfp4 needs in divisible by 32");
-  if (kind == Kind::E2m1F32 && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "e2m1-f32 needs an even block dividing in");
+  if (kind == Kind::E2m1Lut && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "e2m1-lut needs an even block dividing in");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);
   const uint8_t* w = arg_bytes(info, 1, "weight", wbytes);
@@ -364,6 +366,46 @@ Napi::Value first_non_finite(const Napi::CallbackInfo& info) {
   }
   auto a = info[0].As<Napi::Float32Array>();
   return Napi::Number::New(info.Env(), static_cast<double>(first_nonfinite(a.Data(), static_cast<int64_t>(a.ElementLength()))));
+}
+
+// bnbAbsmax(dst, nestedQuantMap, codes, nestedAbsmax, nestedBlocksize, offset): bitsandbytes' double-quantized
+// absmax of every block, by the rule reference-cpu/dequant.ts states:
+//   dst[b] = fl(fl(nestedQuantMap[codes[b]] · nestedAbsmax[⌊b/nestedBlocksize⌋]) + offset)
+// two float32 operations, each rounded (no contraction: -ffp-contract=off), as TypeScript's Math.fround of each
+// float64 result (the product of two float32s is exact in float64; the sum of two float32s rounded once more to
+// float32 is the float32 sum). In TypeScript the per-block loop cost ~0.5 ms on a [2048×4096] weight.
+Napi::Value bnb_absmax(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  auto f32 = [&](size_t i, const char* name) {
+    if (i >= info.Length() || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+      throw Napi::TypeError::New(env, std::string("bnbAbsmax: ") + name + " must be a Float32Array");
+    }
+    return info[i].As<Napi::Float32Array>();
+  };
+  if (info.Length() < 6) throw Napi::TypeError::New(env, "bnbAbsmax: expected 6 arguments");
+  auto dst = f32(0, "dst");
+  auto map = f32(1, "nestedQuantMap");
+  if (!info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throw Napi::TypeError::New(env, "bnbAbsmax: codes must be a Uint8Array");
+  auto codes = info[2].As<Napi::Uint8Array>();
+  auto nested = f32(3, "nestedAbsmax");
+  const int64_t n = static_cast<int64_t>(codes.ElementLength());
+  if (static_cast<int64_t>(dst.ElementLength()) != n) throw Napi::RangeError::New(env, "bnbAbsmax: dst has " + std::to_string(dst.ElementLength()) + " values for " + std::to_string(n) + " codes");
+  if (map.ElementLength() != 256) throw Napi::RangeError::New(env, "bnbAbsmax: nestedQuantMap must hold 256 values");
+  const double nbs_d = info[4].IsNumber() ? info[4].As<Napi::Number>().DoubleValue() : 0;
+  if (!(nbs_d >= 1 && nbs_d <= 1e15 && std::floor(nbs_d) == nbs_d)) throw Napi::RangeError::New(env, "bnbAbsmax: nestedBlocksize must be a positive integer");
+  const int64_t nbs = static_cast<int64_t>(nbs_d);
+  if (static_cast<int64_t>(nested.ElementLength()) < (n + nbs - 1) / nbs) throw Napi::RangeError::New(env, "bnbAbsmax: nestedAbsmax holds " + std::to_string(nested.ElementLength()) + " values, want " + std::to_string((n + nbs - 1) / nbs));
+  if (!info[5].IsNumber()) throw Napi::TypeError::New(env, "bnbAbsmax: offset must be a number");
+  const float offset = static_cast<float>(info[5].As<Napi::Number>().DoubleValue());
+  const uint8_t* c = codes.Data();
+  const float *t = map.Data(), *a = nested.Data();
+  float* y = dst.Data();
+#pragma omp parallel for schedule(static) if (n >= (1 << 16))
+  for (int64_t b = 0; b < n; b++) {
+    const float p = t[c[b]] * a[b / nbs];
+    y[b] = p + offset;
+  }
+  return env.Undefined();
 }
 
 // The exponent field all ones: NaN or ±Inf, tested on the bits (no float compare, no FP flags).
@@ -410,14 +452,14 @@ int64_t first_nonfinite(const float* p, int64_t n) {
 
 void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
   if (kind == Kind::Mxfp4) row_mxfp4(wrow, s, o, in, dst);
-  else if (kind == Kind::E2m1F32) row_e2m1_f32(wrow, s, o, in, bi, dst);
+  else if (kind == Kind::E2m1Lut) row_e2m1_lut(wrow, s, o, in, bi, dst);
   else if (kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32) row_fp8(kind, wrow, s, o, in, bo, bi, dst);
   else row_plain(kind, wrow, in, dst);
 }
 
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
   if (kind == Kind::Table4FlatF32) return row_table4_flat(w, s, o, in, bi, dst);  // flat blocks: no row of its own
-  const int64_t row_bytes = kind == Kind::Mxfp4 || kind == Kind::E2m1F32 ? in / 2 : kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32 ? in : kind == Kind::F32 ? in * 4 : in * 2;
+  const int64_t row_bytes = kind == Kind::Mxfp4 || kind == Kind::E2m1Lut ? in / 2 : kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32 ? in : kind == Kind::F32 ? in * 4 : in * 2;
   exact_row_at(kind, w + o * row_bytes, s, o, in, bo, bi, dst);
 }
 
@@ -432,7 +474,7 @@ void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi
     case Kind::Bf16:
     case Kind::F16: *wbytes = out * in * 2; break;
     case Kind::F32: *wbytes = out * in * 4; break;
-    case Kind::E2m1F32: *wbytes = out * in / 2, *sbytes = out * (in / bi) * 4; break;
+    case Kind::E2m1Lut: *wbytes = out * in / 2, *sbytes = 4 * 256 + out * (in / bi); break;
     case Kind::Table4FlatF32: *wbytes = (out * in + 1) / 2, *sbytes = (16 + (out * in + bi - 1) / bi) * 4; break;
   }
 }
@@ -447,12 +489,13 @@ ExactKind exact_kind_name(Napi::Env env, const Napi::Value& v, const char* fn) {
   if (k == "bf16") return Kind::Bf16;
   if (k == "f16") return Kind::F16;
   if (k == "f32") return Kind::F32;
-  if (k == "e2m1-f32") return Kind::E2m1F32;
+  if (k == "e2m1-lut") return Kind::E2m1Lut;
   if (k == "table4-flat-f32") return Kind::Table4FlatF32;
-  throw Napi::TypeError::New(env, std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-f32, table4-flat-f32");
+  throw Napi::TypeError::New(env, std::string(fn) + ": kind must be one of mxfp4, fp8-e8m0, fp8-f32, bf16, f16, f32, e2m1-lut, table4-flat-f32");
 }
 
 void register_dequant_exact(Napi::Env env, Napi::Object exports) {
   exports.Set("dequantExact", Napi::Function::New(env, dequant_exact));
   exports.Set("firstNonFinite", Napi::Function::New(env, first_non_finite));
+  exports.Set("bnbAbsmax", Napi::Function::New(env, bnb_absmax));
 }

@@ -6,11 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
-// E2m1F32: NVFP4 — E2M1 nibbles [out, in/2] low-even, one float32 scale per [1, bi] block (the block's
-//   E4M3 scale times or over the global scale, formed by the caller by the format's float32 rule).
+// E2m1Lut: NVFP4 — E2M1 nibbles [out, in/2] low-even; the scale buffer holds 256 float32 values (the scale each
+//   E4M3 byte gives: the byte's value times or over the global scale, formed by the caller by the format's float32
+//   rule), then the stored E4M3 byte of each [1, bi] block, [out, in/bi]: a block's scale is table[byte].
 // Table4FlatF32: bitsandbytes 4-bit — codes over the flattened [out, in], two a byte high-even; the scale
 //   buffer holds the stored 16-entry code table then one float32 absmax per bi flat elements.
-enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32, E2m1F32, Table4FlatF32 };
+enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32, E2m1Lut, Table4FlatF32 };
 
 // Row o of a stored [out, in] weight (whole tensors w, s), decoded exactly into dst[in].
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
@@ -20,7 +21,7 @@ void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t
 int64_t first_nonfinite(const float* p, int64_t n);
 // Bytes a whole [out, in] weight and its scale occupy.
 void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes);
-// info[i] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32', 'e2m1-f32', 'table4-flat-f32'); TypeError otherwise.
+// info[i] as a kind name ('mxfp4', 'fp8-e8m0', 'fp8-f32', 'bf16', 'f16', 'f32', 'e2m1-lut', 'table4-flat-f32'); TypeError otherwise.
 ExactKind exact_kind_arg(const Napi::CallbackInfo& info, const char* fn, size_t i = 0);
 ExactKind exact_kind_name(Napi::Env env, const Napi::Value& v, const char* fn);
 // IEEE binary16 bits → their float32 value.

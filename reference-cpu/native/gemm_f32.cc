@@ -326,7 +326,7 @@ Napi::Value linear_exact(const Napi::CallbackInfo& info) {
   const int r0 = static_cast<int>(r0d), n = arg_dim(info, 10, "n");
   if ((int64_t)r0 + n > out) fail(info.Env(), true, "linearExact: rows outside the weight");
   if (kind == ExactKind::Mxfp4 && in % 32 != 0) fail(info.Env(), true, "linearExact: mxfp4 needs in divisible by 32");
-  if (kind == ExactKind::E2m1F32 && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "linearExact: e2m1-f32 needs an even block dividing in");
+  if (kind == ExactKind::E2m1Lut && (in % bi != 0 || bi % 2 != 0)) fail(info.Env(), true, "linearExact: e2m1-lut needs an even block dividing in");
   const float* x = arg_f32(info, 0, "x", (size_t)m * in, "m×in [" + std::to_string(m) + "×" + std::to_string(in) + "]");
   size_t wbytes = 0, sbytes = 0;
   exact_sizes(kind, out, in, bo, bi, &wbytes, &sbytes);

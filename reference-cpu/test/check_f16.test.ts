@@ -184,23 +184,40 @@ describe('checkF16 (native fused compare)', () => {
     }
   });
 
-  it('check_f16 on e2m1-f32 with more distinct float32 scales than the fast path keeps tables for: element by element, the same result', () => {
+  it('check_f16 on e2m1-lut with every one of the 256 E4M3 bytes as a block scale (NaN bytes, zero, overflowing and underflowing ones): the per-byte tables give the element-by-element result at every level', () => {
     const r = new Rng(961);
-    const out = 320, inn = 256, blocks = (out * inn) / 16; // 5,120 distinct scales
-    const w = bytes(r, (out * inn) / 2);
-    const sc = new Uint8Array(Float32Array.from({ length: blocks }, (_, b) => Math.fround((b + 1) * 2 ** -12)).buffer);
-    const dev = Uint16Array.from({ length: out * inn }, () => r.int(0x7c00));
-    const got: unknown[] = [];
-    for (const level of ['auto', 'scalar'] as const) {
-      setReferenceSimd(level);
-      got.push(flags(checkExactVsF16('e2m1-f32', w, sc, out, inn, 1, 16, dev)));
+    const out = 64, inn = 256, blocks = (out * inn) / 16; // 1,024 blocks: every byte four times
+    const gv = Math.fround(60);
+    const lw: LinearWeight = {
+      out, in: inn, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+      weight: { name: 'n.weight', dtype: 'U8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
+      scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [out, inn / 16], bytes: Uint8Array.from({ length: blocks }, (_, b) => (b * 37) & 255) },
+      global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([gv]).buffer) }, value: gv, op: 'mul' },
+    };
+    const e = exactOperands(lw);
+    expect(e.kind).toBe('e2m1-lut');
+    expect(e.scale.length).toBe(4 * 256 + blocks);
+    const right = Uint16Array.from(dequantLinearTs(lw), (v) => f32ToF16Bits(v));
+    const wrong = right.slice();
+    for (let t = 0; t < 40; t++) wrong[r.int(wrong.length)] ^= 1 << r.int(16);
+    try {
+      for (const dev of [right, wrong]) {
+        const got: unknown[] = [];
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          got.push(flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, 1, 16, dev)));
+        }
+        expect(got[0]).toEqual(got[2]);
+        expect(got[1]).toEqual(got[2]);
+        // the NaN bytes 0x7F and 0xFF make NaN references: bad input, found at the first block holding one
+        expect((got[2] as ExactVsF16).firstReferenceNonFinite).toBe(16 * Array.from(lw.scale!.bytes).findIndex((b) => (b & 0x7f) === 0x7f));
+      }
+    } finally {
+      setReferenceSimd('auto');
     }
-    setReferenceSimd('auto');
-    expect(got[0]).toEqual(got[1]);
-    expect((got[0] as ExactVsF16).firstBad).toBeGreaterThanOrEqual(0);
     // a row of 24 values is one block and a half of 16: refused by name, as dequantExact refuses it, never read past its row
-    expect(() => checkExactVsF16('e2m1-f32', w, sc, 2, 24, 1, 16, new Uint16Array(48))).toThrow(/e2m1-f32 needs an even block dividing in/);
-    expect(() => checkExactVsF16('e2m1-f32', w, sc, 2, 24, 1, 3, new Uint16Array(48))).toThrow(/e2m1-f32 needs an even block dividing in/);
+    expect(() => checkExactVsF16('e2m1-lut', e.weight, e.scale, 2, 24, 1, 16, new Uint16Array(48))).toThrow(/e2m1-lut needs an even block dividing in/);
+    expect(() => checkExactVsF16('e2m1-lut', e.weight, e.scale, 2, 24, 1, 3, new Uint16Array(48))).toThrow(/e2m1-lut needs an even block dividing in/);
   });
 
   it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits, at every SIMD level', () => {

@@ -176,7 +176,7 @@ describe('native exact dequantization', () => {
         expect(names.length).toBe(21);
         for (const name of names) {
           const lw = loadLinear(ck, `${moduleOf(name)}.weight`, storedLogicalShape(ck, name), qc);
-          expect(kindOf(lw)).toBe(fmt.startsWith('bnb') ? 'table4-flat-f32' : 'e2m1-f32');
+          expect(kindOf(lw)).toBe(fmt.startsWith('bnb') ? 'table4-flat-f32' : 'e2m1-lut');
           const want = dequantLinearTs(lw);
           atEveryLevel((level) => {
             expectSameBits(dequantRowsExact(lw, 0, lw.out), want, `${level} ${name}`);
@@ -191,17 +191,23 @@ describe('native exact dequantization', () => {
     });
   }
 
-  it('e2m1-f32 (NVFP4) against the exact-rational oracle, blocks of 16, 32 and 10 values (whole SIMD steps, two a block, none), every SIMD level', () => {
+  it('e2m1-lut (NVFP4) against the exact-rational oracle, blocks of 16, 32 and 10 values (whole SIMD steps, two a block, none), every SIMD level', () => {
     const r = new Rng(78);
     for (const [out, inn, bi] of [[9, 96, 16], [5, 128, 32], [6, 80, 10]] as const) {
       const w = Uint8Array.from({ length: (out * inn) / 2 }, () => r.int(256));
-      // float32 scales over a wide range, negative ones and subnormal ones included
-      const sc = Float32Array.from({ length: (out * inn) / bi }, () => Math.fround((r.uniform() - 0.3) * 2 ** (r.int(80) - 140)));
+      // 256 float32 scales over a wide range, negative ones and subnormal ones included, and a byte per block picking one
+      const table = Float32Array.from({ length: 256 }, () => Math.fround((r.uniform() - 0.3) * 2 ** (r.int(80) - 140)));
+      const pick = Uint8Array.from({ length: (out * inn) / bi }, () => r.int(256));
       const want = Float32Array.from({ length: out * inn }, (_, k) => {
         const code = k % 2 === 0 ? w[k >> 1] & 15 : w[k >> 1] >> 4; // low nibble: the even input index
-        return e2m1Exact(code) * sc[Math.floor(k / bi)]; // ≤ 26 significant bits: exact in float64, rounded once by the store
+        return e2m1Exact(code) * table[pick[Math.floor(k / bi)]]; // ≤ 26 significant bits: exact in float64, rounded once by the store
       });
-      atEveryLevel((level) => expectSameBits(dequantExact('e2m1-f32', w, new Uint8Array(sc.buffer), out, inn, 1, bi, 0, out), want, `${level} [${out}×${inn}] blocks of ${bi}`));
+      const sc = new Uint8Array(4 * 256 + pick.length);
+      sc.set(new Uint8Array(table.buffer));
+      sc.set(pick, 4 * 256);
+      atEveryLevel((level) => expectSameBits(dequantExact('e2m1-lut', w, sc, out, inn, 1, bi, 0, out), want, `${level} [${out}×${inn}] blocks of ${bi}`));
+      // a scale buffer one byte short (the last block's byte) is refused, never read past
+      expect(() => dequantExact('e2m1-lut', w, sc.subarray(0, sc.length - 1), out, inn, 1, bi, 0, out)).toThrow(/scale/);
     }
   });
 
