@@ -93,7 +93,8 @@ const packedBytes = (lw: LinearWeight) => lw.weight.bytes.length + lw.scale!.byt
 function checkAll(cache: LinearCache, set: LinearWeight[], fused: boolean): () => void {
   return () => {
     for (const lw of set) {
-      const e = exactOperands(lw);
+      // a copy, so its scales are formed again (exactOperands keeps them per weight object): a check meets each weight once
+      const e = exactOperands({ ...lw });
       const r = fused
         ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource(lw, null))
         : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
