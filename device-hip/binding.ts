@@ -53,6 +53,8 @@ export interface DeviceNative extends DeviceOps {
   dequantRowSource?: (...args: Parameters<DeviceOps['dequantToF16']>) => DeviceRowSource;
   /** The same for an NVFP4 weight: dequantNvfp4ToF16's arguments → its FP16 rows. */
   nvfp4RowSource?: (...args: Parameters<DeviceOps['dequantNvfp4ToF16']>) => DeviceRowSource;
+  /** The same for a bitsandbytes weight whose rows hold whole blocks of an even size: dequantBnb4ToF16's arguments. */
+  bnb4RowSource?: (...args: Parameters<DeviceOps['dequantBnb4ToF16']>) => DeviceRowSource;
   info(): DeviceInfo;
   /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
@@ -63,8 +65,8 @@ export interface DeviceNative extends DeviceOps {
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
 export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
   // the row sources take their dequantization's arguments: the same generated checks, around the row source
-  const checks = validatedDeviceOps({ ...raw, dequantToF16: () => new Uint16Array(0), dequantNvfp4ToF16: () => new Uint16Array(0) });
-  const rowSource = raw.dequantRowSource, nvfp4Source = raw.nvfp4RowSource;
+  const checks = validatedDeviceOps({ ...raw, dequantToF16: () => new Uint16Array(0), dequantNvfp4ToF16: () => new Uint16Array(0), dequantBnb4ToF16: () => new Uint16Array(0) });
+  const rowSource = raw.dequantRowSource, nvfp4Source = raw.nvfp4RowSource, bnb4Source = raw.bnb4RowSource;
   return {
     ...validatedDeviceOps(raw),
     ...(rowSource === undefined
@@ -81,6 +83,14 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
           nvfp4RowSource: (...args: Parameters<DeviceOps['dequantNvfp4ToF16']>) => {
             checks.dequantNvfp4ToF16(...args);
             return nvfp4Source(...args);
+          },
+        }),
+    ...(bnb4Source === undefined
+      ? {}
+      : {
+          bnb4RowSource: (...args: Parameters<DeviceOps['dequantBnb4ToF16']>) => {
+            checks.dequantBnb4ToF16(...args);
+            return bnb4Source(...args);
           },
         }),
     info: () => raw.info(),

@@ -15,6 +15,13 @@ const EMPTY_F32 = new Float32Array(0);
 /** A fault's code for the native ops (0: none, or a fault the dequantization does not take). */
 const faultCode = (fault: FaultId | null): number => (fault !== null && fault in FAULT_CODES ? FAULT_CODES[fault as keyof typeof FAULT_CODES] : 0);
 
+/** dequantBnb4ToF16's arguments for a bitsandbytes weight (its row source takes the same). */
+function bnb4Args(lw: LinearWeight, code: number): Parameters<DeviceNative['dequantBnb4ToF16']> {
+  const q = lw.bnb!;
+  const nest = q.nested;
+  return [lw.weight.bytes, lw.scale!.bytes, nest !== null, q.quantMap, nest?.absmax ?? EMPTY_F32, nest?.quantMap ?? EMPTY_F32, nest?.offset ?? 0, nest?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code];
+}
+
 /** The most rows a product may have to read an FP8-block weight's stored bytes (LinearCache.product): gemmFp8F16's GEMV kernel serves up to 4. */
 export const FUSED_FP8_MAX_ROWS = 4;
 
@@ -51,9 +58,10 @@ export class LinearCache {
   }
 
   /**
-   * The device's FP16 rows of lw as a row source for the weights-first check's fused pass (dequantToF16's formats
-   * and NVFP4), or null where the device has none (the hip backend) and for bitsandbytes, whose flat blocks the
-   * fused pass does not count.
+   * The device's FP16 rows of lw as a row source for the weights-first check's fused pass (dequantToF16's formats,
+   * NVFP4, and bitsandbytes where each row holds whole blocks of an even size), or null where the device has none
+   * (the hip backend) and for bitsandbytes blocks that straddle rows, which the fused pass's [row, column] block
+   * grid cannot count.
    */
   rowSource(lw: LinearWeight, fault: FaultId | null): DeviceRowSource | null {
     const code = faultCode(fault);
@@ -62,7 +70,12 @@ export class LinearCache {
       const g = lw.global!;
       return this.N.nvfp4RowSource(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
     }
-    if (this.N.dequantRowSource === undefined || lw.format === 'bnb4') return null;
+    if (lw.format === 'bnb4') {
+      const bs = lw.bnb!.blocksize;
+      if (this.N.bnb4RowSource === undefined || bs % 2 !== 0 || lw.in % bs !== 0) return null;
+      return this.N.bnb4RowSource(...bnb4Args(lw, code));
+    }
+    if (this.N.dequantRowSource === undefined) return null;
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantRowSource(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }
@@ -114,11 +127,7 @@ export class LinearCache {
       const g = lw.global!;
       return this.N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
     }
-    if (lw.format === 'bnb4') {
-      const q = lw.bnb!;
-      const nest = q.nested;
-      return this.N.dequantBnb4ToF16(lw.weight.bytes, lw.scale!.bytes, nest !== null, q.quantMap, nest?.absmax ?? EMPTY_F32, nest?.quantMap ?? EMPTY_F32, nest?.offset ?? 0, nest?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code);
-    }
+    if (lw.format === 'bnb4') return this.N.dequantBnb4ToF16(...bnb4Args(lw, code));
     const kind = lw.format === 'plain' ? PLAIN_KIND[lw.weight.dtype] : KIND[lw.format as keyof typeof KIND];
     return this.N.dequantToF16(kind, lw.weight.bytes, lw.scale?.bytes ?? null, lw.scale?.dtype === 'F32', lw.out, lw.in, lw.block[0], lw.block[1], code);
   }

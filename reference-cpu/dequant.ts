@@ -7,7 +7,7 @@
  */
 import { InputError } from '../harness/errors.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
-import { decodeToF32, E4M3_TABLE } from '../harness/formats/dtypes.js';
+import { E4M3_TABLE } from '../harness/formats/dtypes.js';
 import { bnbAbsmax, dequantExact, type ExactKind, firstNonFinite } from './native.js';
 
 /** The native decoder's name for a linear weight's stored encoding. */
@@ -76,7 +76,7 @@ function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
   const nb = Math.ceil((lw.out * lw.in) / q.blocksize);
   const out = new Float32Array(16 + nb);
   out.set(q.quantMap);
-  if (a.dtype === 'F32') out.set(decodeToF32('F32', a.bytes, nb), 16);
+  if (a.dtype === 'F32') new Uint8Array(out.buffer, 64, 4 * nb).set(a.bytes.subarray(0, 4 * nb)); // the stored little-endian float32s, as the host holds them
   else {
     // absmax[b] = fround(fround(nested_quant_map[a[b]] · nested_absmax[⌊b/nested_blocksize⌋]) + nested_offset), natively
     const n = q.nested!;

@@ -381,10 +381,12 @@ void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, 
 }
 
 Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info);  // dequant_fp4.cc
+Napi::Value bnb4_row_source(const Napi::CallbackInfo& info);   // dequant_fp4.cc
 
 void init_row_source(Napi::Env env, Napi::Object exports) {
   exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source));
   exports.Set("nvfp4RowSource", Napi::Function::New(env, nvfp4_row_source));
+  exports.Set("bnb4RowSource", Napi::Function::New(env, bnb4_row_source));
 }
 
 // The checks (kind, block, scale presence, lengths) are the reader's: here kind picks the kernel.

@@ -9,6 +9,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "addon.h"
 #include "ops_emulated.generated.h"
@@ -178,8 +180,8 @@ struct Bnb4Absmax {
 // non-NaN product, as f16_products; a NaN product through the scalar rule), held in both halves of a register, so
 // a vpermw index needs only its low 4 bits right (as mxfp4_row_avx512): b >> 4 | b << 16 puts element 2j's code
 // (the high nibble) in the low word's bits 0..3 and element 2j+1's in the high word's (b | b << 12 under the
-// nibble-order fault). The same values as the scalar loop, 32 a step.
-__attribute__((target("avx512f,avx512bw,avx2,f16c"))) void bnb4_blocks_avx512(const uint8_t* packed, const Bnb4Absmax& am, const float* code, long long b0,
+// nibble-order fault). The same values as the scalar loop, 32 a step. pb: block b0's packed bytes; y: its first value.
+__attribute__((target("avx512f,avx512bw,avx2,f16c"))) void bnb4_blocks_avx512(const uint8_t* pb0, const Bnb4Absmax& am, const float* code, long long b0,
                                                                                long long b1, int blocksize, bool swap, uint16_t* y) {
   const __m512 codes = _mm512_loadu_ps(code);
   for (long long b = b0; b < b1; b++) {
@@ -192,8 +194,8 @@ __attribute__((target("avx512f,avx512bw,avx2,f16c"))) void bnb4_blocks_avx512(co
       h = _mm256_load_si256(reinterpret_cast<const __m256i*>(t));
     }
     const __m512i tab = _mm512_broadcast_i64x4(h);
-    const uint8_t* pb = packed + (size_t)b * (size_t)(blocksize / 2);
-    uint16_t* yb = y + (size_t)b * (size_t)blocksize;
+    const uint8_t* pb = pb0 + (size_t)(b - b0) * (size_t)(blocksize / 2);
+    uint16_t* yb = y + (size_t)(b - b0) * (size_t)blocksize;
     for (int q = 0; q < blocksize / 32; q++) {
       const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + q * 16)));
       const __m512i idx = swap ? _mm512_or_si512(v, _mm512_slli_epi32(v, 12)) : _mm512_or_si512(_mm512_srli_epi32(v, 4), _mm512_slli_epi32(v, 16));
@@ -231,7 +233,9 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
   if (g_simd == Simd::Avx512 && bw && blocksize % 32 == 0) {
     const long long whole = (long long)(n / (size_t)blocksize), chunk = 256;
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
-    for (long long b0 = 0; b0 < whole; b0 += chunk) bnb4_blocks_avx512(packed, am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y);
+    for (long long b0 = 0; b0 < whole; b0 += chunk) {
+      bnb4_blocks_avx512(packed + (size_t)b0 * (blocksize / 2), am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y + (size_t)b0 * blocksize);
+    }
     first = whole;
   }
 #pragma omp parallel for schedule(static) if ((size_t)(nblocks - first) * blocksize >= (1 << 15))
@@ -250,6 +254,58 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
   }
 }
 
+// Blocks [b0, b1) of a bitsandbytes weight of an even block size (each block starts on a byte) into y, from block
+// b0's first value; pb: block b0's packed bytes. The kernels and order of dequant_bnb4 for those blocks, so the
+// same bits (for the row source, whose rows hold whole blocks).
+void bnb4_whole_blocks(const uint8_t* pb, const Bnb4Absmax& am, const float* code, long long b0, long long b1, int blocksize, int fault, uint16_t* y) {
+  static const bool bw = __builtin_cpu_supports("avx512bw");
+  const bool swap = fault == LD_FAULT_NIBBLE_SWAP;
+  if (g_simd == Simd::Avx512 && bw && blocksize % 32 == 0) return bnb4_blocks_avx512(pb, am, code, b0, b1, blocksize, swap, y);
+  for (long long b = b0; b < b1; b++) {
+    Bnb4Block t;
+    f16_products(code, am(b), 16, t.f16);  // ld_bnb4_value_f16 of each code
+    const uint8_t* p = pb + (size_t)(b - b0) * (blocksize / 2);
+    uint16_t* yb = y + (size_t)(b - b0) * blocksize;
+    size_t k = 0;
+    if (g_avx2) {
+      const size_t n32 = (size_t)blocksize / 32;
+      split_bytes(t.f16, 16, t.lo, t.hi);
+      bnb4_span_avx2(p, t, n32, swap, yb);
+      k = n32 * 32;
+    }
+    for (; k < (size_t)blocksize; k++) yb[k] = t.f16[ld_bnb4_code(p, k, fault)];  // k's parity is the flat index's
+  }
+}
+
+// The weights-first check's row source for a bitsandbytes weight whose rows hold whole blocks (in a multiple of an
+// even block size: every bitsandbytes checkpoint's linears), as dequantBnb4ToF16 decodes them. The small tables
+// (code values under the fault, the nested absmax and map) are copied in; the weight and absmax stay referenced.
+struct Bnb4SourceState {
+  LdRowSource src;
+  ops::DequantBnb4ToF16Args a;
+  std::vector<float> nested_absmax, nested_map;
+  alignas(64) float code[16];
+  Bnb4Absmax am;
+  long long per_row;  // blocks a row
+  explicit Bnb4SourceState(const ops::DequantBnb4ToF16Args& args)
+      : src{}, a(args), nested_absmax(args.nestedAbsmax.data, args.nestedAbsmax.data + args.nestedAbsmax.len),
+        nested_map(args.nestedQuantMap.data, args.nestedQuantMap.data + args.nestedQuantMap.len),
+        am{args.absmax.data, args.absmaxIsCodes ? 1 : 0, nested_absmax.data(), nested_map.data(), args.nestedOffset, (int)args.nestedBlocksize, (int)args.fault},
+        per_row(args.inDim / args.blocksize) {
+    for (int c = 0; c < 16; c++) code[c] = a.fault == LD_FAULT_CODE_TABLE ? ld_element_to_f32(LD_ELEM_E2M1, c) : a.quantMap.data[c];
+  }
+};
+
+void bnb4_rows_from(const LdRowSource* self, const uint8_t* weight, int64_t row0, int64_t n, uint16_t* dst) {
+  const Bnb4SourceState* st = static_cast<const Bnb4SourceState*>(self->state);
+  bnb4_whole_blocks(weight, st->am, st->code, row0 * st->per_row, (row0 + n) * st->per_row, (int)st->a.blocksize, (int)st->a.fault, dst);
+}
+
+void bnb4_rows(const LdRowSource* self, int64_t row0, int64_t n, uint16_t* dst) {
+  const Bnb4SourceState* st = static_cast<const Bnb4SourceState*>(self->state);
+  bnb4_rows_from(self, st->a.weight.data + (size_t)row0 * (st->a.inDim / 2), row0, n, dst);
+}
+
 }  // namespace
 
 // nvfp4RowSource(dequantNvfp4ToF16's arguments) → an External LdRowSource (type-tagged), holding references to the
@@ -259,6 +315,19 @@ Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info) {
   auto* st = new Nvfp4SourceState(ops::read_dequantNvfp4ToF16(info, "nvfp4RowSource"));
   st->src = LdRowSource{nvfp4_rows, nvfp4_rows_from, st->a.out, st->a.inDim, st};
   return row_source_external(env, &st->src, [](void* p) { delete static_cast<Nvfp4SourceState*>(p); }, st, info[0], info[1], "nvfp4RowSource");
+}
+
+// bnb4RowSource(dequantBnb4ToF16's arguments) → an External LdRowSource (type-tagged) over a weight whose rows hold
+// whole blocks of an even size, holding references to the weight and absmax arrays.
+Napi::Value bnb4_row_source(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  const ops::DequantBnb4ToF16Args a = ops::read_dequantBnb4ToF16(info, "bnb4RowSource");
+  if (a.blocksize % 2 != 0 || a.inDim % a.blocksize != 0) {
+    throw Napi::RangeError::New(env, "bnb4RowSource: rows must hold whole blocks of an even size (in " + std::to_string(a.inDim) + ", blocksize " + std::to_string(a.blocksize) + ")");
+  }
+  auto* st = new Bnb4SourceState(a);
+  st->src = LdRowSource{bnb4_rows, bnb4_rows_from, st->a.out, st->a.inDim, st};
+  return row_source_external(env, &st->src, [](void* p) { delete static_cast<Bnb4SourceState*>(p); }, st, info[0], info[1], "bnb4RowSource");
 }
 
 void emu::dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o) {

@@ -295,14 +295,14 @@ export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequ
     matches: [],
     example: null,
   };
-  // The device's FP16 tensor is materialised only where it is needed: bitsandbytes' compare, a device without a
-  // row source, and the evidence of a mismatch (the example and the catalog readings).
+  // The device's FP16 tensor is materialised only where it is needed: a device without a row source (or
+  // bitsandbytes blocks that straddle rows), and the evidence of a mismatch (the example and the catalog readings).
   let devTensor: Uint16Array | null = null;
   const device = (): Uint16Array => (devTensor ??= cache.get(lw, fault));
   // A pending weight is read by the fused pass, which counts an FP8 weight's NaN codes as it reads; the scale's
   // are counted first, so a NaN scale still stops the check before any compare. Without the fused pass (no row
   // source, a NaN scale, whose report counts the weight's NaN codes too), it is read here first.
-  const source = lw.format === 'bnb4' ? null : (cache.rowSource?.(lw, fault) ?? null);
+  const source = cache.rowSource?.(lw, fault) ?? null;
   const inScale = pending !== null ? nanCodes(lw, false) : null;
   const fused = pending !== null && source !== null && inScale!.n === 0 ? pending : null;
   if (pending !== null && fused === null) pending.fill();
@@ -317,8 +317,9 @@ export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequ
   //   device Inf/NaN                      → counted;
   //   same FP16 (bits, ±0, both NaN)      → fine; otherwise the block is bad and |Δ| enters max_abs.
   // With a row source the device's rows are pulled into the pass (fused: no FP16 tensor), otherwise compared
-  // from the device's whole FP16 tensor. bitsandbytes' flat blocks straddle rows, which the fused pass's
-  // [row, column] block grid cannot count: checkF16 counts them over the flattened weight.
+  // from the device's whole FP16 tensor. bitsandbytes' flat blocks are the fused pass's [row, column] grid when
+  // each row holds whole blocks; where they straddle rows (no row source), checkF16 counts them over the
+  // flattened weight.
   const e = exactOperands(lw);
   if (fused !== null) {
     const job: RowsReadingJob = { kind: e.kind, weight: e.weight, scale: e.scale, out: lw.out, inn: lw.in, bo: e.bo, bi: e.bi, source, fill: fused };

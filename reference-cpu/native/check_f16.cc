@@ -337,6 +337,9 @@ __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* w
 // element; the rest one at a time), at an absmax that cannot lose range (no code's value non-finite or rounding to
 // ±Inf, or to ±0 from non-zero), passes; any other goes element by element through compare_elem over the exact row,
 // decoded only then. So the result is the element-by-element compare's exactly.
+// Blocks whose tables table4_row_* form before comparing any of them (at most 32: one bit each of a lossy mask).
+constexpr int64_t kTable4Group = 16;
+
 // The element-by-element part of a segment [j, end) of block b (row o starts at flat element j0 = o·in).
 inline void table4_segment_slow(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, int64_t j, int64_t end, int64_t b,
                                 const uint16_t* drow, float* row, bool& decoded, const float* f16v, Flags& flags, Partial& p) {
@@ -362,34 +365,41 @@ __attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const ui
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
-    const int64_t b = j / bi, end = std::min(j1, (b + 1) * bi);
-    float a;
-    std::memcpy(&a, s + 64 + 4 * b, 4);
-    const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
-    const __m256i h = round_f16_avx512(v);
-    const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
-    const __mmask16 lossy = _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
+    // up to kTable4Group blocks' tables first, in a loop without branches (independent chains the core overlaps),
+    // then their segments' compares
+    const int64_t b0 = j / bi, nb = std::min<int64_t>(kTable4Group, (j1 - 1) / bi - b0 + 1);
+    alignas(32) uint16_t hs[kTable4Group][16];
+    uint32_t lossy = 0;
+    for (int64_t g = 0; g < nb; g++) {
+      float a;
+      std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
+      const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
+      const __m256i h = round_f16_avx512(v);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(hs[g]), h);
+      const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
+      const __mmask16 bad = _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
                             _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
                             (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
-    bool ok = lossy == 0;
-    int64_t k = j;
-    if (ok && (j & 1) == 0) {
-      // a block's 16 values in both halves, so a vpermw index needs only its low 4 bits: byte c's dword gives
-      // c >> 4 | c << 16, the even element's code (high nibble) in the low word, the odd one's in the high word
-      const __m512i tab = _mm512_broadcast_i64x4(h);
-      for (; ok && k + 32 <= end; k += 32) {
-        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
-        const __m512i idx = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(c, 16));
-        ok = _mm512_cmpneq_epi16_mask(_mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + (k - j0))) == 0;
+      lossy |= static_cast<uint32_t>(bad != 0) << g;
+    }
+    for (int64_t g = 0; g < nb; g++) {
+      const int64_t b = b0 + g, end = std::min(j1, (b + 1) * bi);
+      bool ok = ((lossy >> g) & 1) == 0;
+      int64_t k = j;
+      if (ok && (j & 1) == 0) {
+        // a block's 16 values in both halves, so a vpermw index needs only its low 4 bits: byte c's dword gives
+        // c >> 4 | c << 16, the even element's code (high nibble) in the low word, the odd one's in the high word
+        const __m512i tab = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(hs[g])));
+        for (; ok && k + 32 <= end; k += 32) {
+          const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
+          const __m512i idx = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(c, 16));
+          ok = _mm512_cmpneq_epi16_mask(_mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + (k - j0))) == 0;
+        }
       }
+      if (ok) ok = table4_equal_tail(w, hs[g], k, end, j0, drow);
+      if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
+      j = end;
     }
-    if (ok) {
-      alignas(32) uint16_t hs[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(hs), h);
-      ok = table4_equal_tail(w, hs, k, end, j0, drow);
-    }
-    if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
-    j = end;
   }
 }
 
@@ -413,36 +423,45 @@ __attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, const uin
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
-    const int64_t b = j / bi, end = std::min(j1, (b + 1) * bi);
-    float a;
-    std::memcpy(&a, s + 64 + 4 * b, 4);
-    const __m256 va = _mm256_set1_ps(a), v0 = _mm256_mul_ps(t0, va), v1 = _mm256_mul_ps(t1, va);
-    const __m256i h0 = round_f16_avx2_32(v0), h1 = round_f16_avx2_32(v1);
-    bool ok = !lossy8(v0, h0) && !lossy8(v1, h1);
-    const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
-    int64_t k = j;
-    if (ok && (j & 1) == 0) {
-      // the table's low and high bytes, for pshufb; 8 packed bytes → 16 codes, the high nibble first
+    // as table4_row_avx512: the tables of up to kTable4Group blocks first, then the compares; a table kept as its
+    // low and high bytes, for pshufb
+    const int64_t b0 = j / bi, nb = std::min<int64_t>(kTable4Group, (j1 - 1) / bi - b0 + 1);
+    alignas(32) uint16_t hs[kTable4Group][16];
+    alignas(16) uint8_t lo[kTable4Group][16], hi[kTable4Group][16];
+    uint32_t lossy = 0;
+    for (int64_t g = 0; g < nb; g++) {
+      float a;
+      std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
+      const __m256 va = _mm256_set1_ps(a), v0 = _mm256_mul_ps(t0, va), v1 = _mm256_mul_ps(t1, va);
+      const __m256i h0 = round_f16_avx2_32(v0), h1 = round_f16_avx2_32(v1);
+      lossy |= static_cast<uint32_t>(lossy8(v0, h0) || lossy8(v1, h1)) << g;
+      const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(hs[g]), h);
       const __m256i hl = _mm256_and_si256(h, byte), hh = _mm256_srli_epi16(h, 8);
-      const __m128i lo = _mm_packus_epi16(_mm256_castsi256_si128(hl), _mm256_extracti128_si256(hl, 1));
-      const __m128i hi = _mm_packus_epi16(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1));
-      for (; ok && k + 16 <= end; k += 16) {
-        const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k / 2));
-        const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(c, 4), m0f), _mm_and_si128(c, m0f));
-        const __m128i L = _mm_shuffle_epi8(lo, idx), H = _mm_shuffle_epi8(hi, idx);
-        const __m128i* d = reinterpret_cast<const __m128i*>(drow + (k - j0));
-        const __m128i e0 = _mm_cmpeq_epi16(_mm_unpacklo_epi8(L, H), _mm_loadu_si128(d));
-        const __m128i e1 = _mm_cmpeq_epi16(_mm_unpackhi_epi8(L, H), _mm_loadu_si128(d + 1));
-        ok = _mm_movemask_epi8(_mm_and_si128(e0, e1)) == 0xffff;
+      _mm_store_si128(reinterpret_cast<__m128i*>(lo[g]), _mm_packus_epi16(_mm256_castsi256_si128(hl), _mm256_extracti128_si256(hl, 1)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(hi[g]), _mm_packus_epi16(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1)));
+    }
+    for (int64_t g = 0; g < nb; g++) {
+      const int64_t b = b0 + g, end = std::min(j1, (b + 1) * bi);
+      bool ok = ((lossy >> g) & 1) == 0;
+      int64_t k = j;
+      if (ok && (j & 1) == 0) {
+        // 8 packed bytes → 16 codes, the high nibble first
+        const __m128i L16 = _mm_load_si128(reinterpret_cast<const __m128i*>(lo[g])), H16 = _mm_load_si128(reinterpret_cast<const __m128i*>(hi[g]));
+        for (; ok && k + 16 <= end; k += 16) {
+          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k / 2));
+          const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(c, 4), m0f), _mm_and_si128(c, m0f));
+          const __m128i L = _mm_shuffle_epi8(L16, idx), H = _mm_shuffle_epi8(H16, idx);
+          const __m128i* d = reinterpret_cast<const __m128i*>(drow + (k - j0));
+          const __m128i e0 = _mm_cmpeq_epi16(_mm_unpacklo_epi8(L, H), _mm_loadu_si128(d));
+          const __m128i e1 = _mm_cmpeq_epi16(_mm_unpackhi_epi8(L, H), _mm_loadu_si128(d + 1));
+          ok = _mm_movemask_epi8(_mm_and_si128(e0, e1)) == 0xffff;
+        }
       }
+      if (ok) ok = table4_equal_tail(w, hs[g], k, end, j0, drow);
+      if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
+      j = end;
     }
-    if (ok) {
-      alignas(32) uint16_t hs[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(hs), h);
-      ok = table4_equal_tail(w, hs, k, end, j0, drow);
-    }
-    if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
-    j = end;
   }
 }
 
@@ -914,7 +933,9 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   const ExactKind kind = wa.kind;
   const int64_t out = wa.out, in = wa.in, bo = wa.bo, bi = wa.bi;
   if (kind == ExactKind::Mxfp4 && (bo != 1 || bi != 32)) throw Napi::RangeError::New(env, "checkF16Rows: mxfp4 needs [1, 32] blocks");
-  if (kind == ExactKind::Table4FlatF32) throw Napi::RangeError::New(env, "checkF16Rows: flat bitsandbytes blocks straddle rows; use checkF16");
+  // bitsandbytes' flat blocks are this pass's [row, column] grid (flat block o·in/bi + i/bi) only when each row holds
+  // whole blocks; blocks that straddle rows are counted by checkF16 over the flattened weight
+  if (kind == ExactKind::Table4FlatF32 && in % bi != 0) throw Napi::RangeError::New(env, "checkF16Rows: bitsandbytes blocks straddle rows (in % blocksize ≠ 0); use checkF16");
   static const napi_type_tag tag = {LD_ROW_SOURCE_TAG_LOWER, LD_ROW_SOURCE_TAG_UPPER};
   bool tagged = false;
   if (!v[7].IsExternal() || napi_check_object_type_tag(env, v[7], &tag, &tagged) != napi_ok || !tagged) {
@@ -1048,6 +1069,10 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
       } else if (j.e2 && simd != RefSimd::Scalar) {
         // NVFP4: blocks that match the reference's table pass 16 values at a time (e2m1_row, as checkF16 does)
         e2m1_row(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+      } else if (kind == ExactKind::Table4FlatF32 && fast && simd != RefSimd::Scalar) {
+        // bitsandbytes, whole blocks a row: as checkF16 does (flat block (o·in + i)/bi is brow + i/bi here)
+        if (simd == RefSimd::Avx512 && g_avx512bw) table4_row_avx512(w, s, o, in, bi, drow, row, f16v, flags, p);
+        else table4_row_avx2(w, s, o, in, bi, drow, row, f16v, flags, p);
       } else {
         if (j.fill.on) exact_row_at(kind, wc + (o - c0) * row_bytes, s, o, in, bo, bi, row);  // FP8 with fast = false
         else exact_row(kind, w, s, o, in, bo, bi, row);

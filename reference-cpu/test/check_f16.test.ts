@@ -346,6 +346,67 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     expect(clean.over !== 'none', 'FP16 overflow blocks present (448 · 6 · 300)').toBe(true);
   });
 
+  it('bitsandbytes, rows of whole blocks ([96×256] NF4 in 64s with double quant, [40×128] in 32s, absmax from FP16 underflow to overflow): the fused pass over the device\'s bitsandbytes row source (fast and element by element, every level on both sides) is checkF16 over its whole tensor, for the right device and every fault; blocks that straddle rows have no row source and are refused by the fused pass', () => {
+    const r = new Rng(1260);
+    let anySource: unknown = null;
+    for (const [out, inn, bs, dq] of [[96, 256, 64, true], [40, 128, 32, false]] as const) {
+      const n = out * inn, nb = n / bs;
+      const nestedBs = 8;
+      const lw: LinearWeight = {
+        out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
+        weight: { name: 'b.weight', dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
+        scale: dq
+          ? { name: 'b.weight.absmax', dtype: 'U8', shape: [nb], bytes: bytes(r, nb) }
+          : { name: 'b.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(Float32Array.from({ length: nb }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30))).buffer) },
+        bnb: {
+          quantType: 'nf4', blocksize: bs, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16',
+          // nested absmax over 2^-30 .. 2^19 as well, so double-quantized blocks underflow and overflow FP16 too
+          nested: dq ? { absmax: Float32Array.from({ length: Math.ceil(nb / nestedBs) }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30))), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 2 ** -31, blocksize: nestedBs } : null,
+        },
+      };
+      const e = exactOperands(lw);
+      anySource = cache.rowSource(lw, null);
+      let caught = 0;
+      try {
+        for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
+          const f = fault as keyof typeof FAULT_CODES | null;
+          const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, f)));
+          for (const devLevel of ['auto', 'avx2', 'scalar'] as const) {
+            N.setSimd(devLevel);
+            const src = cache.rowSource(lw, f);
+            expect(src).not.toBeNull();
+            for (const level of ['auto', 'avx2', 'scalar'] as const) {
+              setReferenceSimd(level);
+              for (const fast of [true, false]) {
+                const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, src, fast));
+                expect(got, `[${out}×${inn}] ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}, fast ${fast}`).toEqual(want);
+              }
+            }
+          }
+          if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
+          else if (want.firstBad >= 0) caught++;
+        }
+      } finally {
+        N.setSimd('auto');
+        setReferenceSimd('auto');
+      }
+      expect(caught, 'faults that apply to bitsandbytes are caught').toBeGreaterThanOrEqual(3);
+      const clean = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, null)));
+      expect(clean.over !== 'none' && clean.under !== 'none', 'FP16 overflow and underflow blocks present').toBe(true);
+    }
+    // [37×29] in 64s: blocks straddle rows
+    const straddle: LinearWeight = {
+      out: 37, in: 29, name: 's.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, 64], global: null,
+      weight: { name: 's.weight', dtype: 'U8', shape: [537, 1], bytes: bytes(r, 537) },
+      scale: { name: 's.weight.absmax', dtype: 'F32', shape: [17], bytes: new Uint8Array(new Float32Array(17).fill(0.5).buffer) },
+      bnb: { quantType: 'nf4', blocksize: 64, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16', nested: null },
+    };
+    expect(cache.rowSource(straddle, null)).toBeNull();
+    // refused by the fused pass before it looks at the source (any source: this one is another weight's)
+    const s2 = exactOperands(straddle);
+    expect(() => checkExactVsF16Rows(s2.kind, s2.weight, s2.scale, 37, 29, s2.bo, s2.bi, anySource)).toThrow(/bitsandbytes blocks straddle rows/);
+  });
+
   // Device rows wrong in seeded places, as no fault of the emulation makes them: every single bit flip (a sign or
   // exponent bit changes only a value's high byte, a mantissa bit often only its low one), Inf, NaN, ±0. They come
   // from the row source of a plain f16 tensor (kind 3 hands its stored bits out as rows), so the fused pass meets

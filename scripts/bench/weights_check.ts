@@ -5,9 +5,9 @@
  *     them (64 MiB of MXFP4: past the last-level cache, as a layer's experts are): the fused pass (the device
  *     emulation's rows pulled into the reference's compare, checkExactVsF16Rows) against the pass it replaced
  *     (the device's whole FP16 tensor, then checkExactVsF16);
- *   - NVFP4 (ModelOpt) [2048×4096], sixteen, the same two ways (its own row source, nvfp4RowSource);
- *   - bitsandbytes NF4 [2048×4096], sixteen: the check as a diff runs it (the device's FP16 tensor, then
- *     checkExactVsF16: no row source serves its flat blocks);
+ *   - NVFP4 (ModelOpt) and bitsandbytes NF4 [2048×4096], sixteen each, the same two ways (their own row sources,
+ *     nvfp4RowSource and bnb4RowSource: a bitsandbytes row of 4096 holds 64 whole blocks), each weight's scales
+ *     formed again on every run, as a check that meets each weight once forms them;
  *   - with --wide, per layer of `deepseek-v4-wide` (2 layers, real widths, generated on first use into
  *     $LAYERDIFF_BENCH_DIR or /tmp/layerdiff-bench like the diff benchmark's): the whole check of the layer as a
  *     diff runs it (reading its 3.55 GB of packed bytes from the page cache, every tensor), against a memcpy pass
@@ -120,8 +120,8 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
   const cache = new LinearCache(loadDeviceNative());
   const out: Record<string, number> = {};
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   fused GB/s  ×memcpy   before GB/s  ×memcpy   memcpy GB/s`);
-  for (const format of ['mxfp4', 'fp8-block', 'nvfp4'] as const) {
-    const set = format === 'nvfp4' ? otherFormats(format) : experts(format);
+  for (const format of ['mxfp4', 'fp8-block', 'nvfp4', 'bnb4'] as const) {
+    const set = format === 'nvfp4' || format === 'bnb4' ? otherFormats(format) : experts(format);
     const { total, copy } = copyOf(set);
     const [fMs, bMs, cMs] = await timeBlocks([checkAll(cache, set, true), checkAll(cache, set, false), copy], 3);
     const gbps = (ms: number) => total / (ms * 1e6);
@@ -131,17 +131,6 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
     out[`${format}.before_vs_memcpy`] = cMs / bMs;
     out[`${format}.memcpy_gbps`] = gbps(cMs);
     console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(fMs).toFixed(2).padStart(9)}   ${(cMs / fMs).toFixed(3).padStart(6)}   ${gbps(bMs).toFixed(2).padStart(10)}   ${(cMs / bMs).toFixed(3).padStart(6)}   ${gbps(cMs).toFixed(2).padStart(10)}`);
-  }
-  // bitsandbytes: the device's FP16 tensor, then checkF16 (the check.ts path for it: no row source serves its flat blocks)
-  console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   check GB/s  ×memcpy   (device FP16 tensor, then checkF16)   memcpy GB/s`);
-  for (const format of ['bnb4'] as const) {
-    const set = otherFormats(format);
-    const { total, copy } = copyOf(set);
-    const [kMs, cMs] = await timeBlocks([checkAll(cache, set, false), copy], 3);
-    const gbps = (ms: number) => total / (ms * 1e6);
-    out[`${format}.check_gbps`] = gbps(kMs);
-    out[`${format}.check_vs_memcpy`] = cMs / kMs;
-    console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(kMs).toFixed(2).padStart(9)}   ${(cMs / kMs).toFixed(3).padStart(6)}   ${''.padStart(37)}${gbps(cMs).toFixed(2).padStart(10)}`);
   }
   if (wide) Object.assign(out, await wideLayers());
   return out;
