@@ -277,6 +277,7 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
 // scale by hashing it was a serial fifth of the check, with the other thread waiting.)
 struct E2m1Ref {
   alignas(16) uint8_t lo[256][16], hi[256][16];  // [byte][code]: the FP16 bits' low and high bytes, for pshufb
+  alignas(32) uint16_t f16[256][16];             // the same bits whole, for vpermw (AVX-512BW)
   bool lossy[256];
 };
 
@@ -293,7 +294,7 @@ void e2m1_ref(const uint8_t* s, E2m1Ref& t) {
     bool lossy = false;
     for (int c = 0; c < 16; c++) {
       const uint16_t h = round_f16(v[c]);
-      t.lo[k][c] = static_cast<uint8_t>(h & 0xff), t.hi[k][c] = static_cast<uint8_t>(h >> 8);
+      t.lo[k][c] = static_cast<uint8_t>(h & 0xff), t.hi[k][c] = static_cast<uint8_t>(h >> 8), t.f16[k][c] = h;
       if (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0)) lossy = true;
     }
     t.lossy[k] = lossy;
@@ -317,17 +318,52 @@ __attribute__((target("avx2"))) inline bool e2m1_block_same(const uint8_t* packe
 // FP16, none non-finite); any other block goes element by element through compare_elem over the exact row,
 // decoded only then. So the result is the element-by-element compare's exactly.
 // wrow: row o's packed bytes. AVX2 (its callers check), so that the block test inlines.
+// Block c of row o (its stored scale byte id) as e2m1_row takes it: passes on its bits, else element by element.
+__attribute__((target("avx2"))) inline void e2m1_block(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, int64_t c, uint8_t id,
+                                                      const uint16_t* drow, float* row, bool& decoded, const float* f16v, Flags& flags, Partial& p) {
+  if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo[id], t.hi[id], drow + c * 16)) return;
+  if (!decoded) exact_row_at(ExactKind::E2m1Lut, wrow, s, o, in, 1, 16, row), decoded = true;
+  const int64_t C = in / 16;
+  for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
+}
+
 __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
   const uint8_t* code = s + 4 * 256 + o * C;  // the row's blocks' stored bytes
   bool decoded = false;
-  for (int64_t c = 0; c < C; c++) {
-    const uint8_t id = code[c];
-    if (!t.lossy[id] && e2m1_block_same(wrow + c * 8, t.lo[id], t.hi[id], drow + c * 16)) continue;
-    if (!decoded) exact_row_at(ExactKind::E2m1Lut, wrow, s, o, in, 1, 16, row), decoded = true;
-    for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
-  }
+  for (int64_t c = 0; c < C; c++) e2m1_block(t, wrow, s, o, in, c, code[c], drow, row, decoded, f16v, flags, p);
 }
+
+// The same, two blocks a step with AVX-512BW: their two tables in one register's halves, a vpermw index per element
+// from its nibble (byte b's dword gives b | b << 12: the even element's code, the low nibble, in the low word's
+// bits 0..3, the odd one's in the high word's) and bit 4 picking the second block's half, and 32 device values
+// compared at once. A pair that does not pass goes block by block through e2m1_block.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw,avx2"))) void e2m1_row_avx512(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow,
+                                                                      float* row, const float* f16v, Flags& flags, Partial& p) {
+  const int64_t C = in / 16;
+  const uint8_t* code = s + 4 * 256 + o * C;
+  const __m512i nib = _mm512_set1_epi32(0x000f000f);
+  const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(0x00100010), 1);
+  bool decoded = false;
+  int64_t c = 0;
+  for (; c + 2 <= C; c += 2) {
+    const uint8_t k0 = code[c], k1 = code[c + 1];
+    if (!t.lossy[k0] && !t.lossy[k1]) {
+      const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[k0]))),
+                                             _mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[k1])), 1);
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 8)));
+      const __m512i idx = _mm512_or_si512(_mm512_and_si512(_mm512_or_si512(b, _mm512_slli_epi32(b, 12)), nib), half);
+      if (_mm512_cmpneq_epi16_mask(_mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + c * 16)) == 0) continue;
+    }
+    e2m1_block(t, wrow, s, o, in, c, k0, drow, row, decoded, f16v, flags, p);
+    e2m1_block(t, wrow, s, o, in, c + 1, k1, drow, row, decoded, f16v, flags, p);
+  }
+  for (; c < C; c++) e2m1_block(t, wrow, s, o, in, c, code[c], drow, row, decoded, f16v, flags, p);
+}
+#pragma GCC diagnostic pop
 
 // Row o of a bitsandbytes weight (table4-flat-f32: the 16 float32 table values, then one float32 absmax per bi
 // consecutive elements of the flattened weight) against the device's row drow. Per block segment of the row, the
@@ -503,7 +539,8 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 #pragma omp for schedule(static)
     for (int64_t o = 0; o < out; o++) {
       if (e2fast) {
-        e2m1_row(e2, w + o * (in / 2), s, o, in, dev + o * in, row.data(), f16v, flags, p);
+        if (reference_simd() == RefSimd::Avx512 && avx512bw) e2m1_row_avx512(e2, w + o * (in / 2), s, o, in, dev + o * in, row.data(), f16v, flags, p);
+        else e2m1_row(e2, w + o * (in / 2), s, o, in, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       if (flat && reference_simd() == RefSimd::Avx512 && avx512bw) {
@@ -1068,7 +1105,8 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
         }
       } else if (j.e2 && simd != RefSimd::Scalar) {
         // NVFP4: blocks that match the reference's table pass 16 values at a time (e2m1_row, as checkF16 does)
-        e2m1_row(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+        if (simd == RefSimd::Avx512 && g_avx512bw) e2m1_row_avx512(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+        else e2m1_row(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
       } else if (kind == ExactKind::Table4FlatF32 && fast && simd != RefSimd::Scalar) {
         // bitsandbytes, whole blocks a row: as checkF16 does (flat block (o·in + i)/bi is brow + i/bi here)
         if (simd == RefSimd::Avx512 && g_avx512bw) table4_row_avx512(w, s, o, in, bi, drow, row, f16v, flags, p);
