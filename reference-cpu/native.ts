@@ -66,6 +66,7 @@ interface ReferenceAddon {
   checkF16RowsStart(jobs: unknown[][]): unknown;
   checkF16RowsWait(handle: unknown): Array<ExactVsF16Read | { readError: string }>;
   roundF16(x: Float32Array): Uint16Array;
+  roundF16Values(x: Float32Array): Float32Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
@@ -203,6 +204,14 @@ export function nanCodeCount(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): 
 /** float32 → binary16 bits by the reference side's native rounding (nearest-even), for tests. */
 export function roundF16Native(x: Float32Array): Uint16Array {
   return native().roundF16(x);
+}
+
+/**
+ * Each value rounded to the nearest binary16 and back (roundToF16 of harness/formats/dtypes.ts over the array, a NaN
+ * as the canonical quiet NaN): FP16 storage of an activation, natively.
+ */
+export function roundF16Values(x: Float32Array): Float32Array {
+  return native().roundF16Values(x);
 }
 
 /**

@@ -4,8 +4,7 @@
  * because a JS loop is 100× too slow for real widths; it is tested against a float64 loop and onnxruntime.
  * Shapes: rows × dim, row-major; W is [out, in] and y = x·Wᵀ.
  */
-import { roundToF16 } from '../harness/formats/dtypes.js';
-import { gemmF32 } from './native.js';
+import { gemmF32, roundF16Values } from './native.js';
 
 export function matmul(x: Float32Array, rows: number, inDim: number, w: Float32Array, outDim: number): Float32Array {
   return gemmF32(x, w, rows, inDim, outDim);
@@ -132,9 +131,7 @@ export function causalAttention(
  */
 export function stored(x: Float32Array, fp16: boolean | undefined): Float32Array {
   if (fp16 !== true) return x;
-  const out = new Float32Array(x.length);
-  for (let i = 0; i < x.length; i++) out[i] = roundToF16(x[i]);
-  return out;
+  return roundF16Values(x); // roundToF16 of each value, natively
 }
 
 /** y [rows, n] + b per row, in place (a linear layer's bias after its product); y itself when b is null. */

@@ -12,7 +12,7 @@
  * residual stream unamplified); final_norm and logits, whose units are not the residual stream's, take their
  * own floor times the same growth (the last layer's drift budget over its own floor).
  */
-import { f16ToF32, f32ToF16Bits } from '../formats/dtypes.js';
+import { roundF16Values } from '../../reference-cpu/native.js';
 import { type Act, act } from '../formats/tensor.js';
 import type { StageMetrics } from './metrics.js';
 
@@ -28,9 +28,7 @@ export const ZERO_FLOOR: FloorMetrics = { max_abs: 0, mean_abs: 0, rms: 0, rel_l
 
 /** An activation as FP16 storage holds it (round to nearest even, overflow to Inf). */
 export function roundActF16(a: Act): Act {
-  const out = new Float32Array(a.data.length);
-  for (let i = 0; i < out.length; i++) out[i] = f16ToF32(f32ToF16Bits(a.data[i]));
-  return act(a.shape, out);
+  return act(a.shape, roundF16Values(a.data)); // f16ToF32(f32ToF16Bits(x)) of each value, natively
 }
 
 export function floorOf(m: StageMetrics): FloorMetrics {

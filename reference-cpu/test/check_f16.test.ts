@@ -9,13 +9,13 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { f16ToF32, f32ToF16Bits } from '../../harness/formats/dtypes.js';
+import { f16ToF32, f32ToF16Bits, roundToF16 } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -220,7 +220,7 @@ describe('checkF16 (native fused compare)', () => {
     expect(() => checkExactVsF16('e2m1-lut', e.weight, e.scale, 2, 24, 1, 3, new Uint16Array(48))).toThrow(/e2m1-lut needs an even block dividing in/);
   });
 
-  it('roundF16: the native FP16 rounding is f32ToF16Bits on every f16 midpoint, its neighbours and random bits, at every SIMD level', () => {
+  it('roundF16 and roundF16Values: the native FP16 rounding is f32ToF16Bits (and roundToF16) on every f16 midpoint, its neighbours and random bits, at every SIMD level', () => {
     const xs: number[] = [];
     const dv = new DataView(new ArrayBuffer(4));
     for (let h = 0; h < 0x7c00; h++) {
@@ -239,12 +239,19 @@ describe('checkF16 (native fused compare)', () => {
       xs.push(dv.getFloat32(0));
     }
     const x = Float32Array.from(xs);
-    // every level: scalar, and 16 lanes at once with AVX2 or AVX-512 (the bitsandbytes check's rounding)
+    // every level: scalar, and 16 lanes at once with AVX2 or AVX-512 (the bitsandbytes check's rounding); and the
+    // values FP16 storage gives (roundF16Values, the floor pass's), bit for bit the TypeScript roundToF16's
+    const want = new Uint32Array(Float32Array.from(x, (v) => roundToF16(v)).buffer);
     try {
       for (const level of ['auto', 'avx2', 'scalar'] as const) {
         setReferenceSimd(level);
         const got = roundF16Native(x);
         for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${level} ${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
+        // odd lengths: the 16-lane body and the scalar tail
+        for (const n of [x.length, x.length - 7, 15]) {
+          const v = new Uint32Array(roundF16Values(x.subarray(0, n)).buffer);
+          for (let i = 0; i < n; i++) if (v[i] !== want[i]) expect.fail(`roundF16Values ${level} ${x[i]}: 0x${v[i].toString(16)} vs 0x${want[i].toString(16)}`);
+        }
       }
     } finally {
       setReferenceSimd('auto');
