@@ -67,6 +67,8 @@ interface ReferenceAddon {
   checkF16RowsWait(handle: unknown): Array<ExactVsF16Read | { readError: string }>;
   roundF16(x: Float32Array): Uint16Array;
   roundF16Values(x: Float32Array): Float32Array;
+  attentionScores(q: Float32Array, t: number, H: number, d: number, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, scale: number): Float64Array;
+  attentionOutput(p: Float64Array, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, t: number, H: number, d: number, o: Float32Array): void;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
@@ -212,6 +214,18 @@ export function roundF16Native(x: Float32Array): Uint16Array {
  */
 export function roundF16Values(x: Float32Array): Float32Array {
   return native().roundF16Values(x);
+}
+
+/**
+ * The DeepSeek-V4 reference attention's float64 sums for token t (reference-cpu/native/attention_f64.cc), each in
+ * attendWithSinkTs's order: the scores z[h][c] = (q[t,h]·k_c)·scale [H, C] over the candidates (kv rows
+ * first..last, then comp rows picks), and, from the softmaxed p [H, C], o[t,h,:] = Σ_c p[h][c]·k_c written into o.
+ */
+export function attentionScores(q: Float32Array, t: number, H: number, d: number, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, scale: number): Float64Array {
+  return native().attentionScores(q, t, H, d, kv, first, last, comp, picks, scale);
+}
+export function attentionOutput(p: Float64Array, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, t: number, H: number, d: number, o: Float32Array): void {
+  native().attentionOutput(p, kv, first, last, comp, picks, t, H, d, o);
 }
 
 /**

@@ -17,6 +17,7 @@ import { type DeepseekV4Ablations, NO_ABLATIONS } from './ablations.js';
 import { compress } from './compressor.js';
 import { indexerChoice } from './indexer.js';
 import { linear, linearRows } from './linear.js';
+import { attentionOutput, attentionScores } from '../native.js';
 import { layerInvFreq } from './rope.js';
 
 export interface AttentionResult {
@@ -31,9 +32,30 @@ export interface AttentionResult {
 /**
  * The attention core over explicit candidates: q [S, H, d]; raw rows kv [S, d]; compressed rows comp [B, d];
  * for token t the raw rows window[t] = [first, last] (inclusive) and the compressed rows picks[t].
- * → o [S, H, d]. Float64 scores, softmax and sums.
+ * → o [S, H, d]. Float64 scores, softmax and sums: attendWithSinkTs below states it; this is the same computation
+ * with its two O(candidates · d) sums native (attentionScores, attentionOutput: the same float64 operations in the
+ * same order, so the same bits) and the softmax here (Math.exp). In TypeScript the sums were the reference's
+ * largest cost at a few hundred tokens (3.5 of 19 s of a 128-token wide diff).
  */
 export function attendWithSink(
+  q: Float32Array, kv: Float32Array, comp: Float32Array, S: number, H: number, d: number,
+  window: (t: number) => [number, number], picks: (t: number) => readonly number[], sink: Float32Array,
+): Float32Array {
+  const o = new Float32Array(S * H * d);
+  const scale = 1 / Math.sqrt(d);
+  for (let t = 0; t < S; t++) {
+    const [first, last] = window(t);
+    const pk = Int32Array.from(picks(t));
+    const p = attentionScores(q, t, H, d, kv, first, last, comp, pk, scale);
+    const C = p.length / H;
+    for (let h = 0; h < H; h++) softmaxInPlace(p.subarray(h * C, (h + 1) * C), sink[h]);
+    attentionOutput(p, kv, first, last, comp, pk, t, H, d, o);
+  }
+  return o;
+}
+
+/** attendWithSink element by element in TypeScript: the statement the native sums are held to. */
+export function attendWithSinkTs(
   q: Float32Array, kv: Float32Array, comp: Float32Array, S: number, H: number, d: number,
   window: (t: number) => [number, number], picks: (t: number) => readonly number[], sink: Float32Array,
 ): Float32Array {

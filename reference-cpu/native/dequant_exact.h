@@ -33,3 +33,5 @@ void register_check_f16(Napi::Env env, Napi::Object exports);
 void register_file_io(Napi::Env env, Napi::Object exports);
 // blake3.cc: blake3Parts and blake3File (BLAKE3 of byte ranges and of files, on several threads)
 void register_blake3(Napi::Env env, Napi::Object exports);
+// attention_f64.cc: attentionScores and attentionOutput (the DeepSeek-V4 reference attention's float64 sums)
+void register_attention_f64(Napi::Env env, Napi::Object exports);

@@ -383,6 +383,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_check_f16(env, exports);
   register_file_io(env, exports);
   register_blake3(env, exports);
+  register_attention_f64(env, exports);
   return exports;
 }
 

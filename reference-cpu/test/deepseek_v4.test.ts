@@ -20,7 +20,7 @@ import { decodeToF32 } from '../../harness/formats/dtypes.js';
 import { encodeSafetensors, SafetensorsFile, type TensorToWrite } from '../../harness/io/safetensors.js';
 import { DeepseekV4Checkpoint, type DeepseekV4Expert } from '../../harness/models/deepseek_v4.js';
 import { DeepseekV4Reference, deepseekV4Reference } from '../deepseek_v4.js';
-import { attendWithSink } from '../deepseek_v4/attention.js';
+import { attendWithSink, attendWithSinkTs } from '../deepseek_v4/attention.js';
 import { compressBlocks } from '../deepseek_v4/compressor.js';
 import { hcHead, hcPost, hcPre, sinkhorn } from '../deepseek_v4/hc.js';
 import { indexerScores, topkLowestIndex } from '../deepseek_v4/indexer.js';
@@ -28,6 +28,7 @@ import { dequantRows, linear } from '../deepseek_v4/linear.js';
 import { expertForward, route, sqrtSoftplus } from '../deepseek_v4/moe.js';
 import { deepseekInvFreq, layerInvFreq, yarnRange } from '../deepseek_v4/rope.js';
 import { dequantLinear } from '../dequant.js';
+import { setReferenceSimd } from '../native.js';
 import { matmul } from '../ops.js';
 import { relErr } from './rel_err.js';
 
@@ -824,6 +825,54 @@ describe('deepseek_v4 MoE (§4.6)', () => {
 });
 
 describe('deepseek_v4 attention core (§4.5 step 5)', () => {
+  it('attendWithSink (native float64 sums) is attendWithSinkTs bit for bit at every SIMD level: head dims off the SIMD widths, empty windows and pick lists, -Inf and large sinks, large values', () => {
+    const r = rng(81);
+    try {
+      for (const [S, H, d, B] of [[37, 5, 72, 11], [20, 3, 512, 40], [9, 2, 7, 3]] as const) {
+        const q = f32(randn(r, S * H * d).map((v, i) => (i % 97 === 0 ? v * 3e4 : v)));
+        const kv = f32(randn(r, S * d).map((v, i) => (i % 89 === 0 ? v * 1e3 : v)));
+        const comp = f32(randn(r, B * d));
+        const sink = f32(Array.from({ length: H }, (_, h) => [-Infinity, 0.7, 40, -3][h % 4]));
+        // windows of 0..7 raw rows (none for every 5th token), picks of 0..B compressed rows in any order
+        const window = (t: number): [number, number] => (t % 5 === 4 ? [t + 1, t] : [Math.max(0, t - 6), t]);
+        const picksOf = Array.from({ length: S }, (_, t) => Array.from({ length: (t * 7) % (B + 1) }, (_, j) => (j * 5 + t) % B));
+        const want = new Uint32Array(attendWithSinkTs(q, kv, comp, S, H, d, window, (t) => picksOf[t], sink).buffer);
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          const got = new Uint32Array(attendWithSink(q, kv, comp, S, H, d, window, (t) => picksOf[t], sink).buffer);
+          let bad = -1;
+          for (let i = 0; i < got.length && bad < 0; i++) if (got[i] !== want[i]) bad = i;
+          expect(bad, `[S ${S}, H ${H}, d ${d}] ${level}: first differing output`).toBe(-1);
+        }
+      }
+      // sums whose order shows in float32: ±1e20 terms that cancel, with small ones between that one order absorbs
+      // into 1e20 and another keeps (the pattern 1e20, 1, −1e20, 3), along the head dimension (q all ones: the
+      // scores) and along the candidates (q all zeros, so every p is the same: the output)
+      const S = 40, H = 2, d = 48, B = 6;
+      const PAT = [1e20, 1, -1e20, 3];
+      const along = (n: number, at: (k: number) => number) => f32(Array.from({ length: n }, (_, k) => PAT[at(k) % 4] * (Math.abs(PAT[at(k) % 4]) > 10 ? 1 : 1 + (k % 7) / 8)));
+      for (const [what, q, kv, comp] of [
+        ['scores', f32(new Array(S * H * d).fill(1)), along(S * d, (k) => k % d), along(B * d, (k) => k % d)],
+        ['output', f32(new Array(S * H * d).fill(0)), along(S * d, (k) => Math.floor(k / d)), along(B * d, (k) => Math.floor(k / d) + 1)],
+      ] as const) {
+        const sink = f32([0.5, -2]);
+        // up to 30 raw rows and 4 picks: every SIMD block width of candidates (32, 16, 8, 4) and a scalar tail
+        const window = (t: number): [number, number] => [Math.max(0, t - 29), t];
+        const picks = (t: number) => (t > 12 ? [0, 1, 2, 3] : []);
+        const want = new Uint32Array(attendWithSinkTs(q, kv, comp, S, H, d, window, picks, sink).buffer);
+        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          setReferenceSimd(level);
+          const got = new Uint32Array(attendWithSink(q, kv, comp, S, H, d, window, picks, sink).buffer);
+          let bad = -1;
+          for (let i = 0; i < got.length && bad < 0; i++) if (got[i] !== want[i]) bad = i;
+          expect(bad, `cancelling ${what}, ${level}: first differing output`).toBe(-1);
+        }
+      }
+    } finally {
+      setReferenceSimd('auto');
+    }
+  });
+
   it('softmax over the candidates with the sink only in the denominator', () => {
     const r = rng(8);
     const S = 3, H = 2, d = 4;
