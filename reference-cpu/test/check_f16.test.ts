@@ -281,6 +281,39 @@ describe('nanCodes (NaN encodings counted natively)', () => {
 describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from its row source)', () => {
   const N = loadDeviceNative();
   const cache = new LinearCache(N);
+  /**
+   * The fused pass over lw's row source, fast and element by element, at every level of the reference and of the
+   * device, equals checkF16 over the device's whole tensor, under no fault and under each fault; the correct device
+   * passes. → how many faults it caught.
+   */
+  function fusedIsWhole(lw: LinearWeight): number {
+    const e = exactOperands(lw);
+    let caught = 0;
+    try {
+      for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
+        const f = fault as keyof typeof FAULT_CODES | null;
+        const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, f)));
+        for (const devLevel of ['auto', 'avx2', 'scalar'] as const) {
+          N.setSimd(devLevel);
+          const src = cache.rowSource(lw, f);
+          expect(src).not.toBeNull();
+          for (const level of ['auto', 'avx2', 'scalar'] as const) {
+            setReferenceSimd(level);
+            for (const fast of [true, false]) {
+              const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, src, fast));
+              expect(got, `[${lw.out}×${lw.in}] ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}, fast ${fast}`).toEqual(want);
+            }
+          }
+        }
+        if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
+        else if (want.firstBad >= 0) caught++;
+      }
+    } finally {
+      N.setSimd('auto');
+      setReferenceSimd('auto');
+    }
+    return caught;
+  }
   // MXFP4 with every E8M0 byte but NaN's (0 … 254: FP16 underflow, float32 subnormals, overflow, and 6·2^127,
   // which leaves float32), and the usual cases; each with the correct device and each injected fault.
   const full = (r: Rng, out: number, inn: number): LinearWeight => {
@@ -321,7 +354,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     });
   });
 
-  it('nvfp4 [600×448] (every E4M3 scale byte but NaN\'s, a global scale that overflows FP16): the fused pass over the device\'s NVFP4 row source (fast and element by element) is checkF16 over its whole tensor, for the right device and every fault', () => {
+  it('nvfp4 [600×448] (every E4M3 scale byte but NaN\'s, a global scale that overflows FP16): the fused pass over the device\'s NVFP4 row source (fast and element by element, every level on both sides) is checkF16 over its whole tensor, for the right device and every fault', () => {
     const r = new Rng(1250);
     const out = 600, inn = 448, g = Math.fround(300);
     const lw: LinearWeight = {
@@ -331,23 +364,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op: 'mul' },
     };
     const e = exactOperands(lw);
-    let caught = 0;
-    for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
-      const f = fault as keyof typeof FAULT_CODES | null;
-      const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, f)));
-      const src = cache.rowSource(lw, f);
-      expect(src).not.toBeNull();
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
-        setReferenceSimd(level);
-        for (const fast of [true, false]) {
-          const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, src, fast));
-          expect(got, `${fault ?? 'no fault'}, ${level}, fast ${fast}`).toEqual(want);
-        }
-      }
-      setReferenceSimd('auto');
-      if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
-      else if (want.firstBad >= 0) caught++;
-    }
+    const caught = fusedIsWhole(lw);
     expect(caught, 'faults that apply to NVFP4 are caught').toBeGreaterThanOrEqual(5);
     const clean = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, null)));
     expect(clean.over !== 'none', 'FP16 overflow blocks present (448 · 6 · 300)').toBe(true);
@@ -373,30 +390,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       };
       const e = exactOperands(lw);
       anySource = cache.rowSource(lw, null);
-      let caught = 0;
-      try {
-        for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
-          const f = fault as keyof typeof FAULT_CODES | null;
-          const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, f)));
-          for (const devLevel of ['auto', 'avx2', 'scalar'] as const) {
-            N.setSimd(devLevel);
-            const src = cache.rowSource(lw, f);
-            expect(src).not.toBeNull();
-            for (const level of ['auto', 'avx2', 'scalar'] as const) {
-              setReferenceSimd(level);
-              for (const fast of [true, false]) {
-                const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, src, fast));
-                expect(got, `[${out}×${inn}] ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}, fast ${fast}`).toEqual(want);
-              }
-            }
-          }
-          if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
-          else if (want.firstBad >= 0) caught++;
-        }
-      } finally {
-        N.setSimd('auto');
-        setReferenceSimd('auto');
-      }
+      const caught = fusedIsWhole(lw);
       expect(caught, 'faults that apply to bitsandbytes are caught').toBeGreaterThanOrEqual(3);
       const clean = flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, cache.dequant(lw, null)));
       expect(clean.over !== 'none' && clean.under !== 'none', 'FP16 overflow and underflow blocks present').toBe(true);
