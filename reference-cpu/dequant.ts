@@ -64,6 +64,7 @@ function nvfp4ScaleTable(lw: LinearWeight): Uint8Array {
   // float32s, rounded once to float32 by the store), then the blocks' bytes, each picking its own (per block in
   // TypeScript, forming each block's float32 cost 1.3 ms on a [2048×4096] weight, more than its whole native check)
   const byCode = Float32Array.from(E4M3_TABLE, (v) => (g.op === 'mul' ? v * g.value : v / g.value));
+  if (lw.scale!.bytes.length < blocks) throw new Error(`${lw.scale!.name}: ${lw.scale!.bytes.length} scale bytes for ${blocks} blocks`);
   const out = new Uint8Array(4 * 256 + blocks);
   out.set(new Uint8Array(byCode.buffer));
   out.set(lw.scale!.bytes.subarray(0, blocks), 4 * 256);
@@ -76,7 +77,10 @@ function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
   const nb = Math.ceil((lw.out * lw.in) / q.blocksize);
   const out = new Float32Array(16 + nb);
   out.set(q.quantMap);
-  if (a.dtype === 'F32') new Uint8Array(out.buffer, 64, 4 * nb).set(a.bytes.subarray(0, 4 * nb)); // the stored little-endian float32s, as the host holds them
+  if (a.dtype === 'F32') {
+    if (a.bytes.length < 4 * nb) throw new Error(`${a.name}: ${a.bytes.length} bytes for ${nb} float32 absmax values`);
+    new Uint8Array(out.buffer, 64, 4 * nb).set(a.bytes.subarray(0, 4 * nb)); // the stored little-endian float32s, as the host holds them
+  }
   else {
     // absmax[b] = fround(fround(nested_quant_map[a[b]] · nested_absmax[⌊b/nested_blocksize⌋]) + nested_offset), natively
     const n = q.nested!;

@@ -293,6 +293,8 @@ struct Bnb4SourceState {
         am{args.absmax.data, args.absmaxIsCodes ? 1 : 0, nested_absmax.data(), nested_map.data(), args.nestedOffset, (int)args.nestedBlocksize, (int)args.fault},
         per_row(args.inDim / args.blocksize) {
     for (int c = 0; c < 16; c++) code[c] = a.fault == LD_FAULT_CODE_TABLE ? ld_element_to_f32(LD_ELEM_E2M1, c) : a.quantMap.data[c];
+    // the arrays copied above are not referenced by the External: no pointer into them is kept
+    a.quantMap = {nullptr, 0}, a.nestedAbsmax = {nullptr, 0}, a.nestedQuantMap = {nullptr, 0};
   }
 };
 

@@ -39,11 +39,22 @@ Napi::Float32Array f32_arg(const Napi::CallbackInfo& info, size_t i, const std::
   return info[i].As<Napi::Float32Array>();
 }
 
+// An integer argument in [lo, 2^31 − 1]: products of two of them (and of a count of rows) stay far inside int64.
 int64_t int_arg(const Napi::CallbackInfo& info, size_t i, const std::string& fn, const char* name, int64_t lo) {
   const double v = i < info.Length() && info[i].IsNumber() ? info[i].As<Napi::Number>().DoubleValue() : NAN;
-  if (!(v >= static_cast<double>(lo) && v <= 9007199254740991.0 && std::floor(v) == v)) range(info.Env(), fn, std::string(name) + " must be an integer ≥ " + std::to_string(lo));
+  if (!(v >= static_cast<double>(lo) && v <= 2147483647.0 && std::floor(v) == v)) range(info.Env(), fn, std::string(name) + " must be an integer in [" + std::to_string(lo) + ", 2^31)");
   return static_cast<int64_t>(v);
 }
+
+// a · b, or a RangeError when it passes 2^40 (no array of that many values exists to index)
+int64_t product(const Napi::Env& env, const std::string& fn, int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > (int64_t{1} << 40)) range(env, fn, std::string(what) + " is too large");
+  return r;
+}
+
+// Whether an array of len values holds token t of [·, H, d] rows (t, H, d ≤ 2^31 − 1, H, d ≥ 1: no product overflows).
+bool holds_token(size_t len, int64_t t, int64_t H, int64_t d) { return t < static_cast<int64_t>(len) / (H * d); }
 
 // The candidate rows of one token: kv rows [first, last] (none when last < first), then comp rows picks[...].
 // Arguments (kv, first, last, comp, picks) at info[k..k+4], d the row length.
@@ -132,18 +143,20 @@ Napi::Value attention_scores(const Napi::CallbackInfo& info) {
   const std::string fn = "attentionScores";
   const auto q = f32_arg(info, 0, fn, "q");
   const int64_t t = int_arg(info, 1, fn, "t", 0), H = int_arg(info, 2, fn, "H", 1), d = int_arg(info, 3, fn, "d", 1);
-  if (static_cast<int64_t>(q.ElementLength()) < (t + 1) * H * d) range(info.Env(), fn, "q holds no token " + std::to_string(t));
+  if (!holds_token(q.ElementLength(), t, H, d)) range(info.Env(), fn, "q holds no token " + std::to_string(t));
   const std::vector<const float*> rows = candidates(info, 4, d, fn);
-  const double scale = info.Length() > 9 && info[9].IsNumber() ? info[9].As<Napi::Number>().DoubleValue() : NAN;
+  if (info.Length() < 10 || !info[9].IsNumber()) throw Napi::TypeError::New(info.Env(), fn + ": scale must be a number");
+  const double scale = info[9].As<Napi::Number>().DoubleValue();
   const int64_t C = static_cast<int64_t>(rows.size()), Cp = (C + 7) / 8 * 8;
-  std::vector<float> kt(static_cast<size_t>(d * Cp), 0.0f);  // the candidates transposed, once for every head
+  const int64_t HC = product(info.Env(), fn, H, C, "H·C");
+  std::vector<float> kt(static_cast<size_t>(product(info.Env(), fn, d, Cp, "d·C")), 0.0f);  // the candidates transposed, once for every head
   for (int64_t c = 0; c < C; c++)
     for (int64_t i = 0; i < d; i++) kt[static_cast<size_t>(i * Cp + c)] = rows[static_cast<size_t>(c)][i];
-  auto z = Napi::Float64Array::New(info.Env(), static_cast<size_t>(H * C));
+  auto z = Napi::Float64Array::New(info.Env(), static_cast<size_t>(HC));
   const float* qt = q.Data() + t * H * d;
   double* zd = z.Data();
   const RefSimd simd = reference_simd();
-#pragma omp parallel for schedule(static) if (H * C * d >= (1 << 16))
+#pragma omp parallel for schedule(static) if (static_cast<double>(HC) * static_cast<double>(d) >= 65536.0)
   for (int64_t h = 0; h < H; h++) {
     if (simd == RefSimd::Avx512) scores_avx512(qt + h * d, kt.data(), d, C, Cp, scale, zd + h * C);
     else if (simd == RefSimd::Avx2) scores_avx2(qt + h * d, kt.data(), d, C, Cp, scale, zd + h * C);
@@ -209,14 +222,14 @@ Napi::Value attention_output(const Napi::CallbackInfo& info) {
   const auto p = info[0].As<Napi::Float64Array>();
   const int64_t t = int_arg(info, 6, fn, "t", 0), H = int_arg(info, 7, fn, "H", 1), d = int_arg(info, 8, fn, "d", 1);
   const std::vector<const float*> rows = candidates(info, 1, d, fn);
-  const int64_t C = static_cast<int64_t>(rows.size());
-  if (static_cast<int64_t>(p.ElementLength()) != H * C) range(info.Env(), fn, "p holds " + std::to_string(p.ElementLength()) + " values, want H·C = " + std::to_string(H * C));
+  const int64_t C = static_cast<int64_t>(rows.size()), HC = product(info.Env(), fn, H, C, "H·C");
+  if (static_cast<int64_t>(p.ElementLength()) != HC) range(info.Env(), fn, "p holds " + std::to_string(p.ElementLength()) + " values, want H·C = " + std::to_string(HC));
   auto o = f32_arg(info, 9, fn, "o");
-  if (static_cast<int64_t>(o.ElementLength()) < (t + 1) * H * d) range(info.Env(), fn, "o holds no token " + std::to_string(t));
+  if (!holds_token(o.ElementLength(), t, H, d)) range(info.Env(), fn, "o holds no token " + std::to_string(t));
   float* ot = o.Data() + t * H * d;
   const double* pd = p.Data();
   const RefSimd simd = reference_simd();
-#pragma omp parallel for schedule(static) if (H * C * d >= (1 << 16))
+#pragma omp parallel for schedule(static) if (static_cast<double>(HC) * static_cast<double>(d) >= 65536.0)
   for (int64_t h = 0; h < H; h++) {
     if (simd == RefSimd::Avx512) output_avx512(pd + h * C, rows.data(), C, d, ot + h * d);
     else if (simd == RefSimd::Avx2) output_avx2(pd + h * C, rows.data(), C, d, ot + h * d);

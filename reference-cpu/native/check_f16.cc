@@ -253,6 +253,8 @@ WeightArgs weight_args(Napi::Env env, const Napi::Value* info, const char* fn) {
   }
   a.out = d[0], a.in = d[1], a.bo = d[2], a.bi = d[3];
   if (a.kind == ExactKind::Mxfp4 && a.in % 32 != 0) throw Napi::RangeError::New(env, std::string(fn) + ": mxfp4 needs in divisible by 32");
+  // bitsandbytes' blocks are runs of bi elements of the flattened weight: the flags count them flat, whatever bo says
+  if (a.kind == ExactKind::Table4FlatF32 && a.bo != 1) throw Napi::RangeError::New(env, std::string(fn) + ": table4-flat-f32 blocks are [1, bi] runs of the flattened weight; bo must be 1");
   // as dequantExact: NVFP4's rows hold whole blocks (exact_sizes counts in/bi scales a row; a ragged last block
   // would be read past its row and its scales)
   if (a.kind == ExactKind::E2m1Lut && (a.in % a.bi != 0 || a.bi % 2 != 0)) throw Napi::RangeError::New(env, std::string(fn) + ": e2m1-lut needs an even block dividing in");

@@ -406,6 +406,10 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     // refused by the fused pass before it looks at the source (any source: this one is another weight's)
     const s2 = exactOperands(straddle);
     expect(() => checkExactVsF16Rows(s2.kind, s2.weight, s2.scale, 37, 29, s2.bo, s2.bi, anySource)).toThrow(/bitsandbytes blocks straddle rows/);
+    // flat blocks take no row block: a bo other than 1 is refused (the flags are counted flat), never written past
+    const w64 = exactOperands({ ...straddle, out: 64, in: 64, weight: { ...straddle.weight, bytes: bytes(r, 2048) }, scale: { ...straddle.scale!, bytes: new Uint8Array(new Float32Array(64).fill(0.5).buffer) } });
+    expect(() => checkExactVsF16Rows(w64.kind, w64.weight, w64.scale, 64, 64, 64, 64, anySource)).toThrow(/bo must be 1/);
+    expect(() => checkExactVsF16(w64.kind, w64.weight, w64.scale, 64, 64, 64, 64, new Uint16Array(4096))).toThrow(/bo must be 1/);
   });
 
   // Device rows wrong in seeded places, as no fault of the emulation makes them: every single bit flip (a sign or

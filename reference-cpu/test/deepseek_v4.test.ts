@@ -28,7 +28,7 @@ import { dequantRows, linear } from '../deepseek_v4/linear.js';
 import { expertForward, route, sqrtSoftplus } from '../deepseek_v4/moe.js';
 import { deepseekInvFreq, layerInvFreq, yarnRange } from '../deepseek_v4/rope.js';
 import { dequantLinear } from '../dequant.js';
-import { setReferenceSimd } from '../native.js';
+import { attentionOutput, attentionScores, setReferenceSimd } from '../native.js';
 import { matmul } from '../ops.js';
 import { relErr } from './rel_err.js';
 
@@ -871,6 +871,19 @@ describe('deepseek_v4 attention core (§4.5 step 5)', () => {
     } finally {
       setReferenceSimd('auto');
     }
+  });
+
+  it('attentionScores and attentionOutput refuse, by name, a token their arrays do not hold, however large the numbers (no product wraps), and picks outside the compressed rows', () => {
+    const big = new Float32Array(8192);
+    const o = big.subarray(4096);
+    const none = new Int32Array(0);
+    // t · H · d past 2^64 would wrap to a small offset: refused before any product
+    expect(() => attentionOutput(new Float64Array(2048), f32([3]), 0, 0, f32([]), none, 2 ** 53 - 1, 2048, 1, o)).toThrow(/t must be an integer in \[0, 2\^31\)/);
+    expect(() => attentionScores(big, 2 ** 53 - 1, 2048, 1, f32([3]), 0, 0, f32([]), none, 1)).toThrow(/t must be an integer/);
+    expect(() => attentionOutput(new Float64Array(2), new Float32Array(1024), 0, 0, f32([]), none, 2, 2, 1024, o)).toThrow(/o holds no token 2/);
+    expect(() => attentionScores(f32(new Array(8).fill(1)), 2, 2, 2, f32([1, 1]), 0, 0, f32([]), none, 1)).toThrow(/q holds no token 2/);
+    expect(() => attentionScores(f32(new Array(8).fill(1)), 0, 2, 2, f32([1, 1]), 0, 0, f32([1, 1]), Int32Array.of(1), 1)).toThrow(/pick 1 outside the 1 compressed rows/);
+    expect(() => attentionScores(f32(new Array(8).fill(1)), 0, 2, 2, f32([1, 1]), 0, 1, f32([]), none, 1)).toThrow(/raw rows \[0, 1\] outside the 1 of kv/);
   });
 
   it('softmax over the candidates with the sink only in the denominator', () => {
