@@ -64,7 +64,7 @@ function nvfp4ScaleTable(lw: LinearWeight): Uint8Array {
   // float32s, rounded once to float32 by the store), then the blocks' bytes, each picking its own (per block in
   // TypeScript, forming each block's float32 cost 1.3 ms on a [2048×4096] weight, more than its whole native check)
   const byCode = Float32Array.from(E4M3_TABLE, (v) => (g.op === 'mul' ? v * g.value : v / g.value));
-  if (lw.scale!.bytes.length < blocks) throw new Error(`${lw.scale!.name}: ${lw.scale!.bytes.length} scale bytes for ${blocks} blocks`);
+  if (lw.scale!.bytes.length < blocks) throw new InputError(`${lw.scale!.bytes.length} scale bytes for ${blocks} blocks`, { file: lw.scale!.file, tensor: lw.scale!.name });
   const out = new Uint8Array(4 * 256 + blocks);
   out.set(new Uint8Array(byCode.buffer));
   out.set(lw.scale!.bytes.subarray(0, blocks), 4 * 256);
@@ -78,7 +78,7 @@ function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
   const out = new Float32Array(16 + nb);
   out.set(q.quantMap);
   if (a.dtype === 'F32') {
-    if (a.bytes.length < 4 * nb) throw new Error(`${a.name}: ${a.bytes.length} bytes for ${nb} float32 absmax values`);
+    if (a.bytes.length < 4 * nb) throw new InputError(`${a.bytes.length} bytes for ${nb} float32 absmax values`, { file: a.file, tensor: a.name });
     new Uint8Array(out.buffer, 64, 4 * nb).set(a.bytes.subarray(0, 4 * nb)); // the stored little-endian float32s, as the host holds them
   }
   else {

@@ -248,6 +248,34 @@ describe('native exact dequantization', () => {
     });
   });
 
+  it('an NVFP4 scale or F32 absmax shorter than its blocks is bad input naming its tensor and file, not zeros', () => {
+    const nv: LinearWeight = {
+      out: 4, in: 32, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+      weight: { name: 'n.weight', dtype: 'U8', shape: [4, 16], bytes: new Uint8Array(64) },
+      scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [4, 2], bytes: new Uint8Array(7).fill(0x38), file: 'model.safetensors' },
+      global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(4) }, value: 1, op: 'mul' },
+    };
+    const bnb: LinearWeight = {
+      out: 4, in: 32, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, 64], global: null,
+      weight: { name: 'b.weight', dtype: 'U8', shape: [64, 1], bytes: new Uint8Array(64) },
+      scale: { name: 'b.weight.absmax', dtype: 'F32', shape: [2], bytes: new Uint8Array(7), file: 'model.safetensors' },
+      bnb: { quantType: 'nf4', blocksize: 64, quantMap: Float32Array.from({ length: 16 }, (_, c) => c / 15), namedTable: false, dtype: 'bfloat16', nested: null },
+    };
+    for (const [lw, what] of [[nv, /7 scale bytes for 8 blocks/], [bnb, /7 bytes for 2 float32 absmax values/]] as const) {
+      const err = (() => {
+        try {
+          dequantLinear(lw);
+        } catch (e) {
+          return e;
+        }
+        return null;
+      })();
+      expect(err).toBeInstanceOf(InputError);
+      expect(String((err as Error).message)).toMatch(what);
+      expect((err as InputError).tensor).toBe(lw.scale!.name);
+    }
+  });
+
   it('a NaN scale or code is bad input naming the tensor, its scale and the flat index in the whole tensor', () => {
     const out = 4, inn = 32;
     const scale = Uint8Array.from([127, 127, 255, 127]);
