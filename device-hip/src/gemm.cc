@@ -229,11 +229,14 @@ void gemm_simd(const uint16_t* xh, const Src& src, int m, int k, int n, float al
 // panel first, which at m = 1 ran at a third of the memory's read speed). Lane l of every output still sums
 // k ≡ l (mod 8) in increasing k from zero, then finish_dot: the tiled kernel's order, the same bits.
 // w: W row j0 (row j0 + r at w + r·k). Inlined into one wrapper per instruction set (below).
-// kAhead (rows read from memory): each cache line of the next RW rows is prefetched as the same offset of these
-// rows is read. A row is 8 KiB at k = 4096, so the hardware's stream prefetch started cold on every row, and it
-// stops at 4 KiB page boundaries, which the FP16 cache's mapped files (page-cache pages) cross every 4 KiB: a wide
-// decode step from the FP16 cache went 105 -> 68 ms with it, a GEMV over huge-page memory 36 -> 40 GB/s. Rows
-// decoded into a thread's L2 buffer (FP8, MXFP4) have none: the rows after its buffer are another thread's.
+// kAhead (rows read from memory): the next RW rows are prefetched as these are read. A row is 8 KiB at k = 4096, so
+// the hardware's stream prefetch started cold on every row, and it stops at 4 KiB page boundaries, which the FP16
+// cache's mapped files (page-cache pages) cross every 4 KiB: a wide decode step from the FP16 cache went 105 -> 68 ms
+// with it, a GEMV over huge-page memory 36 -> 40 GB/s. The next rows are fetched in address order, as fast as these
+// are consumed (one stream a thread, a group of rows ahead), not each at the offset being read here (RW streams):
+// one thread over a wide FP16 cache's mapped experts file, 27–31 -> 32–36 GB/s at k = 1024, 2048, 4096 and 8192,
+// two threads 36–39 -> 43–46 (the memory's read speed that hour). Rows decoded into a thread's L2 buffer (FP8,
+// MXFP4) have none: the rows after its buffer are another thread's.
 template <int M, int RW, bool kAhead>
 __attribute__((always_inline, target("avx2,fma,f16c"))) inline void gemv_rows(const float* xf, const uint16_t* xh, const uint16_t* w, int k, int j0,
                                                                                int n, float alpha, uint16_t* out_f16, float* out_f32) {
@@ -244,8 +247,8 @@ __attribute__((always_inline, target("avx2,fma,f16c"))) inline void gemv_rows(co
   for (int kk = 0; kk < k8; kk += 8) {
     __m256 wv[RW];
     // one prefetch a 64-byte line (32 values); past the weight's end a prefetch is dropped, never faults
-    if (kAhead && (kk & 31) == 0)
-      for (int r = 0; r < RW; r++) _mm_prefetch(reinterpret_cast<const char*>(w + (size_t)(r + RW) * k + kk), _MM_HINT_T0);
+    // the next RW rows in address order, one 64-byte line each time these RW rows have consumed 64 bytes
+    if (kAhead && (kk * RW * 2) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (size_t)RW * k) + (size_t)kk * RW * 2, _MM_HINT_T0);
     for (int r = 0; r < RW; r++) wv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)r * k + kk)));
     for (int i = 0; i < M; i++) {
       const __m256 xv = _mm256_loadu_ps(xf + (size_t)i * k + kk);

@@ -42,8 +42,11 @@ function expectBits(got: Uint16Array, want: Uint16Array, what: string): void {
 }
 
 describe('gemm', () => {
+  // m ≤ 4 is the GEMV: with AVX-512 eight W rows at a time as zmm pairs, then ymm rows; n past 8 with ragged 16-row
+  // units and k tails off the 8 lanes exercise both at every m
   const SHAPES: Array<[number, number, number]> = [
     [16, 4096, 64], [1, 4096, 64], [5, 100, 33], [3, 7, 5], [17, 1037, 13], [2, 520, 4], [4, 8, 1],
+    [1, 1037, 29], [2, 1003, 45], [3, 264, 24], [4, 263, 19], [4, 5, 17],
   ];
   SHAPES.forEach(([m, k, n], s) => {
     it(`gemm_f16(m=${m},k=${k},n=${n})`, () => {
