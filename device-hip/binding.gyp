@@ -27,7 +27,7 @@
     {
       'target_name': 'ld_reference',
       'include_dirs': ['../harness/contracts'],
-      'sources': ['../reference-cpu/native/gemm_f32.cc', '../reference-cpu/native/dequant_exact.cc', '../reference-cpu/native/check_f16.cc', '../reference-cpu/native/file_io.cc', '../reference-cpu/native/blake3.cc', '../reference-cpu/native/attention_f64.cc'],
+      'sources': ['../reference-cpu/native/gemm_f32.cc', '../reference-cpu/native/dequant_exact.cc', '../reference-cpu/native/check_f16.cc', '../reference-cpu/native/file_io.cc', '../reference-cpu/native/blake3.cc', '../reference-cpu/native/attention_f64.cc', '../reference-cpu/native/metrics_f64.cc'],
     },
     # The `hip` backend (device-hip/hip): probes and drives an AMD GPU through a dlopen'ed libamdhip64 — no
     # link-time ROCm dependency, so it builds and loads everywhere — and exposes the kernels' host reference.

@@ -8,6 +8,7 @@
  * (policy.ts).
  */
 import type { Act } from '../formats/tensor.js';
+import { type MetricsNative, metricsNative } from './metrics_native.js';
 
 export interface PathCounts {
   reference: number;
@@ -76,10 +77,16 @@ export function unravel(index: number, shape: number[]): number[] {
   return at;
 }
 
-export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
-  if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
-  const nan = { reference: 0, device: 0 };
-  const inf = { reference: 0, device: 0 };
+/**
+ * compareActs' pass over the elements, as metrics_native.ts lays it out: [nanDevice, infDevice, nanReference,
+ * infReference, maxRef, maxAbs, maxIdx, sumAbs, sumSq, refSq, devSq, dot, n, mismatched, mismatchNaN, firstMismatch].
+ * The oracle of the native pass (compareSums), and what runs without the addon.
+ */
+export function compareSumsTs(dd: Float32Array, rd: Float32Array): Float64Array {
+  let nanD = 0;
+  let infD = 0;
+  let nanR = 0;
+  let infR = 0;
   let maxAbs = 0;
   let maxIdx = 0;
   let sumAbs = 0;
@@ -93,13 +100,13 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
   let mismatched = 0;
   let mismatchNaN = false;
   let firstMismatch = -1;
-  for (let i = 0; i < r.data.length; i++) {
-    const a = d.data[i];
-    const b = r.data[i];
-    if (Number.isNaN(a)) nan.device++;
-    else if (!Number.isFinite(a)) inf.device++;
-    if (Number.isNaN(b)) nan.reference++;
-    else if (!Number.isFinite(b)) inf.reference++;
+  for (let i = 0; i < rd.length; i++) {
+    const a = dd[i];
+    const b = rd[i];
+    if (Number.isNaN(a)) nanD++;
+    else if (!Number.isFinite(a)) infD++;
+    if (Number.isNaN(b)) nanR++;
+    else if (!Number.isFinite(b)) infR++;
     // max |r| over every finite reference value, also where the device went non-finite: the reference's
     // magnitude there is what tells an FP16 range problem from a kernel bug
     else if (Math.abs(b) > maxRef) maxRef = Math.abs(b);
@@ -124,6 +131,15 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
     dot += a * b;
     n++;
   }
+  return Float64Array.of(nanD, infD, nanR, infR, maxRef, maxAbs, maxIdx, sumAbs, sumSq, refSq, devSq, dot, n, mismatched, mismatchNaN ? 1 : 0, firstMismatch);
+}
+
+export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
+  if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
+  const s = metricsNative()?.compareSums(d.data, r.data) ?? compareSumsTs(d.data, r.data);
+  const [nanD, infD, nanR, infR, maxRef, maxAbs, maxIdx, sumAbs, sumSq, refSq, devSq, dot, n, mismatched, mismatchNaN, firstMismatch] = s;
+  const nan = { reference: nanR, device: nanD };
+  const inf = { reference: infR, device: infD };
   const denom = Math.sqrt(refSq) * Math.sqrt(devSq);
   const finite: FiniteMetrics = {
     count: n,
@@ -148,7 +164,7 @@ export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
   if (n === r.data.length) return base(finite, maxIdx);
   // non-finite only where both paths agree on it: the finite part is the whole comparison (and says so)
   if (mismatched === 0) return { ...base(finite, maxIdx), finite };
-  const unbounded = mismatchNaN ? NaN : Infinity;
+  const unbounded = mismatchNaN === 1 ? NaN : Infinity;
   return { ...base({ max_abs: unbounded, mean_abs: unbounded, rms: unbounded, rel_l2: unbounded, cosine: NaN }, firstMismatch), finite };
 }
 
@@ -182,26 +198,29 @@ export function histEdge(k: number): number {
   return HIST_LO * 10 ** (k / HIST_PER_DECADE);
 }
 
-const EDGES = Float64Array.from({ length: HIST_BINS + 1 }, (_, k) => histEdge(k));
+/** the bin edges, lower edge of bin 0 up to the top edge (errorHistogram bins by comparisons with these values) */
+export const HIST_EDGES = Float64Array.from({ length: HIST_BINS + 1 }, (_, k) => histEdge(k));
 
 export function errorHistogram(d: Act, r: Act): ErrorHistogram {
-  const counts = new Array<number>(HIST_BINS).fill(0);
-  let zero = 0;
-  let under = 0;
-  let over = 0;
-  let nonfinite = 0;
+  const b = metricsNative()?.errorBins(d.data, r.data, HIST_EDGES) ?? errorBinsTs(d.data, r.data);
+  return { lo: HIST_LO, per_decade: HIST_PER_DECADE, counts: Array.from(b.subarray(0, HIST_BINS)), zero: b[HIST_BINS], under: b[HIST_BINS + 1], over: b[HIST_BINS + 2], nonfinite: b[HIST_BINS + 3] };
+}
+
+/** errorHistogram's pass, laid out as the native errorBins: [counts..., zero, under, over, nonfinite] (its oracle, and the fallback) */
+export function errorBinsTs(dd: Float32Array, rd: Float32Array): Float64Array {
+  const out = new Float64Array(HIST_BINS + 4);
   const top = histEdge(HIST_BINS);
-  for (let i = 0; i < r.data.length; i++) {
-    const a = d.data[i];
-    const b = r.data[i];
+  for (let i = 0; i < rd.length; i++) {
+    const a = dd[i];
+    const b = rd[i];
     if (!Number.isFinite(a) || !Number.isFinite(b)) {
-      nonfinite++;
+      out[HIST_BINS + 3]++;
       continue;
     }
     const e = Math.abs(a - b);
-    if (e === 0) zero++;
-    else if (e < HIST_LO) under++;
-    else if (e >= top) over++;
+    if (e === 0) out[HIST_BINS]++;
+    else if (e < HIST_LO) out[HIST_BINS + 1]++;
+    else if (e >= top) out[HIST_BINS + 2]++;
     else {
       // the bin is the last edge at or below e, found among the edges themselves (no log per element, and no
       // bin one off at an exact edge, where 10^x is not exact in binary)
@@ -209,13 +228,13 @@ export function errorHistogram(d: Act, r: Act): ErrorHistogram {
       let hi = HIST_BINS - 1;
       while (lo < hi) {
         const mid = (lo + hi + 1) >> 1;
-        if (e >= EDGES[mid]) lo = mid;
+        if (e >= HIST_EDGES[mid]) lo = mid;
         else hi = mid - 1;
       }
-      counts[lo]++;
+      out[lo]++;
     }
   }
-  return { lo: HIST_LO, per_decade: HIST_PER_DECADE, counts, zero, under, over, nonfinite };
+  return out;
 }
 
 /** Run-to-run spread of one path: how far repeated device runs on the same input land from the first. */
@@ -251,19 +270,14 @@ export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): Lo
   let klMax = 0;
   const kls = new Float64Array(T);
   const agrees = new Uint8Array(T);
+  const native = metricsNative();
   for (let t = 0; t < T; t++) {
-    const lr = logSoftmax(r.data.subarray(t * V, (t + 1) * V));
-    const ld = logSoftmax(d.data.subarray(t * V, (t + 1) * V));
-    if (argmax(lr) === argmax(ld)) {
+    const [rawKl, argR, argD] = native === null ? tokenKlTs(d.data, r.data, t * V, V) : tokenKlNative(native, d.data, r.data, t * V, V);
+    if (argR === argD) {
       agree++;
       agrees[t] = 1;
     }
-    let kl = 0;
-    for (let v = 0; v < V; v++) {
-      const p = Math.exp(lr[v]);
-      if (p > 0) kl += p * (lr[v] - ld[v]);
-    }
-    if (!Number.isFinite(kl)) kl = Infinity;
+    const kl = Number.isFinite(rawKl) ? rawKl : Infinity;
     klSum += kl;
     klMax = Math.max(klMax, kl);
     kls[t] = kl;
@@ -287,6 +301,31 @@ export function percentile(values: Float64Array, q: number): number {
   if (values.length === 0) return 0;
   const sorted = Float64Array.from(values).sort();
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+/**
+ * One token's KL(p_ref ‖ p_dev) over its logits row [offset, offset + V) and both rows' argmax (of the log-softmax,
+ * as compareLogits judges them), in TypeScript: the oracle of tokenKlNative, and what runs without the addon.
+ */
+export function tokenKlTs(dd: Float32Array, rd: Float32Array, offset: number, V: number): [number, number, number] {
+  const lr = logSoftmax(rd.subarray(offset, offset + V));
+  const ld = logSoftmax(dd.subarray(offset, offset + V));
+  let kl = 0;
+  for (let v = 0; v < V; v++) {
+    const p = Math.exp(lr[v]);
+    if (p > 0) kl += p * (lr[v] - ld[v]);
+  }
+  return [kl, argmax(lr), argmax(ld)];
+}
+
+/** tokenKlTs with the per-element passes native; the one log a row stays Math.log, so the bits are the same. */
+export function tokenKlNative(N: MetricsNative, dd: Float32Array, rd: Float32Array, offset: number, V: number): [number, number, number] {
+  const lse = (x: Float32Array) => {
+    const [m, s] = N.logSumExp(x, offset, V);
+    return m + Math.log(s);
+  };
+  const [kl, argR, argD] = N.klRow(rd, lse(rd), dd, lse(dd), offset, V);
+  return [kl, argR, argD];
 }
 
 function logSoftmax(x: ArrayLike<number>): Float64Array {

@@ -35,3 +35,5 @@ void register_file_io(Napi::Env env, Napi::Object exports);
 void register_blake3(Napi::Env env, Napi::Object exports);
 // attention_f64.cc: attentionScores and attentionOutput (the DeepSeek-V4 reference attention's float64 sums)
 void register_attention_f64(Napi::Env env, Napi::Object exports);
+// metrics_f64.cc: compareSums, errorBins, logSumExp, klRow and expF64 (the error metrics' per-element passes)
+void register_metrics_f64(Napi::Env env, Napi::Object exports);

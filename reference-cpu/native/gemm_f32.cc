@@ -384,6 +384,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_file_io(env, exports);
   register_blake3(env, exports);
   register_attention_f64(env, exports);
+  register_metrics_f64(env, exports);
   return exports;
 }
 
