@@ -69,6 +69,8 @@ interface ReferenceAddon {
   roundF16Values(x: Float32Array): Float32Array;
   attentionScores(q: Float32Array, t: number, H: number, d: number, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, scale: number): Float64Array;
   attentionOutput(p: Float64Array, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, t: number, H: number, d: number, o: Float32Array): void;
+  hcPostMix(F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array): Float32Array;
+  hcCollapse(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
@@ -226,6 +228,16 @@ export function attentionScores(q: Float32Array, t: number, H: number, d: number
 }
 export function attentionOutput(p: Float64Array, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, t: number, H: number, d: number, o: Float32Array): void {
   native().attentionOutput(p, kv, first, last, comp, picks, t, H, d, o);
+}
+
+/** DeepSeek-V4's hyper-connection post mix, hc.ts hcPostTs's float64 sums bit for bit (attention_f64.cc). */
+export function hcPostMix(F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array): Float32Array {
+  return native().hcPostMix(F, X, S, hc, D, post, comb);
+}
+
+/** u = Σ_j pre_j·X_j per token, hc.ts collapseTs's float64 sums bit for bit (attention_f64.cc). */
+export function hcCollapse(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array {
+  return native().hcCollapse(X, S, hc, D, pre);
 }
 
 /**

@@ -5,6 +5,7 @@
  * while pre's "+ε" and every Sinkhorn step use hc_eps.
  */
 import { matmul } from '../ops.js';
+import { hcCollapse, hcPostMix } from '../native.js';
 
 export interface HcParams {
   /** [(2+hc)·hc, hc·D] (hc_head: [hc, hc·D]) */
@@ -68,8 +69,13 @@ export function hcMixes(X: Float32Array, S: number, width: number, fn: Float32Ar
   return m;
 }
 
-/** u = Σ_j pre_j·X_j per token: [S, D]. */
+/** u = Σ_j pre_j·X_j per token: [S, D] (native, collapseTs's sums in its order). */
 function collapse(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array {
+  return hcCollapse(X, S, hc, D, pre);
+}
+
+/** collapse as a statement: the oracle the native mix is tested against. */
+export function collapseTs(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array {
   const u = new Float32Array(S * D);
   for (let t = 0; t < S; t++) {
     for (let i = 0; i < D; i++) {
@@ -111,8 +117,16 @@ export function hcPre(X: Float32Array, S: number, p: HcParams, d: HcDims): HcPre
   return { u: collapse(X, S, hc, D, pre), post, comb };
 }
 
-/** X'_k = post_k·F + Σ_j C_jk·X_j (X' = Cᵀ·X; the only residual path, §4.3/§4.4). F [S, D] → [S, hc, D]. */
+/**
+ * X'_k = post_k·F + Σ_j C_jk·X_j (X' = Cᵀ·X; the only residual path, §4.3/§4.4). F [S, D] → [S, hc, D]. Native
+ * (reference-cpu/native/attention_f64.cc): each element's float64 sum in hcPostTs's order, so its bits.
+ */
 export function hcPost(F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array): Float32Array {
+  return hcPostMix(F, X, S, hc, D, post, comb);
+}
+
+/** hcPost as a statement: the oracle the native mix is tested against. */
+export function hcPostTs(F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array): Float32Array {
   const Y = new Float32Array(S * hc * D);
   for (let t = 0; t < S; t++) {
     for (let k = 0; k < hc; k++) {

@@ -5,6 +5,8 @@
 //     float32s exact in float64;
 //   attentionOutput: o[t,h,i] = float32(Σ_c p[h][c] · k_c[i]), the sum over c from 0 up, each product rounded to
 //     float64, the total rounded once to float32 by the store.
+//   hcPostMix / hcCollapse: the hyper-connections' stream mixes (reference-cpu/deepseek_v4/hc.ts hcPost and the pre
+//     collapse), each element's float64 sum over the hc streams in the TypeScript loops' order.
 // The softmax between them stays in TypeScript (Math.exp: a C library's exp may round differently in the last bit).
 // The candidates of token t are the raw rows kv[first..last], then the compressed rows comp[picks[...]], in that
 // order. SIMD lanes run across candidates (scores, over rows transposed once per token for all heads) or across
@@ -238,6 +240,125 @@ Napi::Value attention_output(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// ---- hyper-connection mixes (reference-cpu/deepseek_v4/hc.ts): one output row of D values ---------------------
+// o[i] = float32(acc) with acc = a·f[i] (f given) or 0, then acc += w[j]·x_j[i] for j from 0 up, in float64: hc.ts's
+// loops, lanes across i (never across the sum over j).
+
+void mix_scalar(const float* f, double a, const float* const* xs, const double* w, int64_t hc, int64_t i0, int64_t D, float* o) {
+  for (int64_t i = i0; i < D; i++) {
+    double acc = f != nullptr ? a * static_cast<double>(f[i]) : 0.0;
+    for (int64_t j = 0; j < hc; j++) acc += w[j] * static_cast<double>(xs[j][i]);
+    o[i] = static_cast<float>(acc);
+  }
+}
+
+__attribute__((target("avx2"))) void mix_avx2(const float* f, double a, const float* const* xs, const double* w, int64_t hc, int64_t D, float* o) {
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+    if (f != nullptr) {
+      a0 = _mm256_mul_pd(_mm256_set1_pd(a), _mm256_cvtps_pd(_mm_loadu_ps(f + i)));
+      a1 = _mm256_mul_pd(_mm256_set1_pd(a), _mm256_cvtps_pd(_mm_loadu_ps(f + i + 4)));
+    }
+    for (int64_t j = 0; j < hc; j++) {
+      const __m256d wv = _mm256_set1_pd(w[j]);
+      a0 = _mm256_add_pd(a0, _mm256_mul_pd(wv, _mm256_cvtps_pd(_mm_loadu_ps(xs[j] + i))));
+      a1 = _mm256_add_pd(a1, _mm256_mul_pd(wv, _mm256_cvtps_pd(_mm_loadu_ps(xs[j] + i + 4))));
+    }
+    _mm_storeu_ps(o + i, _mm256_cvtpd_ps(a0));
+    _mm_storeu_ps(o + i + 4, _mm256_cvtpd_ps(a1));
+  }
+  mix_scalar(f, a, xs, w, hc, i, D, o);
+}
+
+__attribute__((target("avx512f"))) void mix_avx512(const float* f, double a, const float* const* xs, const double* w, int64_t hc, int64_t D, float* o) {
+  int64_t i = 0;
+  for (; i + 16 <= D; i += 16) {
+    __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+    if (f != nullptr) {
+      a0 = _mm512_mul_pd(_mm512_set1_pd(a), _mm512_cvtps_pd(_mm256_loadu_ps(f + i)));
+      a1 = _mm512_mul_pd(_mm512_set1_pd(a), _mm512_cvtps_pd(_mm256_loadu_ps(f + i + 8)));
+    }
+    for (int64_t j = 0; j < hc; j++) {
+      const __m512d wv = _mm512_set1_pd(w[j]);
+      a0 = _mm512_add_pd(a0, _mm512_mul_pd(wv, _mm512_cvtps_pd(_mm256_loadu_ps(xs[j] + i))));
+      a1 = _mm512_add_pd(a1, _mm512_mul_pd(wv, _mm512_cvtps_pd(_mm256_loadu_ps(xs[j] + i + 8))));
+    }
+    _mm256_storeu_ps(o + i, _mm512_cvtpd_ps(a0));
+    _mm256_storeu_ps(o + i + 8, _mm512_cvtpd_ps(a1));
+  }
+  mix_scalar(f, a, xs, w, hc, i, D, o);
+}
+
+void mix_row(RefSimd simd, const float* f, double a, const float* const* xs, const double* w, int64_t hc, int64_t D, float* o) {
+  if (simd == RefSimd::Avx512) mix_avx512(f, a, xs, w, hc, D, o);
+  else if (simd == RefSimd::Avx2) mix_avx2(f, a, xs, w, hc, D, o);
+  else mix_scalar(f, a, xs, w, hc, 0, D, o);
+}
+
+Napi::Float64Array f64_arg(const Napi::CallbackInfo& info, size_t i, const std::string& fn, const char* name) {
+  if (i >= info.Length() || !info[i].IsTypedArray() || info[i].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    throw Napi::TypeError::New(info.Env(), fn + ": " + name + " must be a Float64Array");
+  }
+  return info[i].As<Napi::Float64Array>();
+}
+
+// hcPostMix(F [S, D], X [S, hc, D], S, hc, D, post [S, hc], comb [S, hc, hc]) → Y [S, hc, D]:
+// Y[t,k,i] = post[t,k]·F[t,i] + Σ_j comb[t,j,k]·X[t,j,i] (hc.ts hcPost)
+Napi::Value hc_post_mix(const Napi::CallbackInfo& info) {
+  const std::string fn = "hcPostMix";
+  const auto F = f32_arg(info, 0, fn, "F"), X = f32_arg(info, 1, fn, "X");
+  const int64_t S = int_arg(info, 2, fn, "S", 0), hc = int_arg(info, 3, fn, "hc", 1), D = int_arg(info, 4, fn, "D", 1);
+  const auto post = f64_arg(info, 5, fn, "post"), comb = f64_arg(info, 6, fn, "comb");
+  const Napi::Env env = info.Env();
+  const int64_t Shc = product(env, fn, S, hc, "S·hc"), SD = product(env, fn, S, D, "S·D"), SHD = product(env, fn, Shc, D, "S·hc·D"), Shh = product(env, fn, Shc, hc, "S·hc·hc");
+  if (static_cast<int64_t>(F.ElementLength()) != SD || static_cast<int64_t>(X.ElementLength()) != SHD || static_cast<int64_t>(post.ElementLength()) != Shc || static_cast<int64_t>(comb.ElementLength()) != Shh) {
+    range(env, fn, "F, X, post and comb must hold S·D, S·hc·D, S·hc and S·hc·hc values");
+  }
+  auto Y = Napi::Float32Array::New(env, static_cast<size_t>(SHD));
+  const float* f = F.Data();
+  const float* x = X.Data();
+  const double* pp = post.Data();
+  const double* cc = comb.Data();
+  float* y = Y.Data();
+  const RefSimd simd = reference_simd();
+#pragma omp parallel for schedule(static) if (static_cast<double>(SHD) * static_cast<double>(hc) >= 65536.0)
+  for (int64_t tk = 0; tk < Shc; tk++) {
+    const int64_t t = tk / hc, k = tk % hc;
+    std::vector<const float*> xs(static_cast<size_t>(hc));
+    std::vector<double> w(static_cast<size_t>(hc));
+    for (int64_t j = 0; j < hc; j++) {
+      xs[j] = x + (t * hc + j) * D;
+      w[j] = cc[(t * hc + j) * hc + k];
+    }
+    mix_row(simd, f + t * D, pp[tk], xs.data(), w.data(), hc, D, y + tk * D);
+  }
+  return Y;
+}
+
+// hcCollapse(X [S, hc, D], S, hc, D, pre [S, hc]) → u [S, D]: u[t,i] = Σ_j pre[t,j]·X[t,j,i] from 0 (hc.ts collapse)
+Napi::Value hc_collapse(const Napi::CallbackInfo& info) {
+  const std::string fn = "hcCollapse";
+  const auto X = f32_arg(info, 0, fn, "X");
+  const int64_t S = int_arg(info, 1, fn, "S", 0), hc = int_arg(info, 2, fn, "hc", 1), D = int_arg(info, 3, fn, "D", 1);
+  const auto pre = f64_arg(info, 4, fn, "pre");
+  const Napi::Env env = info.Env();
+  const int64_t Shc = product(env, fn, S, hc, "S·hc"), SD = product(env, fn, S, D, "S·D"), SHD = product(env, fn, Shc, D, "S·hc·D");
+  if (static_cast<int64_t>(X.ElementLength()) != SHD || static_cast<int64_t>(pre.ElementLength()) != Shc) range(env, fn, "X and pre must hold S·hc·D and S·hc values");
+  auto U = Napi::Float32Array::New(env, static_cast<size_t>(SD));
+  const float* x = X.Data();
+  const double* pp = pre.Data();
+  float* u = U.Data();
+  const RefSimd simd = reference_simd();
+#pragma omp parallel for schedule(static) if (static_cast<double>(SHD) >= 65536.0)
+  for (int64_t t = 0; t < S; t++) {
+    std::vector<const float*> xs(static_cast<size_t>(hc));
+    for (int64_t j = 0; j < hc; j++) xs[j] = x + (t * hc + j) * D;
+    mix_row(simd, nullptr, 0.0, xs.data(), pp + t * hc, hc, D, u + t * D);
+  }
+  return U;
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -245,4 +366,6 @@ Napi::Value attention_output(const Napi::CallbackInfo& info) {
 void register_attention_f64(Napi::Env env, Napi::Object exports) {
   exports.Set("attentionScores", Napi::Function::New(env, attention_scores));
   exports.Set("attentionOutput", Napi::Function::New(env, attention_output));
+  exports.Set("hcPostMix", Napi::Function::New(env, hc_post_mix));
+  exports.Set("hcCollapse", Napi::Function::New(env, hc_collapse));
 }

@@ -33,7 +33,8 @@ void register_check_f16(Napi::Env env, Napi::Object exports);
 void register_file_io(Napi::Env env, Napi::Object exports);
 // blake3.cc: blake3Parts and blake3File (BLAKE3 of byte ranges and of files, on several threads)
 void register_blake3(Napi::Env env, Napi::Object exports);
-// attention_f64.cc: attentionScores and attentionOutput (the DeepSeek-V4 reference attention's float64 sums)
+// attention_f64.cc: attentionScores and attentionOutput (the DeepSeek-V4 reference attention's float64 sums), hcPostMix
+// and hcCollapse (its hyper-connection mixes)
 void register_attention_f64(Napi::Env env, Napi::Object exports);
 // metrics_f64.cc: compareSums, errorBins, logSumExp, klRow and expF64 (the error metrics' per-element passes)
 void register_metrics_f64(Napi::Env env, Napi::Object exports);

@@ -22,13 +22,13 @@ import { DeepseekV4Checkpoint, type DeepseekV4Expert } from '../../harness/model
 import { DeepseekV4Reference, deepseekV4Reference } from '../deepseek_v4.js';
 import { attendWithSink, attendWithSinkTs } from '../deepseek_v4/attention.js';
 import { compressBlocks } from '../deepseek_v4/compressor.js';
-import { hcHead, hcPost, hcPre, sinkhorn } from '../deepseek_v4/hc.js';
+import { collapseTs, hcHead, hcPost, hcPostTs, hcPre, sinkhorn } from '../deepseek_v4/hc.js';
 import { indexerScores, topkLowestIndex } from '../deepseek_v4/indexer.js';
 import { dequantRows, linear } from '../deepseek_v4/linear.js';
 import { expertForward, route, sqrtSoftplus } from '../deepseek_v4/moe.js';
 import { deepseekInvFreq, layerInvFreq, yarnRange } from '../deepseek_v4/rope.js';
 import { dequantLinear } from '../dequant.js';
-import { attentionOutput, attentionScores, setReferenceSimd } from '../native.js';
+import { attentionOutput, attentionScores, hcCollapse, setReferenceSimd } from '../native.js';
 import { matmul } from '../ops.js';
 import { relErr } from './rel_err.js';
 
@@ -821,6 +821,48 @@ describe('deepseek_v4 MoE (§4.6)', () => {
     expect(relErr(clamped, direct(0.5, [0.3, 1.2]))).toBeLessThan(1e-6);
     expect(relErr(free, direct(0, [1, 1]))).toBeLessThan(1e-6);
     expect(relErr(free, direct(0.5, [1, 1]))).toBeGreaterThan(1e-3); // the clamp bites on this input
+  });
+});
+
+describe('deepseek_v4 hyper-connection mixes (native float64 sums)', () => {
+  it('hcPost and the pre collapse (hcPre, hcHead) are hcPostTs and collapseTs bit for bit at every SIMD level, with sums whose order shows', () => {
+    const r = rng(83);
+    const same = (F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array, pre: Float64Array, what: string) => {
+      const wantPost = new Uint32Array(hcPostTs(F, X, S, hc, D, post, comb).buffer);
+      const wantU = new Uint32Array(collapseTs(X, S, hc, D, pre).buffer);
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(level);
+        expect(Array.from(new Uint32Array(hcPost(F, X, S, hc, D, post, comb).buffer)), `hcPost ${what} ${level}`).toEqual(Array.from(wantPost));
+        expect(Array.from(new Uint32Array(hcCollapse(X, S, hc, D, pre).buffer)), `collapse ${what} ${level}`).toEqual(Array.from(wantU));
+      }
+    };
+    try {
+      for (const [S, hc, D] of [[7, 4, 4099], [3, 3, 40], [2, 1, 5], [0, 4, 16]] as const) {
+        // ±1e20 stream values that cancel between streams, with small ones a different order would absorb
+        const PAT = [1e20, 1, -1e20, 3];
+        const X = f32(Array.from({ length: S * hc * D }, (_, k) => (k % 11 === 0 ? PAT[Math.floor(k / D) % 4] : randn(r, 1)[0] * 10 ** ((k % 9) - 4))));
+        const F = f32(randn(r, S * D).map((v, i) => (i % 13 === 0 ? -0 : v)));
+        const post = Float64Array.from(randn(r, S * hc), (v, i) => (i % 5 === 0 ? 0 : v));
+        const comb = Float64Array.from(randn(r, S * hc * hc), (v) => Math.abs(v));
+        const pre = Float64Array.from(randn(r, S * hc), (v, i) => (i % 4 === 1 ? -0 : v));
+        same(F, X, S, hc, D, post, comb, pre, `[${S}, ${hc}, ${D}]`);
+      }
+      // the data above make order matter: summing the streams in reverse changes some output
+      const S = 2, hc = 4, D = 64;
+      const X = f32(Array.from({ length: S * hc * D }, (_, k) => { const v = [1e20, 1, -1e20, 3][Math.floor(k / D) % 4]; return Math.abs(v) > 10 ? v : v * (1 + (k % 7) / 8); }));
+      const ones = new Float64Array(S * hc).fill(1);
+      const fwd = collapseTs(X, S, hc, D, ones);
+      const rev = collapseTs(f32(Array.from({ length: S * hc * D }, (_, k) => X[Math.floor(k / (hc * D)) * hc * D + (hc - 1 - (Math.floor(k / D) % hc)) * D + (k % D)])), S, hc, D, ones);
+      expect(Array.from(fwd)).not.toEqual(Array.from(rev));
+      // and the native mixes keep the forward order on them, over every lane width and a tail (D = 64 + 7)
+      const D2 = D + 7;
+      const X2 = f32(Array.from({ length: S * hc * D2 }, (_, k) => { const v = [1e20, 1, -1e20, 3][Math.floor(k / D2) % 4]; return Math.abs(v) > 10 ? v : v * (1 + (k % 7) / 8); }));
+      same(f32(new Array(S * D2).fill(0.5)), X2, S, hc, D2, new Float64Array(S * hc).fill(1), new Float64Array(S * hc * hc).fill(1), new Float64Array(S * hc).fill(1), 'cancelling streams');
+    } finally {
+      setReferenceSimd('auto');
+    }
+    expect(() => hcPost(f32([1]), f32([1, 2]), 1, 1, 1, Float64Array.of(1), Float64Array.of(1))).toThrow(/must hold/);
+    expect(() => hcCollapse(f32([1, 2]), 2 ** 40, 1, 2 ** 20, Float64Array.of(1))).toThrow(/S must be an integer|too large/);
   });
 });
 
