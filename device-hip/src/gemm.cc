@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "addon.h"
@@ -246,9 +247,9 @@ __attribute__((always_inline, target("avx2,fma,f16c"))) inline void gemv_rows(co
     for (int r = 0; r < RW; r++) c[i][r] = _mm256_setzero_ps();
   for (int kk = 0; kk < k8; kk += 8) {
     __m256 wv[RW];
-    // one prefetch a 64-byte line (32 values); past the weight's end a prefetch is dropped, never faults
-    // the next RW rows in address order, one 64-byte line each time these RW rows have consumed 64 bytes
-    if (kAhead && (kk * RW * 2) % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(w + (size_t)RW * k) + (size_t)kk * RW * 2, _MM_HINT_T0);
+    // the next RW rows in address order, one 64-byte line each time these RW rows have consumed 64 bytes; past the
+    // weight's end a prefetch is dropped, never faults (the address formed as an integer: no pointer past the array)
+    if (kAhead && (kk & (32 / RW - 1)) == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(w) + ((size_t)RW * k + (size_t)kk * RW) * 2), _MM_HINT_T0);
     for (int r = 0; r < RW; r++) wv[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (size_t)r * k + kk)));
     for (int i = 0; i < M; i++) {
       const __m256 xv = _mm256_loadu_ps(xf + (size_t)i * k + kk);

@@ -264,6 +264,7 @@ export function spreadOf(a: Act, b: Act): Spread {
  * `flipped`: the tokens with a benign top-k flip (free accumulated mode), left out of kl_p99_unflipped.
  */
 export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): LogitMetrics {
+  if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
   const [T, V] = r.shape;
   let agree = 0;
   let klSum = 0;

@@ -6,7 +6,8 @@
  * in either path, ties, −0, and exp arguments in every branch of fdlibm's algorithm.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { compareSumsTs, HIST_EDGES, errorBinsTs, tokenKlNative, tokenKlTs } from '../compare/metrics.js';
+import { compareLogits, compareSumsTs, errorBinsTs, HIST_EDGES, tokenKlNative, tokenKlTs } from '../compare/metrics.js';
+import { act } from '../formats/tensor.js';
 import { metricsNative } from '../compare/metrics_native.js';
 import { Rng } from '../rng.js';
 import { setReferenceSimd } from '../../reference-cpu/native.js';
@@ -171,6 +172,8 @@ describe.runIf(N !== null)('native error metrics', () => {
     }
     expect(tokenKlNative(N!, dev, ref, 3 * V, V)[1]).toBe(17);
     expect(() => N!.klRow(ref, 0, dev, 0, rows * V - 3, 4)).toThrow(/inside the row array/);
+    // logits of different shapes are one error naming both shapes, before any row is read
+    expect(() => compareLogits(act([rows - 1, V], dev.subarray(V)), act([rows, V], ref))).toThrow(/shape mismatch/);
     expect(() => N!.logSumExp(ref, -1, 4)).toThrow(/inside the row array/);
   });
 });

@@ -308,7 +308,7 @@ Napi::Float64Array f64_arg(const Napi::CallbackInfo& info, size_t i, const std::
 Napi::Value hc_post_mix(const Napi::CallbackInfo& info) {
   const std::string fn = "hcPostMix";
   const auto F = f32_arg(info, 0, fn, "F"), X = f32_arg(info, 1, fn, "X");
-  const int64_t S = int_arg(info, 2, fn, "S", 0), hc = int_arg(info, 3, fn, "hc", 1), D = int_arg(info, 4, fn, "D", 1);
+  const int64_t S = int_arg(info, 2, fn, "S", 0), hc = int_arg(info, 3, fn, "hc", 0), D = int_arg(info, 4, fn, "D", 0);
   const auto post = f64_arg(info, 5, fn, "post"), comb = f64_arg(info, 6, fn, "comb");
   const Napi::Env env = info.Env();
   const int64_t Shc = product(env, fn, S, hc, "S·hc"), SD = product(env, fn, S, D, "S·D"), SHD = product(env, fn, Shc, D, "S·hc·D"), Shh = product(env, fn, Shc, hc, "S·hc·hc");
@@ -322,16 +322,20 @@ Napi::Value hc_post_mix(const Napi::CallbackInfo& info) {
   const double* cc = comb.Data();
   float* y = Y.Data();
   const RefSimd simd = reference_simd();
-#pragma omp parallel for schedule(static) if (static_cast<double>(SHD) * static_cast<double>(hc) >= 65536.0)
+  // per-thread rows and weights, allocated before the threads start (nothing inside a parallel region throws)
+  const int threads = static_cast<double>(SHD) * static_cast<double>(hc) >= 65536.0 ? omp_get_max_threads() : 1;
+  std::vector<const float*> xs_all(static_cast<size_t>(threads * hc));
+  std::vector<double> w_all(static_cast<size_t>(threads * hc));
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t tk = 0; tk < Shc; tk++) {
     const int64_t t = tk / hc, k = tk % hc;
-    std::vector<const float*> xs(static_cast<size_t>(hc));
-    std::vector<double> w(static_cast<size_t>(hc));
+    const float** xs = xs_all.data() + omp_get_thread_num() * hc;
+    double* w = w_all.data() + omp_get_thread_num() * hc;
     for (int64_t j = 0; j < hc; j++) {
       xs[j] = x + (t * hc + j) * D;
       w[j] = cc[(t * hc + j) * hc + k];
     }
-    mix_row(simd, f + t * D, pp[tk], xs.data(), w.data(), hc, D, y + tk * D);
+    mix_row(simd, f + t * D, pp[tk], xs, w, hc, D, y + tk * D);
   }
   return Y;
 }
@@ -340,7 +344,7 @@ Napi::Value hc_post_mix(const Napi::CallbackInfo& info) {
 Napi::Value hc_collapse(const Napi::CallbackInfo& info) {
   const std::string fn = "hcCollapse";
   const auto X = f32_arg(info, 0, fn, "X");
-  const int64_t S = int_arg(info, 1, fn, "S", 0), hc = int_arg(info, 2, fn, "hc", 1), D = int_arg(info, 3, fn, "D", 1);
+  const int64_t S = int_arg(info, 1, fn, "S", 0), hc = int_arg(info, 2, fn, "hc", 0), D = int_arg(info, 3, fn, "D", 0);
   const auto pre = f64_arg(info, 4, fn, "pre");
   const Napi::Env env = info.Env();
   const int64_t Shc = product(env, fn, S, hc, "S·hc"), SD = product(env, fn, S, D, "S·D"), SHD = product(env, fn, Shc, D, "S·hc·D");
@@ -350,11 +354,13 @@ Napi::Value hc_collapse(const Napi::CallbackInfo& info) {
   const double* pp = pre.Data();
   float* u = U.Data();
   const RefSimd simd = reference_simd();
-#pragma omp parallel for schedule(static) if (static_cast<double>(SHD) >= 65536.0)
+  const int threads = static_cast<double>(SHD) >= 65536.0 ? omp_get_max_threads() : 1;
+  std::vector<const float*> xs_all(static_cast<size_t>(threads * hc));
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t t = 0; t < S; t++) {
-    std::vector<const float*> xs(static_cast<size_t>(hc));
+    const float** xs = xs_all.data() + omp_get_thread_num() * hc;
     for (int64_t j = 0; j < hc; j++) xs[j] = x + (t * hc + j) * D;
-    mix_row(simd, nullptr, 0.0, xs.data(), pp + t * hc, hc, D, u + t * D);
+    mix_row(simd, nullptr, 0.0, xs, pp + t * hc, hc, D, u + t * D);
   }
   return U;
 }

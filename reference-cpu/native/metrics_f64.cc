@@ -249,7 +249,7 @@ Napi::Value error_bins(const Napi::CallbackInfo& info) {
   for (size_t k = 0; spaced && k < B; k++) spaced = edges[k + 1] > 2 * edges[k];
   if (!spaced) throw Napi::RangeError::New(info.Env(), std::string(fn) + ": edges must be positive, finite and each more than twice the last");
   // first[E + 1100]: last k in [0, B) with edges[k] ≤ 2^E (0 when none)
-  static thread_local int first[2200];
+  int first[2200];
   for (int E = -1100; E < 1100; E++) {
     const double p = std::ldexp(1.0, E);
     int k = 0;

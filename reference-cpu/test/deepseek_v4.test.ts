@@ -837,7 +837,7 @@ describe('deepseek_v4 hyper-connection mixes (native float64 sums)', () => {
       }
     };
     try {
-      for (const [S, hc, D] of [[7, 4, 4099], [3, 3, 40], [2, 1, 5], [0, 4, 16]] as const) {
+      for (const [S, hc, D] of [[7, 4, 4099], [3, 3, 40], [2, 1, 5], [0, 4, 16], [2, 0, 5], [2, 3, 0]] as const) {
         // ±1e20 stream values that cancel between streams, with small ones a different order would absorb
         const PAT = [1e20, 1, -1e20, 3];
         const X = f32(Array.from({ length: S * hc * D }, (_, k) => (k % 11 === 0 ? PAT[Math.floor(k / D) % 4] : randn(r, 1)[0] * 10 ** ((k % 9) - 4))));
