@@ -134,8 +134,13 @@ export function compareSumsTs(dd: Float32Array, rd: Float32Array): Float64Array 
   return Float64Array.of(nanD, infD, nanR, infR, maxRef, maxAbs, maxIdx, sumAbs, sumSq, refSq, devSq, dot, n, mismatched, mismatchNaN ? 1 : 0, firstMismatch);
 }
 
-export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
+/** The device's and the reference's outputs hold the same number of values, or one error naming both shapes. */
+function sameShape(d: Act, r: Act): void {
   if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
+}
+
+export function compareActs(d: Act, r: Act, selectionFlips = 0): StageMetrics {
+  sameShape(d, r);
   const s = metricsNative()?.compareSums(d.data, r.data) ?? compareSumsTs(d.data, r.data);
   const [nanD, infD, nanR, infR, maxRef, maxAbs, maxIdx, sumAbs, sumSq, refSq, devSq, dot, n, mismatched, mismatchNaN, firstMismatch] = s;
   const nan = { reference: nanR, device: nanD };
@@ -264,7 +269,7 @@ export function spreadOf(a: Act, b: Act): Spread {
  * `flipped`: the tokens with a benign top-k flip (free accumulated mode), left out of kl_p99_unflipped.
  */
 export function compareLogits(d: Act, r: Act, flipped?: ReadonlySet<number>): LogitMetrics {
-  if (d.data.length !== r.data.length) throw new Error(`shape mismatch: device ${JSON.stringify(d.shape)} vs reference ${JSON.stringify(r.shape)}`);
+  sameShape(d, r);
   const [T, V] = r.shape;
   let agree = 0;
   let klSum = 0;

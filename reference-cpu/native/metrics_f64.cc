@@ -237,7 +237,7 @@ Napi::Value compare_sums(const Napi::CallbackInfo& info) {
 // errorBins(d, r, edges) → Float64Array [counts[B]..., zero, under, over, nonfinite], edges = the B + 1 bin edges
 // (increasing). Bin of e in [edges[0], edges[B]): the last edge at or below e, as errorHistogram's search finds it.
 // Found from e's binary exponent: first[E] is the last edge at or below 2^E, and an octave [2^E, 2^(E+1)) crosses
-// at most one edge when edges are more than a factor 2 apart (checked here; else a plain search).
+// at most one edge when edges are more than a factor 2 apart (required: other edges are refused by name).
 Napi::Value error_bins(const Napi::CallbackInfo& info) {
   const char* fn = "errorBins";
   const auto D = f32_arg(info, 0, fn, "d"), R = f32_arg(info, 1, fn, "r");
@@ -250,10 +250,8 @@ Napi::Value error_bins(const Napi::CallbackInfo& info) {
   if (!spaced) throw Napi::RangeError::New(info.Env(), std::string(fn) + ": edges must be positive, finite and each more than twice the last");
   // first[E + 1100]: last k in [0, B) with edges[k] ≤ 2^E (0 when none)
   int first[2200];
-  for (int E = -1100; E < 1100; E++) {
-    const double p = std::ldexp(1.0, E);
-    int k = 0;
-    while (k + 1 < static_cast<int>(B) && edges[k + 1] <= p) k++;
+  for (int E = -1100, k = 0; E < 1100; E++) {  // 2^E grows with E, so k only moves up
+    while (k + 1 < static_cast<int>(B) && edges[k + 1] <= std::ldexp(1.0, E)) k++;
     first[E + 1100] = k;
   }
   const float* d = D.Data();
