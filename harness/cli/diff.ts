@@ -20,7 +20,7 @@ import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
 import { numericsBuild, reusedCheck, storeCheck, type WeightsCheckKey } from '../weights/reuse.js';
-import { openCheckpointFingerprint } from '../gate/fingerprint.js';
+import { openCheckpointContentDigest } from '../gate/fingerprint.js';
 import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { scaleCodeOf } from '../formats/linear.js';
 import type { DType } from '../formats/dtypes.js';
@@ -141,7 +141,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       model.conformance();
       let wp: ProgressLine | null = null;
       // a check this checkpoint (same bytes) already passed with this numerics build is reused, unless a fault is injected
-      const reuseKey = faults === null && a.recheckWeights !== true ? await weightsReuseKey(ck, backend.native.info().backend, layers, model.numLayers) : null;
+      const reuseKey = faults === null && a.recheckWeights !== true ? weightsReuseKey(ck, backend.native.info().backend, layers, model.numLayers) : null;
       weights = reuseKey === null ? null : reusedCheck(reuseKey);
       try {
         weights ??= checkWeights(ck, backend.native, {
@@ -285,9 +285,12 @@ export function checkInjectFor(text: string | undefined, faults: FaultPlan | nul
   }
 }
 
-/** The reuse key of a weights check: the checkpoint's full fingerprint, the numerics build, the layers checked. */
-async function weightsReuseKey(ck: Checkpoint, backend: string, layers: { from: number; to: number } | null, numLayers: number): Promise<WeightsCheckKey> {
-  const fp = await openCheckpointFingerprint(ck, { progress: process.stderr.isTTY === true });
+/**
+ * The reuse key of a weights check: the checkpoint's content digest (every byte its acceptance fingerprint covers,
+ * BLAKE3 on every core: harness/gate/fingerprint.ts), the numerics build, the layers checked.
+ */
+function weightsReuseKey(ck: Checkpoint, backend: string, layers: { from: number; to: number } | null, numLayers: number): WeightsCheckKey {
+  const fp = openCheckpointContentDigest(ck, { progress: process.stderr.isTTY === true });
   return { fingerprint: fp.value, numerics: numericsBuild(backend), layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
 }
 

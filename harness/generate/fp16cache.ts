@@ -26,7 +26,7 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import type { DType } from '../formats/dtypes.js';
 import type { StoredTensor } from '../formats/linear.js';
-import { type FingerprintOptions, PartDigests } from '../gate/fingerprint.js';
+import { type FingerprintOptions, PartDigests, WHOLE_FILE } from '../gate/fingerprint.js';
 import { hashThreads } from '../gate/hash_workers.js';
 import { blake3File, blake3Parts } from '../io/blake3.js';
 import { createHash } from 'node:crypto';
@@ -484,8 +484,6 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
 
 // ---- files vouched for as a whole ---------------------------------------------------------------------------
 
-/** The label of a whole file's digest in the stat-keyed cache (PartDigests; a part's label is a tensor prefix). */
-const WHOLE_FILE = '(whole file)';
 
 /**
  * The BLAKE3 of each named file in `dir` (every core on each file), read back from disk after writing, or after a

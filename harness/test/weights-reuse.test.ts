@@ -31,7 +31,7 @@ describe('weights check reuse', () => {
     expect(first.exact).toBe(first.checked);
     const second = await weightsOf();
     expect(second.reused).toBeDefined();
-    expect(second.reused!.fingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(second.reused!.fingerprint).toMatch(/^blake3:[0-9a-f]{64}$/);
     expect(Date.parse(second.reused!.at)).toBeLessThanOrEqual(Date.now());
     expect([second.checked, second.exact, second.tensors.length]).toEqual([first.checked, first.exact, first.tensors.length]);
     expect(describeWeights(second)).toMatch(/reused from the check of .* same numerics build/);

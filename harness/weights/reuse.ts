@@ -3,10 +3,10 @@
  * (~160 GB), so a second `diff` of the same model with the same numerics build should not pay it again.
  *
  * A check is stored only when it passed — every tensor exact, no NaN code — and was run without an injected
- * fault, under $LAYERDIFF_CACHE_DIR or ~/.cache/layerdiff/weights/. Its key is the checkpoint's full
- * fingerprint (every byte the forward pass reads: harness/gate/fingerprint.ts, itself cached by file
- * identity), the numerics build (SHA-256 of both native addons, the backend, the tool version) and the
- * layers checked. A stored check is a hint, as the fingerprint cache is: with LAYERDIFF_SIGNING_KEY it is
+ * fault, under $LAYERDIFF_CACHE_DIR or ~/.cache/layerdiff/weights/. Its key is the checkpoint's content
+ * digest (BLAKE3 of every byte the acceptance fingerprint covers: openCheckpointContentDigest in
+ * harness/gate/fingerprint.ts, itself cached by file identity), the numerics build (SHA-256 of both native
+ * addons, the backend, the tool version) and the layers checked. A stored check is a hint, as the fingerprint cache is: with LAYERDIFF_SIGNING_KEY it is
  * MACed and an entry without a valid MAC is ignored; without a key, anyone who can write the cache could
  * claim a pass. That is acceptable for `diff`, whose verdict never rests on the weights check (every stage
  * still runs, and a wrong decoder fails there), and `gate` never reuses: the acceptance run checks again.

@@ -14,7 +14,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fingerprintFiles } from '../../harness/gate/fingerprint.js';
+import { openCheckpointContentDigest } from '../../harness/gate/fingerprint.js';
+import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { packageRoot } from '../../harness/version.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { peakRssMiB } from './peak_rss.js';
@@ -71,28 +72,33 @@ const RELEASED_BYTES = 160e9;
 /**
  * A 16-token diff of the released model, extrapolated (not measured) from the 4-layer run: its wall time, plus
  * 39 more layers at the mean of layers 1–3 (layer 0 also pays the process's first touch of its read buffers,
- * a one-time cost kept in the wall time) each with its share of the weights check, plus the fingerprint's
- * SHA-256 of the other ~150 GB at the rate measured here on this checkpoint (a second diff of the same files
- * reuses the recorded fingerprint and skips it). Assumes the page cache or a disk at least as fast as the check
- * (~2 GB/s); a slower disk bounds the check and the fingerprint by its speed instead.
+ * a one-time cost kept in the wall time) each with its share of the weights check, plus the content digest
+ * (BLAKE3, the weights check's reuse key) of the other ~150 GB at the rate measured here on this checkpoint (a
+ * second diff of the same files reuses the recorded digests and skips it). Assumes the page cache or a disk at
+ * least as fast as the check (~2 GB/s); a slower disk bounds the check and the digest by its speed instead.
  */
 async function extrapolate(dir: string, r: ChildResult): Promise<Record<string, number>> {
   const ls = r.layers.filter((l) => l.name.startsWith('layer.'));
   const steady = ls.slice(1);
   const checkPerLayer = r.weightsMs / ls.length;
   const perLayerMs = steady.reduce((n, l) => n + l.reference_ms + l.device_ms + l.floor_ms, 0) / steady.length + checkPerLayer;
-  // the tool's own hashing (fingerprintFiles: files side by side, one per core), the digest cache bypassed
+  // the tool's own hashing (openCheckpointContentDigest: BLAKE3, every core on each file), the digest cache bypassed
   const files = fs.readdirSync(dir).filter((f) => f.endsWith('.safetensors'));
   const bytes = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
   const h0 = performance.now();
-  await fingerprintFiles(dir, files, { useCache: false });
+  const ck = Checkpoint.open(dir);
+  try {
+    openCheckpointContentDigest(ck, { useCache: false, progress: false });
+  } finally {
+    ck.close();
+  }
   const hashGbps = bytes / ((performance.now() - h0) * 1e6);
   const moreHashS = (RELEASED_BYTES - bytes) / (hashGbps * 1e9);
   const firstS = r.wallS + ((RELEASED_LAYERS - ls.length) * perLayerMs) / 1000 + moreHashS;
   const againS = firstS - RELEASED_BYTES / (hashGbps * 1e9);
-  console.log(`  steady layer (layers 1–${ls.length - 1}): ${(perLayerMs / 1000).toFixed(2)} s with its share of the weights check; SHA-256 ${hashGbps.toFixed(2)} GB/s`);
-  console.log(`  extrapolated to the released 43-layer model (not measured): ${(firstS / 60).toFixed(1)} min for a first 16-token diff, ${(againS / 60).toFixed(1)} min once its fingerprint is recorded (target ≤ 10)`);
-  return { wide_steady_layer_s: perLayerMs / 1000, wide_sha256_gbps: hashGbps, wide_43_layers_first_min: firstS / 60, wide_43_layers_again_min: againS / 60 };
+  console.log(`  steady layer (layers 1–${ls.length - 1}): ${(perLayerMs / 1000).toFixed(2)} s with its share of the weights check; content digest (BLAKE3) ${hashGbps.toFixed(2)} GB/s`);
+  console.log(`  extrapolated to the released 43-layer model (not measured): ${(firstS / 60).toFixed(1)} min for a first 16-token diff, ${(againS / 60).toFixed(1)} min once its digests are recorded (target ≤ 10)`);
+  return { wide_steady_layer_s: perLayerMs / 1000, wide_content_digest_gbps: hashGbps, wide_43_layers_first_min: firstS / 60, wide_43_layers_again_min: againS / 60 };
 }
 
 /** Read every safetensors file of dir once, so the page cache holds it (as far as memory allows). */
