@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { ExitCode, InputError, LockedError } from '../errors.js';
+import { simdLevel } from '../io/addon.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { runDiffCommand } from './diff.js';
 import { runInspect } from './inspect.js';
@@ -62,6 +63,7 @@ export function joinStdoutTargets(argv: string[]): string[] {
 export async function main(rawArgv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
   rejectRepeatedOptions(rawArgv);
+  simdLevel(); // a bad LAYERDIFF_SIMD is one line and exit 2 before any work, not a level silently ignored
   const argv = joinStdoutTargets(rawArgv);
   await yargs(argv)
     .scriptName('layerdiff')

@@ -4,6 +4,8 @@
  * and generation (a 4-layer, 32-expert checkpoint of ~4.2 GB and its ~9.1 GB FP16 cache), and gpt-oss at
  * gpt-oss-20b's widths (2 and 4 layers, ~3.3 and ~4.2 GB): diff per layer, peak RSS, decode KV cache vs recompute;
  * and how fast a large read is mapped or copied on this host (mapped_reads.ts).
+ * LAYERDIFF_SIMD=avx2 runs every kernel at its AVX2 level (harness/io/addon.ts): this machine measured as a host
+ * without AVX-512, such as the Zen 3 EPYCs most MI250 nodes carry.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -18,9 +20,11 @@ import { benchGenerateGptOss } from './generate_gpt_oss.js';
 import { benchGptOssWide } from './gpt_oss_wide.js';
 import { benchMappedReads } from './mapped_reads.js';
 import { rerunAsTheCli } from './as_cli.js';
+import { simdLevel } from '../../harness/io/addon.js';
 
 // the whole run in a child with the CLI's environment (glibc malloc on huge pages), as `layerdiff diff` runs
 if (!rerunAsTheCli()) {
+  console.log(`SIMD level: ${simdLevel()} (LAYERDIFF_SIMD)`);
   const wide = process.argv.includes('--wide');
   console.log('== GEMM and dequant ==');
   await benchGemm();
