@@ -60,6 +60,8 @@ export interface DeviceNative extends DeviceOps {
   setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
   /** Test hook: outputs an op writes in full (table.ts `filled`) start as all-ones bytes; → the setting now. */
   setPoisonOutputs?(on: boolean): boolean;
+  /** Test hook: whether an FP8 block at this f32 scale is decoded arithmetically on AVX2 (exact, else looked up). */
+  fp8ArithExact?(scale: number): boolean;
 }
 
 /** DeviceNative's argument checks (TypeError/RangeError naming the shapes) around any implementation. */
@@ -99,6 +101,7 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
       return raw.setSimd(mode);
     },
     ...(raw.setPoisonOutputs === undefined ? {} : { setPoisonOutputs: (on: boolean) => raw.setPoisonOutputs!(on) }),
+    ...(raw.fp8ArithExact === undefined ? {} : { fp8ArithExact: (scale: number) => raw.fp8ArithExact!(scale) }),
   };
 }
 

@@ -142,6 +142,80 @@ static const float* e4m3_values() {
   return v.data();
 }
 
+// Codes prefetched this far ahead: a decode step's fused FP8 GEMV decodes 128 codes a call, block after block,
+// and stalled on each block's first load (1.4× the FP16 GEMV's time at m = 1; with it 0.7–0.8×). 4 KiB measured
+// best of 0.5–16 KiB here; a prefetch past the array's end is dropped, never faults.
+constexpr int kFp8PrefetchBytes = 4096;
+// Several rows a call (the weights check's row source, 8 rows a step) go block column by block column, so 4 KiB
+// ahead is the next row's same column, already being read; four columns ahead in the same row instead: the fused
+// FP8 check 9.8–10.2 → 13.0–13.3 GB/s of packed input, side by side (128: 11.6, 256: 12–13, 1024: 11.3 GB/s).
+constexpr int kFp8StepPrefetchBytes = 512;
+
+// The AVX2 decode (hosts without VBMI), used only where fp8_tables found it equal to the block's table on all
+// 256 codes: the CPU has AVX2 and F16C and g_simd is not scalar, and the VBMI row is not the one in use.
+static bool fp8_arith_avx2() {
+  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return f16c && g_avx2 && !fp8_vbmi();
+}
+
+// 8 codes (the low 8 bytes of c) → f16 bits of their values at scale vs: a code's E4M3 value as an exact f32 (a
+// normal one's magnitude bits shifted into place with the exponent rebiased, 7 → 127; a subnormal one, magnitude
+// < 8, its integer magnitude · 2^-9; then the sign), times the scale, rounded by vcvtps2ph, as f16_products
+// computes its table's entries. The NaN codes (magnitude 0x7f) come out as 480 · s: fp8_nan_avx2 replaces them.
+// Exact for a block only where fp8_arith_matches said so.
+static __attribute__((target("avx2,f16c"))) inline __m128i fp8x8_avx2(__m128i c, __m256 vs) {
+  const __m256i x = _mm256_cvtepu8_epi32(c);
+  const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+  const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(mag), _mm256_set1_ps(1.0f / 512));
+  const __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag)));
+  const __m256 sv = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24)));
+  return _mm256_cvtps_ph(_mm256_mul_ps(sv, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// h (8 f16 of the low 8 codes of c) with the NaN codes' entries taken from the table (nan_pos for 0x7f, nan_neg
+// for 0xff; broadcast).
+static __attribute__((target("avx2"))) inline __m128i fp8_nan_avx2(__m128i h, __m128i c, __m128i nan_pos, __m128i nan_neg) {
+  const __m128i c16 = _mm_cvtepu8_epi16(c);
+  const __m128i nan = _mm_cmpeq_epi16(_mm_and_si128(c16, _mm_set1_epi16(0x7f)), _mm_set1_epi16(0x7f));
+  return _mm_blendv_epi8(h, _mm_blendv_epi8(nan_pos, nan_neg, _mm_cmpgt_epi16(c16, _mm_set1_epi16(0x7f))), nan);
+}
+
+// n codes of one block (scale s, table t for its NaN codes) for `rows` rows, codes and outputs `in` apart: 16 a
+// step (a step holding a NaN code, which no real checkpoint's weights have, patched after), the rest one lookup
+// each.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"  // a false alarm on fp8_arith_matches' clone (n = 256)
+static __attribute__((target("avx2,f16c"), noinline)) void fp8_blocks_avx2(const uint8_t* codes, const uint16_t* t, float s, size_t n, int rows, size_t in, uint16_t* y) {
+  const __m256 vs = _mm256_set1_ps(s);
+  const __m128i np = _mm_set1_epi16((short)t[0x7f]), nn = _mm_set1_epi16((short)t[0xff]), m7f = _mm_set1_epi8(0x7f);
+  const size_t ahead = rows > 1 ? kFp8StepPrefetchBytes : kFp8PrefetchBytes;
+  for (int r = 0; r < rows; r++) {
+    const uint8_t* c = codes + (size_t)r * in;
+    uint16_t* yr = y + (size_t)r * in;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + i) + ahead, _MM_HINT_T0);
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + i)), hi = _mm_srli_si128(b, 8);
+      __m128i h0 = fp8x8_avx2(b, vs), h1 = fp8x8_avx2(hi, vs);
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(b, m7f), m7f)) != 0) h0 = fp8_nan_avx2(h0, b, np, nn), h1 = fp8_nan_avx2(h1, hi, np, nn);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(yr + i), h0);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(yr + i + 8), h1);
+    }
+    for (; i < n; i++) yr[i] = t[c[i]];
+  }
+}
+#pragma GCC diagnostic pop
+
+// Whether fp8_blocks_avx2 at scale s gives table h on every one of the 256 codes.
+static bool fp8_arith_matches(const uint16_t* h, float s) {
+  uint8_t codes[256];
+  uint16_t got[256];
+  for (int c = 0; c < 256; c++) codes[c] = (uint8_t)c;
+  fp8_blocks_avx2(codes, h, s, 256, 1, 256, got);
+  return std::memcmp(got, h, sizeof got) == 0;
+}
+
 Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault) {
   const size_t R = (size_t)((out + bo - 1) / bo), C = (size_t)((in + bi - 1) / bi);
   Fp8Tables t;
@@ -160,25 +234,21 @@ Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, 
   t.f16.resize(T * 256);
   t.lo.resize(T * 256);
   t.hi.resize(T * 256);
+  t.avx2.assign(T, 0);
   const float* e4m3 = e4m3_values();
+  const bool arith = fp8_arith_avx2();
 #pragma omp parallel for schedule(static) if (T >= 64)
   for (long long k = 0; k < (long long)T; k++) {
     // ld_fp8_value_f16(code, s) = ld_f32_to_f16(e4m3(code) · s) for each code
     uint16_t* h = t.f16.data() + (size_t)k * 256;
     f16_products(e4m3, value[(size_t)k], 256, h);
     split_bytes(h, 256, t.lo.data() + (size_t)k * 256, t.hi.data() + (size_t)k * 256);
+    if (arith) t.avx2[(size_t)k] = fp8_arith_matches(h, value[(size_t)k]);
   }
+  t.scale = std::move(value);
   return t;
 }
 
-// Codes prefetched this far ahead: a decode step's fused FP8 GEMV decodes 128 codes a call, block after block,
-// and stalled on each block's first load (1.4× the FP16 GEMV's time at m = 1; with it 0.7–0.8×). 4 KiB measured
-// best of 0.5–16 KiB here; a prefetch past the array's end is dropped, never faults.
-constexpr int kFp8PrefetchBytes = 4096;
-// Several rows a call (the weights check's row source, 8 rows a step) go block column by block column, so 4 KiB
-// ahead is the next row's same column, already being read; four columns ahead in the same row instead: the fused
-// FP8 check 9.8–10.2 → 13.0–13.3 GB/s of packed input, side by side (128: 11.6, 256: 12–13, 1024: 11.3 GB/s).
-constexpr int kFp8StepPrefetchBytes = 512;
 
 // n codes of one block through its table (lo, hi: 256 bytes each), for `rows` rows (codes and outputs `in`
 // apart; the tables loaded once for all of them), with AVX-512 VBMI, 64 per step: a code's low 7 bits index two
@@ -232,6 +302,10 @@ static void fp8_row(const uint8_t* wrow, const Fp8Tables& tab, int in, int bo, i
     const size_t i0 = c * bi, i1 = (c + 1) * bi < (size_t)in ? (c + 1) * bi : (size_t)in;
     if (fp8_vbmi()) {
       fp8_blocks_vbmi(wrow + i0, tab.lo.data() + b, tab.hi.data() + b, i1 - i0, 1, (size_t)in, yrow + i0);
+      continue;
+    }
+    if (tab.avx2[b / 256] != 0 && fp8_arith_avx2()) {
+      fp8_blocks_avx2(wrow + i0, tab.f16.data() + b, tab.scale[b / 256], i1 - i0, 1, (size_t)in, yrow + i0);
       continue;
     }
     const uint16_t* t = tab.f16.data() + b;
@@ -388,7 +462,22 @@ void mxfp4_row(const uint8_t* prow, const uint8_t* scales, const Mxfp4Table& t, 
 Napi::Value nvfp4_row_source(const Napi::CallbackInfo& info);  // dequant_fp4.cc
 Napi::Value bnb4_row_source(const Napi::CallbackInfo& info);   // dequant_fp4.cc
 
+// fp8ArithExact(scale) → whether an FP8 block at this f32 scale is decoded arithmetically (fp8_blocks_avx2: the SIMD
+// level and CPU allow it, and it equals the block's table on every code). Test hook: the AVX2 decode checks itself
+// against the table and falls back to lookups, so a wrong decode would cost speed, not bits; the tests hold it to
+// being used where it should be.
+Napi::Value fp8_arith_exact(const Napi::CallbackInfo& info) {
+  need_args(info, 1, "fp8ArithExact");
+  if (!info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "fp8ArithExact: scale must be a number");
+  const float s = info[0].As<Napi::Number>().FloatValue();
+  if (!fp8_arith_avx2()) return Napi::Boolean::New(info.Env(), false);
+  uint16_t h[256];
+  f16_products(e4m3_values(), s, 256, h);
+  return Napi::Boolean::New(info.Env(), fp8_arith_matches(h, s));
+}
+
 void init_row_source(Napi::Env env, Napi::Object exports) {
+  exports.Set("fp8ArithExact", Napi::Function::New(env, fp8_arith_exact));
   exports.Set("dequantRowSource", Napi::Function::New(env, dequant_row_source));
   exports.Set("nvfp4RowSource", Napi::Function::New(env, nvfp4_row_source));
   exports.Set("bnb4RowSource", Napi::Function::New(env, bnb4_row_source));

@@ -139,6 +139,22 @@ describe('host reference of the HIP kernels == emulation', () => {
     }
   });
 
+  it('FP8 blocks on AVX2 hosts decode arithmetically wherever that is exact: every finite E8M0 scale and F32 scales as checkpoints hold them (the bits themselves: the tests above, every level)', () => {
+    if (N.fp8ArithExact === undefined) return; // the hip backend's host side has no emulated rows
+    try {
+      if (N.setSimd('avx2') !== 'avx2') return; // a CPU without AVX2: lookups only
+      const e8m0 = Array.from({ length: 255 }, (_, b) => 2 ** (b - 127));
+      expect(e8m0.filter((sc) => !N.fp8ArithExact!(sc))).toEqual([]);
+      const rand = rng(4089);
+      const f32 = Array.from({ length: 2000 }, () => Math.fround((0.5 + rand()) * 2 ** (-30 + Math.floor(rand() * 40))));
+      expect(f32.filter((sc) => !N.fp8ArithExact!(sc))).toEqual([]);
+      N.setSimd('scalar');
+      expect(N.fp8ArithExact(1)).toBe(false);
+    } finally {
+      N.setSimd('auto');
+    }
+  });
+
   const GEMM: Array<[number, number, number]> = [[1, 4096, 33], [8, 1037, 20], [67, 1001, 29], [3, 7, 5], [17, 64, 9]];
   GEMM.forEach(([m, k, n], c) => {
     it(`gemm m=${m} k=${k} n=${n}: f16 and f32 outputs`, () => {
