@@ -359,44 +359,50 @@ export function openCheckpointContentDigest(ck: { dir: string; shardFiles: reado
   const parts = new PartDigests({ protect: ck.dir, ...o });
   const threads = o.hashThreads ?? os.availableParallelism();
   const stderr = o.stderr ?? process.stderr;
-  const sizes = names.map((n) => {
-    const src = sources.get(n);
-    return Buffer.isBuffer(src) ? src.length : typeof src === 'number' ? fs.fstatSync(src).size : fs.statSync(path.join(ck.dir, n)).size;
-  });
-  const bar = new HashProgress(o.progress ?? stderr.isTTY === true, sizes.reduce((a, b) => a + b, 0), stderr, o.progressAfterMs ?? 1000);
   const files: ContentDigest['files'] = [];
   const own: number[] = []; // descriptors opened here: open until the cache is written (flush takes their stat keys)
   try {
-    names.forEach((name, i) => {
-      const file = path.join(ck.dir, name);
-      const src = sources.get(name);
-      // bytes already parsed (config, index) are hashed as they are, never from the cache
-      if (Buffer.isBuffer(src)) return files.push({ name, size: src.length, blake3: `blake3:${blake3Parts([[src]], 1)[0]}` });
-      const fd = typeof src === 'number' ? src : own[own.push(openRegular(file)) - 1];
-      const blake3 = wholeFileBlake3(parts, file, fd, threads); // the file as hashed (unchanged meanwhile)
-      files.push({ name, size: fs.fstatSync(fd).size, blake3 });
-      bar.add(sizes[i], name);
+    // every file opened first (a regular file, else one line naming it), so the bar knows the bytes to hash
+    const src = names.map((name) => {
+      const s = sources.get(name);
+      return Buffer.isBuffer(s) || typeof s === 'number' ? s : own[own.push(openRegular(path.join(ck.dir, name))) - 1];
     });
+    const sizes = src.map((s) => (Buffer.isBuffer(s) ? s.length : fs.fstatSync(s).size));
+    const bar = new HashProgress(o.progress ?? stderr.isTTY === true, sizes.reduce((a, b) => a + b, 0), stderr, o.progressAfterMs ?? 1000);
+    try {
+      names.forEach((name, i) => {
+        const s = src[i];
+        // bytes already parsed (config, index) are hashed as they are, never from the cache
+        if (Buffer.isBuffer(s)) return files.push({ name, size: s.length, blake3: `blake3:${blake3Parts([[s]], 1)[0]}` });
+        files.push({ name, ...wholeFileBlake3(parts, path.join(ck.dir, name), s, threads) });
+        bar.add(sizes[i], name);
+      });
+    } finally {
+      bar.done();
+    }
     parts.flush();
   } finally {
-    bar.done();
     for (const fd of own) fs.closeSync(fd);
   }
   const lines = files.map((f) => `${f.name.split(path.sep).join('/')}\t${f.size}\t${f.blake3}\n`).sort();
   return { value: `blake3:${blake3Parts([[Buffer.from(lines.join(''))]], 1)[0]}`, files };
 }
 
-/** A file's whole BLAKE3 ('blake3:<hex>'): the cache's, when it holds one for the file as it is, else hashed (and recorded). */
-function wholeFileBlake3(parts: PartDigests, file: string, fd: number, threads: number): string {
-  const cached = parts.cached(file, fd, WHOLE_FILE);
-  if (cached !== null && /^blake3:[0-9a-f]{64}$/.test(cached)) return cached;
+/**
+ * A file's size and whole BLAKE3 ('blake3:<hex>'): the cache's, when it holds one for the file as it is, else hashed
+ * (and recorded), the file's whole stat key (ctime too) unchanged across the hash.
+ */
+function wholeFileBlake3(parts: PartDigests, file: string, fd: number, threads: number): { size: number; blake3: string } {
   const before = keyOf(fs.fstatSync(fd, { bigint: true }));
+  const cached = parts.cached(file, fd, WHOLE_FILE);
+  if (cached !== null && /^blake3:[0-9a-f]{64}$/.test(cached)) return { size: before.size, blake3: cached };
   const readAt = Date.now();
   const hex = blake3File(fd, before.size, threads);
-  if (hex === null) throw new InputError('cannot be read to its end (truncated or unreadable)', { file });
-  assertUnchanged(file, before, before.size, fd);
+  if (hex === null || !sameKey({ ...keyOf(fs.fstatSync(fd, { bigint: true })), sha256: '' }, before)) {
+    throw new InputError('changed or ended while it was being hashed; run again once nothing writes to the checkpoint', { file });
+  }
   parts.record(file, fd, WHOLE_FILE, `blake3:${hex}`, readAt);
-  return `blake3:${hex}`;
+  return { size: before.size, blake3: `blake3:${hex}` };
 }
 
 /** SHA-256 of a file by path, or through `fd` from byte 0 (the descriptor stays open: its owner reads through it). */
