@@ -11,9 +11,9 @@ namespace ld {
 // included) for each of the 256 codes, f16[id[r·C + c]·256 + code]. A block's f16 depends on nothing else, so this is
 // the element function, made fast: 256 evaluations per distinct scale (a handful of E8M0 exponents per tensor;
 // at most one per block) instead of one per element. The same bits split into low and high bytes (lo, hi) for
-// the byte permutes of the AVX-512 VBMI row. Without VBMI (AVX2 hosts: the Zen 3 EPYCs of most MI250 nodes) a
-// block is decoded arithmetically on 8 lanes (fp8_rows_avx2 in dequant.cc) where that gives its table's 256
-// entries exactly (avx2[id], checked when the table is built), else looked up one code at a time.
+// the byte permutes of the AVX-512 VBMI row. Without VBMI (AVX2 hosts, such as the Zen 3 EPYCs MI250 nodes
+// commonly carry) a block is decoded arithmetically on 8 lanes (fp8_blocks_avx2 in dequant.cc) where that gives its
+// table's 256 entries exactly (avx2[id], checked when the table is built), else looked up one code at a time.
 struct Fp8Tables {
   std::vector<uint32_t> id;
   std::vector<uint16_t> f16;

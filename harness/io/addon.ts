@@ -14,10 +14,10 @@ const SIMD_LEVELS: readonly SimdLevel[] = ['auto', 'avx2', 'scalar'];
 
 /**
  * LAYERDIFF_SIMD: the widest SIMD level both addons' kernels use. 'auto' (the default) is the widest the CPU has;
- * 'avx2' runs this machine as a host without AVX-512 runs (the Zen 3 EPYCs most MI250 nodes carry), 'scalar' as
- * one without AVX2. Every level gives the same bits (the tests run each); it changes speed only, so a benchmark or a
- * user can measure what another host kind gets. A value not named here is bad input (exit 2, the CLI checks it
- * before any work).
+ * 'avx2' runs this machine as a host without AVX-512 runs (such as the Zen 3 EPYCs of many MI250 nodes),
+ * 'scalar' as one without AVX2. Every level gives the same bits (the tests run each); it changes speed only, so a
+ * benchmark or a user can measure what another host kind gets. A value not named here is bad input (exit 2, the CLI
+ * checks it before any work).
  */
 export function simdLevel(env: NodeJS.ProcessEnv = process.env): SimdLevel {
   const v = env.LAYERDIFF_SIMD;

@@ -15,8 +15,9 @@ function levelsUnder(level: string): { device: string; reference: string; blake3
   const script = `
     const { loadAddon } = await import(${JSON.stringify(addon)});
     const d = loadAddon('ld_device'), r = loadAddon('ld_reference');
-    const best = d.setSimd('auto'); d.setSimd(process.env.LAYERDIFF_SIMD);
-    console.log(JSON.stringify({ device: d.info().simd, reference: r.info().simd, blake3: r.blake3Level(), cpu: { avx2: best !== 'scalar', avx512: best === 'avx512' } }));`;
+    const device = d.info().simd, reference = r.info().simd, blake3 = r.blake3Level(); // as loadAddon left them
+    const best = d.setSimd('auto');
+    console.log(JSON.stringify({ device, reference, blake3, cpu: { avx2: best !== 'scalar', avx512: best === 'avx512' } }));`;
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', env: { ...process.env, LAYERDIFF_SIMD: level } });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout) as ReturnType<typeof levelsUnder>;

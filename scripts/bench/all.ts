@@ -5,7 +5,7 @@
  * gpt-oss-20b's widths (2 and 4 layers, ~3.3 and ~4.2 GB): diff per layer, peak RSS, decode KV cache vs recompute;
  * and how fast a large read is mapped or copied on this host (mapped_reads.ts).
  * LAYERDIFF_SIMD=avx2 runs every kernel at its AVX2 level (harness/io/addon.ts): this machine measured as a host
- * without AVX-512, such as the Zen 3 EPYCs most MI250 nodes carry.
+ * without AVX-512, such as the Zen 3 EPYCs many MI250 nodes carry.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
