@@ -18,6 +18,7 @@ import { loadDeviceNative } from '../../device-hip/binding.js';
 import { Rng } from '../../harness/rng.js';
 import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
+import { simdLevel } from '../../harness/io/addon.js';
 import { rerunAsTheCli } from './as_cli.js';
 import { median } from './median.js';
 
@@ -61,6 +62,8 @@ export async function benchGemm(): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   const info = referenceNativeInfo();
   console.log(`gemm bench: reference kernel ${info.simd}, ${info.openmpThreads} OpenMP threads; device ${dev.info().simd}`);
+  // LAYERDIFF_SIMD lowers this tool's kernels only: onnxruntime still picks its own widest ones on this CPU
+  if (simdLevel() !== 'auto') console.log(`  (LAYERDIFF_SIMD=${simdLevel()}: onnxruntime-node still runs its widest kernels here, so gemm_f32_vs_ort is not what a host of that level compares)`);
 
   // 1. reference gemmF32 vs ORT MatMul, y = x·Wᵀ with W [n, k]; ORT gets B = Wᵀ [k, n] as an initializer.
   {
