@@ -31,7 +31,10 @@ export class Kit {
    */
   lin(x: Uint16Array, rows: number, lw: LinearWeight, alpha = 1, transient = false): Uint16Array {
     // fault fp16-accumulate: every FP16-output product of the layer with an FP16 running sum
-    if (this.fault === 'fp16-accumulate') return gemmF16AccumulateF16(x, transient ? this.linears.dequant(lw, this.fault) : this.w16(lw), rows, lw.in, lw.out, alpha);
+    if (this.fault === 'fp16-accumulate') {
+      const product = (w: Uint16Array) => gemmF16AccumulateF16(x, w, rows, lw.in, lw.out, alpha);
+      return transient ? this.linears.once(lw, this.fault, product) : product(this.w16(lw));
+    }
     if (transient) return this.linears.productOnce(x, rows, lw, this.fault, alpha);
     return this.linears.product(x, rows, lw, this.fault, alpha);
   }

@@ -102,3 +102,41 @@ describe('LinearCache and the read pool', () => {
     }
   });
 });
+
+describe('LinearCache.productOnce without a fused product', () => {
+  /** an NVFP4 (ModelOpt) weight [OUT, IN]: E2M1 codes, E4M3 block scales of 16, a float32 global scale */
+  function nvfp4Weight(seed: number): LinearWeight {
+    const r = new Rng(seed);
+    const name = `model.layers.0.mlp.experts.${seed}.up_proj.weight`;
+    const g = Math.fround(1.5e-4);
+    return {
+      name, out: OUT, in: IN, format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+      weight: { name, dtype: 'U8', shape: [OUT, IN / 2], bytes: Uint8Array.from({ length: (OUT * IN) / 2 }, () => r.int(256)) },
+      scale: { name: `${name}_scale`, dtype: 'F8_E4M3', shape: [OUT, IN / 16], bytes: Uint8Array.from({ length: (OUT * IN) / 16 }, () => 0x20 + r.int(0x40)) },
+      global: { tensor: { name: `${name}_scale_2`, dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op: 'mul' },
+    };
+  }
+
+  it('multiplies the FP16 copy with gemmF16\'s bits and frees the copy when the product returns; an F16 weight\'s own bytes are left alone', () => {
+    const seen: Uint16Array[] = [];
+    const spied = new Proxy(N, { get: (t, p, r) => (p === 'gemmF16' ? (...a: Parameters<typeof N.gemmF16>) => (seen.push(a[1]), t.gemmF16(...a)) : Reflect.get(t, p, r)) });
+    const cache = new LinearCache(spied);
+    const rand = rng(79);
+    const lw = nvfp4Weight(5);
+    const g = lw.global!;
+    // the device's FP16 copy, made apart from the cache
+    const w16 = N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, OUT, IN, g.value, false, 0);
+    const x = randomF16(rand, 3 * IN, 1);
+    const expected = N.gemmF16(x, w16, 3, IN, OUT, 0.5);
+    seen.length = 0;
+    expect(cache.productOnce(x, 3, lw, null, 0.5)).toEqual(expected);
+    expect(seen.length, 'one product').toBe(1);
+    expect(seen[0].length, 'the copy is freed (its buffer detached) once the product returns').toBe(0);
+    // a plain F16 weight is multiplied from a view of its stored bytes: nothing of the caller's is freed
+    const plain: LinearWeight = { name: 'f16.weight', out: OUT, in: IN, format: 'plain', block: [1, 1], scale: null, weight: { name: 'f16.weight', dtype: 'F16', shape: [OUT, IN], bytes: new Uint8Array(w16.buffer.slice(0)) } };
+    seen.length = 0;
+    expect(cache.productOnce(x, 3, plain, null, 0.5)).toEqual(expected);
+    expect(plain.weight.bytes.length, 'the stored bytes keep their length').toBe(OUT * IN * 2);
+    expect(new Uint16Array(plain.weight.bytes.buffer)).toEqual(w16);
+  });
+});
