@@ -10,6 +10,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
+import { detachBuffer } from '../../harness/io/map.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { NF4_VALUES } from '../../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../../harness/formats/linear.js';
@@ -96,29 +97,49 @@ export async function benchDequantFormats(): Promise<Record<string, number>> {
 /**
  * The same decoders streaming past the caches, as a layer's weights are decoded: STREAM_MIB of distinct
  * [2048×4096] weights of each format (32 of a 4-bit one, 16 FP8: 128 MiB packed, past the last-level cache where a
- * 16 MiB copy already drops to memory speed), each decoded in turn, against a memcpy of the same packed bytes in turn from memory
- * (the yardstick the issue measured, ~13–19 GB/s here, where a 4 MiB copy from the cache runs at ~50).
+ * 16 MiB copy already drops to memory speed), each decoded in turn, against a memcpy of the same packed bytes in turn
+ * from memory (the yardstick the issue measured, ~13–30 GB/s here, where a 4 MiB copy from the cache runs at ~50).
+ *
+ * Where the FP16 goes decides the figure (a 4-bit weight's FP16 is 4× its packed bytes), so the device path's two
+ * uses are measured apart, each output freed (detachBuffer) where the device path frees it:
+ *   - once: each output freed as soon as it is made, as LinearCache.productOnce frees a routed expert's copy after
+ *     its product; the next one reuses memory the cache still holds;
+ *   - held: a pass's outputs all kept until its last weight is decoded, then freed, as a diff holds a layer's FP16
+ *     weights and frees them when the layer ends (tieToRead); 512 MiB of FP16 written to memory.
+ * Beside `held`, the same outputs written by memset alone (allocated, filled and freed the same way; glibc's memset,
+ * one thread): what writing that much FP16 costs here before any decoding. Left to the collector instead (before
+ * round 25), whether a pass wrote into memory still cached or not followed the collector's timing, and the same code
+ * measured 0.17× to 0.88× from one pass to the next.
  */
 async function streaming(cache: LinearCache): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   const r = new Rng(6);
-  console.log(`  streaming ${STREAM_MIB} MiB packed          weights   device GB/s   memcpy GB/s (from memory)   ×memcpy`);
+  const free = (o: ArrayBufferView) => {
+    if (!detachBuffer(o.buffer as ArrayBuffer)) throw new Error('bench: an FP16 output could not be freed');
+  };
+  console.log(`  streaming ${STREAM_MIB} MiB packed          weights   memcpy GB/s (from memory)   once: device GB/s  ×memcpy   held: device GB/s  ×memcpy   memset ×memcpy`);
   for (const [row, make] of Object.entries(FORMATS)) {
     const first = make(r);
     const count = Math.round((STREAM_MIB * 2 ** 20) / first.weight.bytes.length);
     const set = [first, ...Array.from({ length: count - 1 }, () => make(r))];
     const total = set.reduce((t, lw) => t + lw.weight.bytes.length + lw.scale!.bytes.length, 0);
     const dst = new Uint8Array(first.weight.bytes.length);
-    const [devMs, cpMs] = await timeBlocks([
-      () => { for (const lw of set) cache.dequant(lw, null); },
+    const outBytes = first.out * first.in * 2;
+    const [onceMs, heldMs, cpMs, setMs] = await timeBlocks([
+      () => { for (const lw of set) free(cache.dequant(lw, null)); },
+      () => set.map((lw) => cache.dequant(lw, null)).forEach(free),
       () => { for (const lw of set) { dst.set(lw.weight.bytes); dst.set(lw.scale!.bytes); } },
+      () => set.map(() => Buffer.allocUnsafe(outBytes).fill(0)).forEach(free),
     ], 5);
     const gbps = (ms: number) => total / (ms * 1e6);
     const key = row.split(' (')[0].replaceAll(' ', '_');
-    out[`${key}.streaming.device_gbps`] = gbps(devMs);
     out[`${key}.streaming.memcpy_gbps`] = gbps(cpMs);
-    out[`${key}.streaming.device_vs_memcpy`] = cpMs / devMs;
-    console.log(`  ${row.padEnd(35)} ${String(count).padStart(7)}   ${gbps(devMs).toFixed(2).padStart(11)}   ${gbps(cpMs).toFixed(2).padStart(25)}   ${(cpMs / devMs).toFixed(3).padStart(7)}`);
+    out[`${key}.streaming.once.device_gbps`] = gbps(onceMs);
+    out[`${key}.streaming.once.device_vs_memcpy`] = cpMs / onceMs;
+    out[`${key}.streaming.held.device_gbps`] = gbps(heldMs);
+    out[`${key}.streaming.held.device_vs_memcpy`] = cpMs / heldMs;
+    out[`${key}.streaming.held.memset_vs_memcpy`] = cpMs / setMs;
+    console.log(`  ${row.padEnd(35)} ${String(count).padStart(7)}   ${gbps(cpMs).toFixed(2).padStart(25)}   ${gbps(onceMs).toFixed(2).padStart(17)}  ${(cpMs / onceMs).toFixed(3).padStart(7)}   ${gbps(heldMs).toFixed(2).padStart(17)}  ${(cpMs / heldMs).toFixed(3).padStart(7)}   ${(cpMs / setMs).toFixed(3).padStart(14)}`);
   }
   return out;
 }
