@@ -84,4 +84,50 @@ describe('linearExact', () => {
       setReferenceSimd('auto');
     }
   });
+
+  it('MXFP4 scales at float32\'s edge: the first non-finite value is where the exact decode overflows, or none', () => {
+    // E2M1 × 2^(s − 127) in float32: at s = 252 every code is finite (6 · 2^125), at s = 253 a code of magnitude
+    // ≥ 2 overflows to Inf (2 · 2^126 = 2^127 · 2 = 2^128), smaller ones do not. The expected index comes from the
+    // format's definition (OCP MX: E2M1 magnitudes, the low nibble the even element, E8M0 0xFF NaN), each value
+    // rounded once to float32 here (the decoders refuse a non-finite weight rather than return it)
+    const r = new Rng(9);
+    const out = 24, inn = 96;
+    const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+    const firstNonFinite = (lw: LinearWeight, r0: number, n: number): number => {
+      for (let o = r0; o < r0 + n; o++) {
+        for (let i = 0; i < inn; i++) {
+          const byte = lw.weight.bytes[(o * inn + i) >> 1];
+          const code = i % 2 === 0 ? byte & 15 : byte >> 4;
+          const sb = lw.scale!.bytes[o * (inn / 32) + Math.floor(i / 32)];
+          const v = sb === 255 ? NaN : Math.fround(E2M1[code & 7] * 2 ** (sb - 127));
+          if (!Number.isFinite(v)) return (o - r0) * inn + i;
+        }
+      }
+      return -1;
+    };
+    const cases: Array<[string, (lw: LinearWeight) => void]> = [
+      ['s = 252, every code up to ±6: finite', (lw) => { lw.scale!.bytes.fill(252); lw.weight.bytes.fill(0x77); }],
+      ['s = 253 over codes below 2 only: finite', (lw) => { lw.scale!.bytes[5 * 3 + 1] = 253; lw.weight.bytes.fill(0x33, 5 * 48 + 16, 5 * 48 + 32); }],
+      ['s = 253 with a 6 in row 5, block 1', (lw) => { lw.scale!.bytes[5 * 3 + 1] = 253; lw.weight.bytes.fill(0x11, 5 * 48 + 16, 5 * 48 + 32); lw.weight.bytes[5 * 48 + 20] = 0x71; }],
+      ['s = 254 with a −2 in row 17 (its high nibble), and s = 253 over small codes in row 3', (lw) => {
+        lw.scale!.bytes[17 * 3] = 254; lw.weight.bytes.fill(0x00, 17 * 48, 17 * 48 + 16); lw.weight.bytes[17 * 48 + 9] = 0xc0;
+        lw.scale!.bytes[3 * 3 + 2] = 253; lw.weight.bytes.fill(0x22, 3 * 48 + 32, 3 * 48 + 48);
+      }],
+      ['s = 255 (NaN) in row 20', (lw) => { lw.scale!.bytes[20 * 3 + 2] = 255; }],
+    ];
+    const x = Float32Array.from({ length: 2 * inn }, () => r.uniform() - 0.5);
+    for (const [what, edit] of cases) {
+      const lw = weight(r, 'mxfp4', out, inn);
+      edit(lw);
+      const want = firstNonFinite(lw, 0, out);
+      if (what.includes('finite')) expect(want, what).toBe(-1);
+      else expect(want, what).toBeGreaterThanOrEqual(0);
+      for (const mode of ['auto', 'avx2', 'scalar'] as const) {
+        setReferenceSimd(mode);
+        expect(linearExact(x, 2, kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, 1, 32, 0, out).firstNonFinite, `${what}, ${mode}`).toBe(want);
+        const tail = firstNonFinite(lw, 4, out - 4);
+        expect(linearExact(x, 2, kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, 1, 32, 4, out - 4).firstNonFinite, `${what}, ${mode}, rows 4..`).toBe(tail < 0 ? -1 : tail + 4 * inn);
+      }
+    }
+  });
 });
