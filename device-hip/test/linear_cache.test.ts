@@ -1,6 +1,7 @@
 /**
- * LinearCache's products of at most four rows (a decode step's) read an FP8-block weight's stored bytes through the
- * fused FP8 GEMM with the FP16 copy's bits, whole or a block-aligned slice of its rows, and make no copy.
+ * LinearCache's products read an FP8-block weight's stored bytes through the fused FP8 GEMM at every row count, with
+ * the FP16 copy's bits, whole or a block-aligned slice of its rows, and make no copy. A weight used once without a
+ * fused product frees its copy when the product returns.
  * LinearCache's FP16 weights live as long as the read they were dequantized from: one made from a read of a pool's
  * scope (the runner's layer) is freed when that scope ends (harness/io/read_pool.ts, tieToRead), so a layer's FP16
  * weights no longer wait for the collector while the next layer allocates its own; one made from bytes read
@@ -57,7 +58,7 @@ describe('LinearCache and the read pool', () => {
     expect(kept).toEqual(cache.dequant(outside, null));
   });
 
-  it('a product of at most four rows reads an FP8-block weight through gemmFp8F16 (whole or a block-aligned slice of its rows) with the FP16 copy\'s bits, and makes no copy', () => {
+  it('a product at any row count reads an FP8-block weight through gemmFp8F16 (whole or a block-aligned slice of its rows) with the FP16 copy\'s bits, and makes no copy; an unaligned slice multiplies the copy, made once', () => {
     let dequants = 0;
     const counted = new Proxy(N, { get: (t, p, r) => (p === 'dequantToF16' ? (...a: Parameters<typeof N.dequantToF16>) => (dequants++, t.dequantToF16(...a)) : Reflect.get(t, p, r)) });
     const rand = rng(77);
@@ -66,18 +67,19 @@ describe('LinearCache and the read pool', () => {
       // the device's FP16 copy, made apart from the cache
       const w16 = N.dequantToF16(1, lw.weight.bytes, lw.scale!.bytes, f32, OUT, IN, 128, 128, 0);
       const cache = new LinearCache(counted);
-      for (const rows of [1, 2, 4]) {
+      // the GEMV kernel's row counts (≤ 4) and the tiled kernel's (5, 16, 37: a diff's)
+      for (const rows of [1, 2, 4, 5, 16, 37]) {
         const x = randomF16(rand, rows * IN, 1);
         expect(cache.product(x, rows, lw, null, 0.5), `${rows} rows, whole`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.5));
         // block row 1 alone: its scales are the second row of blocks
         expect(cache.product(x, rows, lw, null, 1, 128, 128), `${rows} rows, rows 128..256`).toEqual(N.gemmF16(x, w16.subarray(128 * IN), rows, IN, 128, 1));
       }
-      expect(dequants, 'no FP16 copy made for products of ≤ 4 rows').toBe(0);
+      expect(dequants, 'no FP16 copy made').toBe(0);
+      // a slice off the block rows: the held FP16 copy, made once for both products
       const x = randomF16(rand, 5 * IN, 1);
-      // five rows, and a slice off the block rows: the held FP16 copy
-      expect(cache.product(x, 5, lw, null)).toEqual(N.gemmF16(x, w16, 5, IN, OUT, 1));
       const x1 = x.subarray(0, IN);
       expect(cache.product(x1, 1, lw, null, 1, 64, 128)).toEqual(N.gemmF16(x1, w16.subarray(64 * IN, 192 * IN), 1, IN, 128, 1));
+      expect(cache.product(x, 5, lw, null, 1, 64, 128)).toEqual(N.gemmF16(x, w16.subarray(64 * IN, 192 * IN), 5, IN, 128, 1));
       expect(dequants, 'one copy, made once').toBe(1);
       dequants = 0;
     }
@@ -138,5 +140,45 @@ describe('LinearCache.productOnce without a fused product', () => {
     expect(cache.productOnce(x, 3, plain, null, 0.5)).toEqual(expected);
     expect(plain.weight.bytes.length, 'the stored bytes keep their length').toBe(OUT * IN * 2);
     expect(new Uint16Array(plain.weight.bytes.buffer)).toEqual(w16);
+  });
+});
+
+describe('LinearCache.product of an MXFP4 weight', () => {
+  /** an MXFP4 weight [OUT, IN]: E2M1 codes, E8M0 scales as training leaves them */
+  function mxfp4Weight(seed: number): LinearWeight {
+    const r = new Rng(seed);
+    const name = `model.layers.0.self_attn.q_proj.${seed}.weight`;
+    return {
+      name, out: OUT, in: IN, format: 'mxfp4', encoding: 'quark-mxfp4', block: [1, 32],
+      weight: { name, dtype: 'U8', shape: [OUT, IN / 2], bytes: Uint8Array.from({ length: (OUT * IN) / 2 }, () => r.int(256)) },
+      scale: { name: name.replace('weight', 'weight_scale'), dtype: 'U8', shape: [OUT, IN / 32], bytes: Uint8Array.from({ length: (OUT * IN) / 32 }, () => 118 + r.int(12)) },
+    };
+  }
+
+  it('goes through gemmMxfp4F16 at every row count, whole or any slice of rows, with the bits of gemmF16 over the FP16 copy under each fault, and makes no copy', () => {
+    let dequants = 0;
+    const counted = new Proxy(N, { get: (t, p, r) => (p === 'dequantToF16' ? (...a: Parameters<typeof N.dequantToF16>) => (dequants++, t.dequantToF16(...a)) : Reflect.get(t, p, r)) });
+    const cache = new LinearCache(counted);
+    const rand = rng(80);
+    const lw = mxfp4Weight(6);
+    for (const [fault, code] of [[null, 0], ['nibble-swap', 2], ['scale-axis', 4], ['e8m0-as-int', 6]] as const) {
+      // the device's FP16 copy under the same fault, made apart from the cache
+      const w16 = N.dequantToF16(0, lw.weight.bytes, lw.scale!.bytes, false, OUT, IN, 1, 32, code);
+      dequants = 0;
+      for (const rows of [1, 3, 16, 37]) {
+        const x = randomF16(rand, rows * IN, 1);
+        expect(cache.product(x, rows, lw, fault, 0.75), `${fault} ${rows} rows, whole`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+        if (fault === null) {
+          // rows 37..137: any slice of rows is a weight of its own
+          expect(cache.product(x, rows, lw, null, 1, 37, 100), `${rows} rows, rows 37..137`).toEqual(N.gemmF16(x, w16.subarray(37 * IN, 137 * IN), rows, IN, 100, 1));
+        }
+      }
+      expect(dequants, `${fault}: no FP16 copy made`).toBe(0);
+    }
+    // a slice under a fault is multiplied from the whole tensor's copy (the fault's scale indexing reads the whole shape)
+    const w16 = N.dequantToF16(0, lw.weight.bytes, lw.scale!.bytes, false, OUT, IN, 1, 32, 4);
+    const x = randomF16(rand, 2 * IN, 1);
+    expect(cache.product(x, 2, lw, 'scale-axis', 1, 37, 100)).toEqual(N.gemmF16(x, w16.subarray(37 * IN, 137 * IN), 2, IN, 100, 1));
+    expect(dequants, 'one copy for the faulted slice').toBe(1);
   });
 });
