@@ -82,16 +82,17 @@ export class LinearCache {
 
   /**
    * x f16 [rows, lw.in] · (rows [r0, r0 + n) of W)ᵀ → f16 [rows, n] (FP32 accumulation, gemmF16's bits; the whole
-   * weight by default). An FP8-block weight (whole, or a block-aligned slice of its rows) is multiplied from its
-   * stored bytes through the fused FP8 GEMM (gemmFp8F16, the same bits) at every row count, and never copied to
-   * FP16; an MXFP4 weight likewise through gemmMxfp4F16, which at m = 16, 64 and 256 ([m×4096]·[4096×4096]) took
-   * 0.88–0.93× the F16 GEMM's time over a held copy (it reads half a byte a weight instead of two). A decode step's product (rows ≤ 4: gemmFp8F16's GEMV kernel) is memory-bound and reads a byte a
-   * weight instead of the copy's two. At a diff's row counts the fused GEMM decodes each 128-row panel into the L2
-   * as it multiplies: [m×4096]·[4096×4096] took the F16 GEMM's time at m = 16 and 64 (3.0 / 8.6 ms) and 3–6 % more
-   * at m = 256 and 1024, while the copy it replaces cost a dequantization and 2 bytes a weight of fresh memory per
-   * layer: a 16-token diff of deepseek-v4-wide (4 layers) took 0.32–0.49 s of device time a layer with copies and
-   * 0.26–0.36 s without, and its peak RSS went from 1.69–1.75 to 1.42 GiB (round 25, alternating runs).
-   * Anything else multiplies the FP16 copy, held and shared by the runs of a layer.
+   * weight by default). MXFP4 and FP8-block weights are multiplied from their stored bytes at every row count
+   * (gemmMxfp4F16, gemmFp8F16: the same bits, rows decoded inside the product) and never copied to FP16: an MXFP4
+   * weight whole or any slice of its rows, an FP8-block one whole or a block-aligned slice (a slice under a fault,
+   * whose scale indexing may read the whole shape, multiplies the copy). A decode step's product (≤ 4 rows, the
+   * GEMV kernels) is memory-bound and reads half a byte or a byte a weight instead of the copy's two. At a diff's
+   * row counts ([m×4096]·[4096×4096], round 25) the fused FP8 GEMM took the F16 GEMM's time over a held copy at
+   * m = 16 and 64 and 3–6 % more at m = 256 and 1024, the fused MXFP4 GEMM 0.88–0.93× of it at m = 16, 64 and 256,
+   * while each copy cost a dequantization and 2 bytes a weight of fresh memory per layer: a 16-token diff of
+   * deepseek-v4-wide (4 layers) went from 0.36–0.59 to 0.30–0.47 s of device time a layer and its peak RSS from
+   * 1.69 to 1.42 GiB (alternating runs). Anything else multiplies the FP16 copy, held and shared by the runs of a
+   * layer.
    */
   product(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1, r0 = 0, n = lw.out): Uint16Array {
     const code = faultCode(fault);

@@ -141,7 +141,7 @@ export async function benchGemm(): Promise<Record<string, number>> {
   }
 
   // 4. A decode step's FP8-block linear (m = 1): the fused FP8 GEMM on the stored bytes (what LinearCache.product
-  //    runs at ≤ 4 rows) against gemmF16 on the held FP16 copy, over eight wo_a-sized weights in turn (256 MiB of
+  //    runs at every row count) against gemmF16 on an FP16 copy, over eight wo_a-sized weights in turn (256 MiB of
   //    FP8, 512 MiB of F16: past the caches, as a step's weights are).
   {
     const [n, k, count] = [8192, 4096, 8];
