@@ -153,10 +153,10 @@ export class GptOssDevice implements StagePath<GptOssLayerWeights> {
     return { attn, moe, out: N.addF16(h, moe), experts, weights: r.weights, scores: logits.map((z, i) => Math.fround(z + routerBias[i % E])) };
   }
 
-  /** a projection's GEMM on layer L's weights (FP16 out), with the run's fault */
+  /** a projection's GEMM on layer L's weights (FP16 out; MXFP4 and FP8-block ones from their stored bytes), with the run's fault */
   private lin(L: number) {
     const fault = faultAt(this.faults, L);
-    return (inp: Uint16Array, rows: number, lw: GptOssLayerWeights['q_proj'], alpha = 1) => this.N.gemmF16(inp, this.linears.get(lw, fault), rows, lw.in, lw.out, alpha);
+    return (inp: Uint16Array, rows: number, lw: GptOssLayerWeights['q_proj'], alpha = 1) => this.linears.product(inp, rows, lw, fault, alpha);
   }
 
   /** the attention sinks as the kernel takes them (f32) */

@@ -58,12 +58,14 @@ export class LlamaDevice implements StagePath<LlamaLayerWeights> {
     const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps } = this.m.cfg;
     const S = x.shape[0];
     const fault = faultAt(this.faults, L);
-    const gemm = fault === 'fp16-accumulate' ? gemmF16AccumulateF16 : N.gemmF16.bind(N);
-    // a projection: the GEMM (FP16 out), then its bias (attention_bias / mlp_bias) as an FP16 add
+    // a projection: the GEMM (FP16 out; MXFP4 and FP8-block weights from their stored bytes, LinearCache.product),
+    // then its bias (attention_bias / mlp_bias) as an FP16 add
+    const gemm = (inp: Uint16Array, lw: LlamaLayerWeights[LlamaLinear], alpha: number) =>
+      fault === 'fp16-accumulate' ? gemmF16AccumulateF16(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha) : this.linears.product(inp, S, lw, fault, alpha);
     const lin = (inp: Uint16Array, key: LlamaLinear, alpha = 1) => {
       const lw = w[key];
       const b = w.bias[key];
-      return addBiasRowsF16(N, gemm(inp, this.linears.get(lw, fault), S, lw.in, lw.out, alpha), S, b !== null ? this.vecF16(b) : null);
+      return addBiasRowsF16(N, gemm(inp, lw, alpha), S, b !== null ? this.vecF16(b) : null);
     };
     const { cos, sin } = this.ropeTables(ctx.positions, fault === 'rope-angle-fp16');
 

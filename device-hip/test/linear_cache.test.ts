@@ -161,7 +161,7 @@ describe('LinearCache.product of an MXFP4 weight', () => {
     const cache = new LinearCache(counted);
     const rand = rng(80);
     const lw = mxfp4Weight(6);
-    for (const [fault, code] of [[null, 0], ['nibble-swap', 2], ['scale-axis', 4], ['e8m0-as-int', 6]] as const) {
+    for (const [fault, code] of [[null, 0], ['e3m0-table', 1], ['nibble-swap', 2], ['scale-missing', 3], ['scale-axis', 4], ['scale-stride', 5], ['e8m0-as-int', 6]] as const) {
       // the device's FP16 copy under the same fault, made apart from the cache
       const w16 = N.dequantToF16(0, lw.weight.bytes, lw.scale!.bytes, false, OUT, IN, 1, 32, code);
       dequants = 0;
