@@ -198,7 +198,8 @@ struct ExactRows {
   int64_t in, bo, bi, r0;
   int64_t* first_nonfinite;  // lowest flat index (whole tensor) of a NaN/Inf decoded value, −1 if none
   // An MXFP4 value is E2M1 (|v| ≤ 6) × 2^(s − 127) rounded once to float32: finite for every code while s ≤ 252
-  // (6 · 2^125 = 1.5 · 2^127 < FLT_MAX), Inf for |v| ≥ 2 at s = 253 (6 · 2^126 = 1.5 · 2^128) and NaN at s = 255.
+  // (6 · 2^125 = 1.5 · 2^127 < FLT_MAX), Inf for |v| ≥ 4 at s = 253 (4 · 2^126 = 2^128) and for |v| ≥ 2 at
+  // s = 254, NaN at s = 255.
   // A row whose scales are all ≤ 252 is therefore finite without a look at its values: 128 scale bytes read
   // instead of 4096 floats scanned (the scan was ~4 % of a wide DeepSeek-V4 diff's samples, every routed expert's
   // rows). Any other row, and every other kind, is scanned.

@@ -86,8 +86,9 @@ describe('linearExact', () => {
   });
 
   it('MXFP4 scales at float32\'s edge: the first non-finite value is where the exact decode overflows, or none', () => {
-    // E2M1 × 2^(s − 127) in float32: at s = 252 every code is finite (6 · 2^125), at s = 253 a code of magnitude
-    // ≥ 2 overflows to Inf (2 · 2^126 = 2^127 · 2 = 2^128), smaller ones do not. The expected index comes from the
+    // E2M1 × 2^(s − 127) in float32: at s = 252 every code is finite (6 · 2^125 = 1.5 · 2^127), at s = 253 a code
+    // of magnitude ≥ 4 overflows to Inf (4 · 2^126 = 2^128) and 3 does not, at s = 254 magnitude 2 does (2 · 2^127).
+    // The expected index comes from the
     // format's definition (OCP MX: E2M1 magnitudes, the low nibble the even element, E8M0 0xFF NaN), each value
     // rounded once to float32 here (the decoders refuse a non-finite weight rather than return it)
     const r = new Rng(9);
@@ -107,8 +108,9 @@ describe('linearExact', () => {
     };
     const cases: Array<[string, (lw: LinearWeight) => void]> = [
       ['s = 252, every code up to ±6: finite', (lw) => { lw.scale!.bytes.fill(252); lw.weight.bytes.fill(0x77); }],
-      ['s = 253 over codes below 2 only: finite', (lw) => { lw.scale!.bytes[5 * 3 + 1] = 253; lw.weight.bytes.fill(0x33, 5 * 48 + 16, 5 * 48 + 32); }],
+      ['s = 253 over codes up to ±3 only: finite', (lw) => { lw.scale!.bytes[5 * 3 + 1] = 253; lw.weight.bytes.fill(0xd5, 5 * 48 + 16, 5 * 48 + 32); }],
       ['s = 253 with a 6 in row 5, block 1', (lw) => { lw.scale!.bytes[5 * 3 + 1] = 253; lw.weight.bytes.fill(0x11, 5 * 48 + 16, 5 * 48 + 32); lw.weight.bytes[5 * 48 + 20] = 0x71; }],
+      ['s = 253 with a −4 in row 9, block 2 (its high nibble), the rest ±3', (lw) => { lw.scale!.bytes[9 * 3 + 2] = 253; lw.weight.bytes.fill(0x55, 9 * 48 + 32, 9 * 48 + 48); lw.weight.bytes[9 * 48 + 40] = 0xe5; }],
       ['s = 254 with a −2 in row 17 (its high nibble), and s = 253 over small codes in row 3', (lw) => {
         lw.scale!.bytes[17 * 3] = 254; lw.weight.bytes.fill(0x00, 17 * 48, 17 * 48 + 16); lw.weight.bytes[17 * 48 + 9] = 0xc0;
         lw.scale!.bytes[3 * 3 + 2] = 253; lw.weight.bytes.fill(0x22, 3 * 48 + 32, 3 * 48 + 48);
@@ -116,6 +118,7 @@ describe('linearExact', () => {
       ['s = 255 (NaN) in row 20', (lw) => { lw.scale!.bytes[20 * 3 + 2] = 255; }],
     ];
     const x = Float32Array.from({ length: 2 * inn }, () => r.uniform() - 0.5);
+    // (the file's afterEach puts the reference back at 'auto')
     for (const [what, edit] of cases) {
       const lw = weight(r, 'mxfp4', out, inn);
       edit(lw);
