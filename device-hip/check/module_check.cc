@@ -117,6 +117,18 @@ void run(ldgpu::Backend& b) {
     b.gemm_fp8(x.data(), w8.data(), s8.data(), s8.size(), 0, m, k, n, 64, 128, 0.3f, 4, g.data());
     ldref::gemm_fp8(x.data(), w8.data(), s8.data(), 0, m, k, n, 64, 128, 0.3f, 4, r.data());
     report(m <= 8 ? "gemm fp8 skinny (scale-axis)" : "gemm fp8 tiled (scale-axis)", g, r);
+    // NVFP4 (a divisor global scale, a fault) and bitsandbytes double quant (blocks of 32 whole in each row): the dequant
+    // kernel into device memory, then the f16 GEMM
+    auto s4 = bytes((size_t)n * k / 16, 0x20, 0x60);
+    b.gemm_nvfp4(x.data(), q.data(), s4.data(), m, k, n, 448.0f * 6.0f, true, 0.3f, 2, g.data());
+    ldref::gemm_nvfp4(x.data(), q.data(), s4.data(), m, k, n, 448.0f * 6.0f, 1, 0.3f, 2, r.data());
+    report(m <= 8 ? "gemm nvfp4 skinny (nibble-swap)" : "gemm nvfp4 tiled (nibble-swap)", g, r);
+    const int nb = n * k / 32;
+    auto codes = bytes((size_t)nb, 0, 255);
+    auto qm = f32s(16, -1, 1), nabs = f32s((size_t)(nb + 255) / 256, 0.5, 2), nmap = f32s(256, -1, 1);
+    b.gemm_bnb4(x.data(), q.data(), codes.data(), true, qm.data(), nabs.data(), nmap.data(), 0.25f, 256, m, k, n, 32, 0.3f, 0, g.data());
+    ldref::gemm_bnb4(x.data(), q.data(), codes.data(), 1, qm.data(), nabs.data(), nmap.data(), 0.25f, 256, m, k, n, 32, 0.3f, 0, r.data());
+    report(m <= 8 ? "gemm bnb4 skinny (double quant)" : "gemm bnb4 tiled (double quant)", g, r);
   }
   {
     const int rows = 33, dim = 1000;

@@ -133,7 +133,7 @@ export function openHipNative(p: HipProbe): HipNatives {
   const a = loadHipAddon();
   if (a === null) throw new Error('the ld_hip addon is not built (run npm run build:native)');
   // An ld_hip.node built before the DeepSeek-V4/decode ops were wired would fail only mid-run: refuse up front.
-  if (typeof a.hcPreF16 !== 'function' || typeof a.attentionDecodeF16 !== 'function' || typeof a.dequantBnb4ToF16 !== 'function' || typeof a.gemmMxfp4F16 !== 'function' || typeof a.gemmFp8F16 !== 'function') {
+  if (typeof a.hcPreF16 !== 'function' || typeof a.attentionDecodeF16 !== 'function' || typeof a.dequantBnb4ToF16 !== 'function' || typeof a.gemmMxfp4F16 !== 'function' || typeof a.gemmFp8F16 !== 'function' || typeof a.gemmNvfp4F16 !== 'function' || typeof a.gemmBnb4F16 !== 'function') {
     throw new Error('the ld_hip addon lacks the DeepSeek-V4, decode or FP4-format GPU ops (built from older sources): rebuild it with npm run build:native');
   }
   const gfx = p.arch.split(':')[0] ?? p.arch;
@@ -146,6 +146,8 @@ export function openHipNative(p: HipProbe): HipNatives {
     gemmF16: (...args) => a.gemmF16(...args),
     gemmMxfp4F16: (...args) => a.gemmMxfp4F16(...args),
     gemmFp8F16: (...args) => a.gemmFp8F16(...args),
+    gemmNvfp4F16: (...args) => a.gemmNvfp4F16(...args),
+    gemmBnb4F16: (...args) => a.gemmBnb4F16(...args),
     gemmF16F32: (...args) => a.gemmF16F32(...args),
     rmsnormF16: (...args) => a.rmsnormF16(...args),
     ropeF16: (...args) => a.ropeF16(...args),

@@ -135,10 +135,54 @@ void Backend::gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale
   Buf dq(this, w, (size_t)n * k), ds(this, scale, sbytes), dw(this, (size_t)n * k * 2);
   LdDequantArgs d{dq.ptr<uint8_t>(), ds.ptr<uint8_t>(), dw.ptr<uint16_t>(), 1, scale_is_f32, n, k, bo, bi, fault};
   launch(ld_plan_dequant(&d), &d);
+  gemm_f16_on_device(dw.ptr<uint16_t>(), x, m, k, n, alpha, y16);
+}
+
+void Backend::gemm_f16_on_device(const uint16_t* dw, const uint16_t* x, int m, int k, int n, float alpha, uint16_t* y16) {
   Buf dx(this, x, (size_t)m * k * 2), dy(this, (size_t)m * n * 2);
-  LdGemmArgs a{dx.ptr<uint16_t>(), dw.ptr<uint16_t>(), nullptr, nullptr, dy.ptr<uint16_t>(), nullptr, m, k, n, LD_W_F16, 0, alpha};
+  LdGemmArgs a{dx.ptr<uint16_t>(), dw, nullptr, nullptr, dy.ptr<uint16_t>(), nullptr, m, k, n, LD_W_F16, 0, alpha};
   launch(ld_plan_gemm(&a), &a);
   dy.down(y16, (size_t)m * n * 2);
+}
+
+void Backend::gemm_nvfp4(const uint16_t* x, const uint8_t* w, const uint8_t* scale, int m, int k, int n, float global, bool divisor, float alpha,
+                         int fault, uint16_t* y16) {
+  Buf dq(this, w, (size_t)n * (k / 2)), ds(this, scale, (size_t)n * (k / 16)), dw(this, (size_t)n * k * 2);
+  LdDequantNvfp4Args d{};
+  d.w = dq.ptr<uint8_t>();
+  d.scale = ds.ptr<uint8_t>();
+  d.y = dw.ptr<uint16_t>();
+  d.out = n;
+  d.in = k;
+  d.divisor = divisor ? 1 : 0;
+  d.fault = fault;
+  d.global = global;
+  launch(ld_plan_dequant_nvfp4(&d), &d);
+  gemm_f16_on_device(dw.ptr<uint16_t>(), x, m, k, n, alpha, y16);
+}
+
+void Backend::gemm_bnb4(const uint16_t* x, const uint8_t* w, const uint8_t* absmax, bool absmax_is_codes, const float* quant_map,
+                        const float* nested_absmax, const float* nested_map, float nested_offset, int nested_blocksize, int m, int k, int n,
+                        int blocksize, float alpha, int fault, uint16_t* y16) {
+  const long long count = (long long)n * k, blocks = (count + blocksize - 1) / blocksize;
+  const long long nested = absmax_is_codes ? (blocks + nested_blocksize - 1) / nested_blocksize : 0;
+  Buf dq(this, w, (size_t)(count / 2)), da(this, absmax, (size_t)blocks * (absmax_is_codes ? 1 : 4)), dm(this, quant_map, 16 * 4),
+      dn(this, nested_absmax, (size_t)nested * 4), dnm(this, nested_map, absmax_is_codes ? 256 * 4 : 0), dw(this, (size_t)count * 2);
+  LdDequantBnb4Args d{};
+  d.w = dq.ptr<uint8_t>();
+  d.absmax = da.ptr<uint8_t>();
+  d.quant_map = dm.ptr<float>();
+  d.nested_absmax = absmax_is_codes ? dn.ptr<float>() : nullptr;
+  d.nested_map = absmax_is_codes ? dnm.ptr<float>() : nullptr;
+  d.y = dw.ptr<uint16_t>();
+  d.n = count;
+  d.blocksize = blocksize;
+  d.absmax_is_codes = absmax_is_codes ? 1 : 0;
+  d.nested_blocksize = nested_blocksize;
+  d.fault = fault;
+  d.nested_offset = nested_offset;
+  launch(ld_plan_dequant_bnb4(&d), &d);
+  gemm_f16_on_device(dw.ptr<uint16_t>(), x, m, k, n, alpha, y16);
 }
 
 void Backend::softmax(const float* z, const float* sinks, int rows, int n, uint16_t* y) {

@@ -44,6 +44,13 @@ class Backend {
   // The FP8-block GEMM: the weight dequantized on the device (the dequant kernel), then the f16 GEMM kernel.
   void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale, size_t sbytes, int scale_is_f32, int m, int k, int n, int bo,
                 int bi, float alpha, int fault, uint16_t* y16);
+  // The fused NVFP4 and bitsandbytes 4-bit GEMMs, as gemm_fp8: the weight dequantized on the device (the dequant_nvfp4 /
+  // dequant_bnb4 kernel) into device memory, then the f16 GEMM kernel; only x and y cross to the host.
+  void gemm_nvfp4(const uint16_t* x, const uint8_t* w, const uint8_t* scale, int m, int k, int n, float global, bool divisor, float alpha,
+                  int fault, uint16_t* y16);
+  void gemm_bnb4(const uint16_t* x, const uint8_t* w, const uint8_t* absmax, bool absmax_is_codes, const float* quant_map,
+                 const float* nested_absmax, const float* nested_map, float nested_offset, int nested_blocksize, int m, int k, int n,
+                 int blocksize, float alpha, int fault, uint16_t* y16);
   void softmax(const float* z, const float* sinks, int rows, int n, uint16_t* y);
   void moe_gather(const uint16_t* x, int T, const int32_t* token, int R, int D, uint16_t* y);
   void moe_combine(const uint16_t* y, int R, const int32_t* start, const int32_t* rows, const uint16_t* shared, int T, int D,
@@ -63,6 +70,8 @@ class Backend {
 
  private:
   struct Buf;
+  // y16 [m, n] = f16(alpha · x·Wᵀ) over an f16 W [n, k] already in device memory (dw), by the f16 GEMM kernel.
+  void gemm_f16_on_device(const uint16_t* dw, const uint16_t* x, int m, int k, int n, float alpha, uint16_t* y16);
   void check(int e, const char* what);
   void launch(const ::LdLaunch& L, void* args);
   uint64_t alloc(size_t bytes);

@@ -98,6 +98,24 @@ inline void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scale, 
   gemm(x, wf.data(), nullptr, nullptr, m, k, n, alpha, 0, y, nullptr);
 }
 
+/* The fused NVFP4 GEMM's reference: the weight dequantized element by element (dequant_nvfp4), then gemm. */
+inline void gemm_nvfp4(const uint16_t* x, const uint8_t* w, const uint8_t* scale, int m, int k, int n, float global, int divisor,
+                       float alpha, int fault, uint16_t* y) {
+  std::vector<uint16_t> wf((size_t)n * k);
+  dequant_nvfp4(w, scale, n, k, global, divisor, fault, wf.data());
+  gemm(x, wf.data(), nullptr, nullptr, m, k, n, alpha, 0, y, nullptr);
+}
+
+/* The fused bitsandbytes 4-bit GEMM's reference: the weight dequantized element by element (dequant_bnb4), then gemm. */
+inline void gemm_bnb4(const uint16_t* x, const uint8_t* w, const uint8_t* absmax, int absmax_is_codes, const float* quant_map,
+                      const float* nested_absmax, const float* nested_map, float nested_offset, int nested_blocksize, int m, int k,
+                      int n, int blocksize, float alpha, int fault, uint16_t* y) {
+  std::vector<uint16_t> wf((size_t)n * k);
+  dequant_bnb4(w, absmax, absmax_is_codes, quant_map, nested_absmax, nested_map, nested_offset, nested_blocksize, (long long)n * k,
+               blocksize, fault, wf.data());
+  gemm(x, wf.data(), nullptr, nullptr, m, k, n, alpha, 0, y, nullptr);
+}
+
 inline void rmsnorm(const uint16_t* x, const uint16_t* w, int rows, int dim, float eps, uint16_t* y) {
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; r++) {

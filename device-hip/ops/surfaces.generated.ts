@@ -77,6 +77,20 @@ export interface DeviceOps {
    * weight instead of the f16 copy's two.
    */
   gemmFp8F16(x: Uint16Array, weight: Uint8Array, scale: Uint8Array, scaleIsF32: boolean, m: number, k: number, n: number, blockOut: number, blockIn: number, alpha: number, fault: number): Uint16Array;
+  /**
+   * The fused NVFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, as
+   * dequantNvfp4ToF16 lays it out: packed [n, k/2] low-even, E4M3 scales [n, k/16], the f32 global scale a multiplier or
+   * (globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)) without the
+   * f16 copy of W.
+   */
+  gemmNvfp4F16(x: Uint16Array, weight: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, globalScale: number, globalIsDivisor: boolean, alpha: number, fault: number): Uint16Array;
+  /**
+   * The fused bitsandbytes 4-bit GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the
+   * product, as dequantBnb4ToF16 lays it out (its arguments, with k = in and n = out), for a weight whose rows hold whole
+   * blocks of an even size (k a multiple of blocksize: every bitsandbytes checkpoint's linears). The same bits as
+   * gemmF16(x, dequantBnb4ToF16(W)) without the f16 copy of W.
+   */
+  gemmBnb4F16(x: Uint16Array, weight: Uint8Array, absmax: Uint8Array, absmaxIsCodes: boolean, quantMap: Float32Array, nestedAbsmax: Float32Array, nestedQuantMap: Float32Array, nestedOffset: number, nestedBlocksize: number, m: number, k: number, n: number, blocksize: number, alpha: number, fault: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */
   gemmF16F32(x: Uint16Array, w: Uint16Array, m: number, k: number, n: number): Float32Array;
   /** y = f16((x·r)·w) per row, r = 1/sqrt(mean(x²) + eps). */
@@ -192,6 +206,44 @@ export function validatedDeviceOps(raw: DeviceOps): DeviceOps {
       arr($fn, 'weight', weight, Uint8Array, false, [n, k], "n×k");
       arr($fn, 'scale', scale, Uint8Array, false, [cdiv(n, blockOut) * cdiv(k, blockIn) * (scaleIsF32 ? 4 : 1)], "scale bytes");
       return raw.gemmFp8F16(x, weight, scale, scaleIsF32, m, k, n, blockOut, blockIn, alpha, fault);
+    },
+    gemmNvfp4F16(x, weight, scale, m, k, n, globalScale, globalIsDivisor, alpha, fault) {
+      const $fn = 'gemmNvfp4F16';
+      int($fn, 'm', m, 1);
+      int($fn, 'k', k, 16);
+      int($fn, 'n', n, 1);
+      num($fn, 'globalScale', globalScale);
+      bool($fn, 'globalIsDivisor', globalIsDivisor);
+      num($fn, 'alpha', alpha);
+      int($fn, 'fault', fault, 0);
+      if (!(fault <= 11)) throw new RangeError(`${$fn}: fault must be 0..${11}, got ${fault}`);
+      if (!(k % 16 === 0)) throw new RangeError(`${$fn}: nvfp4 weight [${n}×${k}]: k must be a multiple of 16`);
+      if (!(globalScale > 0 && finite32(globalScale))) throw new RangeError(`${$fn}: globalScale must be a finite positive f32, got ${globalScale}`);
+      arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
+      arr($fn, 'weight', weight, Uint8Array, false, [n, div(k, 2)], "packed");
+      arr($fn, 'scale', scale, Uint8Array, false, [n, div(k, 16)], "E4M3");
+      return raw.gemmNvfp4F16(x, weight, scale, m, k, n, globalScale, globalIsDivisor, alpha, fault);
+    },
+    gemmBnb4F16(x, weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, m, k, n, blocksize, alpha, fault) {
+      const $fn = 'gemmBnb4F16';
+      bool($fn, 'absmaxIsCodes', absmaxIsCodes);
+      num($fn, 'nestedOffset', nestedOffset);
+      int($fn, 'nestedBlocksize', nestedBlocksize, 1);
+      int($fn, 'm', m, 1);
+      int($fn, 'k', k, 1);
+      int($fn, 'n', n, 1);
+      int($fn, 'blocksize', blocksize, 2);
+      num($fn, 'alpha', alpha);
+      int($fn, 'fault', fault, 0);
+      if (!(fault <= 11)) throw new RangeError(`${$fn}: fault must be 0..${11}, got ${fault}`);
+      if (!(blocksize % 2 === 0 && k % blocksize === 0)) throw new RangeError(`${$fn}: bnb4 weight [${n}×${k}]: rows must hold whole blocks of an even size, blocksize ${blocksize}`);
+      arr($fn, 'x', x, Uint16Array, false, [m, k], "m×k");
+      arr($fn, 'weight', weight, Uint8Array, false, [div(n * k, 2)], "packed n·k/2");
+      arr($fn, 'absmax', absmax, Uint8Array, false, [(absmaxIsCodes ? 1 : 4) * cdiv(n * k, blocksize)], "absmax bytes (1 a code or 4 an F32)·n·k/blocksize");
+      arr($fn, 'quantMap', quantMap, Float32Array, false, [16], "16");
+      arr($fn, 'nestedAbsmax', nestedAbsmax, Float32Array, false, [absmaxIsCodes ? cdiv(cdiv(n * k, blocksize), nestedBlocksize) : 0], "⌈nblocks/nestedBlocksize⌉ (0 without double quant)");
+      arr($fn, 'nestedQuantMap', nestedQuantMap, Float32Array, false, [absmaxIsCodes ? 256 : 0], "256 (0 without double quant)");
+      return raw.gemmBnb4F16(x, weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, m, k, n, blocksize, alpha, fault);
     },
     gemmF16F32(x, w, m, k, n) {
       const $fn = 'gemmF16F32';
@@ -546,7 +598,7 @@ export function validatedHostRefOps(raw: HostRefOps): HostRefOps {
 
 /** Every op of the table by surface, for the tests and for the hip backend's wiring. */
 export const OP_NAMES = {
-  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmMxfp4F16', 'gemmFp8F16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
+  device: ['dequantToF16', 'dequantNvfp4ToF16', 'dequantBnb4ToF16', 'gemmF16', 'gemmMxfp4F16', 'gemmFp8F16', 'gemmNvfp4F16', 'gemmBnb4F16', 'gemmF16F32', 'rmsnormF16', 'ropeF16', 'attentionF16', 'swigluF16', 'addF16', 'mulScalarF16', 'f32ToF16', 'f16ToF32', 'bf16ToF16'],
   decode: ['attentionDecodeF16'],
   deepseek: ['hcPreF16', 'hcPostF16', 'hcHeadF16', 'compressPoolF16', 'indexerTopkF16', 'sparseAttentionF16', 'routerF32', 'swigluRowsF16', 'moeCombineF16'],
   gptOss: ['ossRouterF32', 'ossSwigluF16'],

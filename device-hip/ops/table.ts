@@ -227,6 +227,47 @@ weight instead of the f16 copy's two.`,
     example: { scaleIsF32: false, m: 2, k: 8, n: 3, blockOut: 2, blockIn: 4, alpha: 1, fault: 0 },
   },
   {
+    name: 'gemmNvfp4F16',
+    surface: 'device',
+    doc: `The fused NVFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, as
+dequantNvfp4ToF16 lays it out: packed [n, k/2] low-even, E4M3 scales [n, k/16], the f32 global scale a multiplier or
+(globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)) without the
+f16 copy of W.`,
+    args: [arr('x', 'f16', ['m', 'k']), arr('weight', 'u8', ['n', 'div(k, 2)'], { label: 'packed' }), arr('scale', 'u8', ['n', 'div(k, 16)'], { label: 'E4M3' }),
+      int('m', 1), int('k', 16), int('n', 1), f32('globalScale'), bool('globalIsDivisor'), f32('alpha'), int('fault', 0)],
+    checks: [
+      FAULT_CHECK,
+      { expr: 'k % 16 == 0', message: 'nvfp4 weight [${n}×${k}]: k must be a multiple of 16' },
+      { expr: 'globalScale > 0 && finite32(globalScale)', message: 'globalScale must be a finite positive f32, got ${globalScale}' },
+    ],
+    returns: [filled(out('y', 'f16', ['m', 'n']))],
+    gpu: 'gemm_nvfp4(x, weight, scale, m, k, n, globalScale, globalIsDivisor, alpha, fault, y)',
+    ref: 'gemm_nvfp4(x, weight, scale, m, k, n, globalScale, globalIsDivisor, alpha, fault, y)',
+    example: { m: 2, k: 32, n: 3, globalScale: 0.5, globalIsDivisor: false, alpha: 1, fault: 0 },
+  },
+  {
+    name: 'gemmBnb4F16',
+    surface: 'device',
+    doc: `The fused bitsandbytes 4-bit GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the
+product, as dequantBnb4ToF16 lays it out (its arguments, with k = in and n = out), for a weight whose rows hold whole
+blocks of an even size (k a multiple of blocksize: every bitsandbytes checkpoint's linears). The same bits as
+gemmF16(x, dequantBnb4ToF16(W)) without the f16 copy of W.`,
+    args: [arr('x', 'f16', ['m', 'k']), arr('weight', 'u8', ['div(n * k, 2)'], { label: 'packed n·k/2' }),
+      arr('absmax', 'u8', ['(absmaxIsCodes ? 1 : 4) * cdiv(n * k, blocksize)'], { label: 'absmax bytes (1 a code or 4 an F32)·n·k/blocksize' }),
+      bool('absmaxIsCodes'), arr('quantMap', 'f32', ['16']),
+      arr('nestedAbsmax', 'f32', ['absmaxIsCodes ? cdiv(cdiv(n * k, blocksize), nestedBlocksize) : 0'], { label: '⌈nblocks/nestedBlocksize⌉ (0 without double quant)' }),
+      arr('nestedQuantMap', 'f32', ['absmaxIsCodes ? 256 : 0'], { label: '256 (0 without double quant)' }),
+      f32('nestedOffset'), int('nestedBlocksize', 1), int('m', 1), int('k', 1), int('n', 1), int('blocksize', 2), f32('alpha'), int('fault', 0)],
+    checks: [
+      FAULT_CHECK,
+      { expr: 'blocksize % 2 == 0 && k % blocksize == 0', message: 'bnb4 weight [${n}×${k}]: rows must hold whole blocks of an even size, blocksize ${blocksize}' },
+    ],
+    returns: [filled(out('y', 'f16', ['m', 'n']))],
+    gpu: 'gemm_bnb4(x, weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, m, k, n, blocksize, alpha, fault, y)',
+    ref: 'gemm_bnb4(x, weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, m, k, n, blocksize, alpha, fault, y)',
+    example: { absmaxIsCodes: false, nestedOffset: 0, nestedBlocksize: 256, m: 2, k: 64, n: 3, blocksize: 64, alpha: 1, fault: 0 },
+  },
+  {
     name: 'gemmF16F32',
     surface: 'device',
     doc: 'The same product with FP32 output (logits, routers).',

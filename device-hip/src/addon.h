@@ -46,6 +46,10 @@ inline void need_args(const Napi::CallbackInfo& info, size_t n, const char* fn) 
 Napi::Value row_source_external(Napi::Env env, ::LdRowSource* src, void (*release)(void*), void* state, const Napi::Value& weight,
                                 const Napi::Value& scale, const char* fn);
 
+// y [m, rows.out] = f16(alpha · x [m, rows.in] · Wᵀ) over W's rows as the row source gives them (gemm.cc: the
+// kernels and sums of gemmF16, so the bits of gemmF16 over the same rows materialised).
+void gemm_rows_f16(const uint16_t* x, const ::LdRowSource& rows, int m, float alpha, uint16_t* out_f16);
+
 // Dot product in the ld_numerics.h lane order, dispatched (AVX2 or scalar, same bits).
 float dot_f16(const uint16_t* x, const uint16_t* w, int k);
 // acc[d] = fmaf(p, f32(v[d]), acc[d]) for d < n, dispatched.

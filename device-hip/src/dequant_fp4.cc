@@ -332,6 +332,21 @@ Napi::Value bnb4_row_source(const Napi::CallbackInfo& info) {
   return row_source_external(env, &st->src, [](void* p) { delete static_cast<Bnb4SourceState*>(p); }, st, info[0], info[1], "bnb4RowSource");
 }
 
+// The fused NVFP4 and bitsandbytes GEMMs: the format's row source over the weight (the rows of its dequantization,
+// the same row functions), multiplied by gemm_rows_f16 a unit of rows at a time, so no f16 copy of W is made.
+void emu::gemmNvfp4F16(const ops::GemmNvfp4F16Args& a, ops::GemmNvfp4F16Out& o) {
+  Nvfp4SourceState st(ops::DequantNvfp4ToF16Args{a.weight, a.scale, a.n, a.k, a.globalScale, a.globalIsDivisor, a.fault});
+  st.src = LdRowSource{nvfp4_rows, nvfp4_rows_from, a.n, a.k, &st};
+  gemm_rows_f16(a.x.data, st.src, a.m, a.alpha, o.y.Data());
+}
+
+void emu::gemmBnb4F16(const ops::GemmBnb4F16Args& a, ops::GemmBnb4F16Out& o) {
+  Bnb4SourceState st(ops::DequantBnb4ToF16Args{a.weight, a.absmax, a.absmaxIsCodes, a.quantMap, a.nestedAbsmax, a.nestedQuantMap, a.nestedOffset,
+                                               a.nestedBlocksize, a.n, a.k, a.blocksize, a.fault});
+  st.src = LdRowSource{bnb4_rows, bnb4_rows_from, a.n, a.k, &st};
+  gemm_rows_f16(a.x.data, st.src, a.m, a.alpha, o.y.Data());
+}
+
 void emu::dequantNvfp4ToF16(const ops::DequantNvfp4ToF16Args& a, ops::DequantNvfp4ToF16Out& o) {
   dequant_nvfp4(a.weight.data, a.scale.data, a.out, a.inDim, a.globalScale, a.globalIsDivisor ? 1 : 0, a.fault, o.y.Data());
 }

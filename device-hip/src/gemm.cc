@@ -22,6 +22,7 @@
 #include "addon.h"
 #include "ops_emulated.generated.h"
 #include "fp8_rows.h"
+#include "ld_row_source.h"
 #include "ld_numerics.h"
 #include "mxfp4_rows.h"
 
@@ -169,6 +170,18 @@ struct Fp8Rows {
   const uint16_t* rows(int j0, int nr, uint16_t* buf) const {
     // row by row: each row's bytes read in order (all nr rows a block at a time stalled on 16 strided streams)
     for (int j = 0; j < nr; j++) fp8_rows(w + (size_t)(j0 + j) * k, *t, k, bo, bi, j0 + j, 1, buf + (size_t)j * k);
+    return buf;
+  }
+};
+
+// SourceRows (the fused NVFP4 and bitsandbytes GEMMs): rows pulled from the format's row source
+// (harness/contracts/ld_row_source.h: the device's row function of dequantNvfp4ToF16 / dequantBnb4ToF16, the one the
+// weights-first check compares), a unit's nr rows into the thread's buffer, the same way as Mxfp4Rows.
+struct SourceRows {
+  static constexpr bool kBuffered = true;
+  const ::LdRowSource* s;
+  const uint16_t* rows(int j0, int nr, uint16_t* buf) const {
+    s->rows(s, j0, nr, buf);
     return buf;
   }
 };
@@ -398,6 +411,18 @@ void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scales, bool f
 }
 
 }  // namespace
+
+// The fused GEMM over a row source's rows (SourceRows), dispatched as the MXFP4 one.
+void gemm_rows_f16(const uint16_t* x, const ::LdRowSource& rows, int m, float alpha, uint16_t* out_f16) {
+  const int k = (int)rows.in, n = (int)rows.out;
+  const SourceRows src{&rows};
+  if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, nullptr);
+  if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
+  if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
+  std::vector<uint16_t> w((size_t)n * k);
+  rows.rows(&rows, 0, n, w.data());
+  gemm_scalar(x, w.data(), m, k, n, alpha, out_f16, nullptr);
+}
 
 float dot_f16(const uint16_t* x, const uint16_t* w, int k) {
   return g_avx2 ? dot_f16_avx2(x, w, k) : ld_dot_f16(x, w, k);

@@ -278,6 +278,117 @@ inline GemmFp8F16Out alloc_gemmFp8F16(Napi::Env env, const GemmFp8F16Args& a) {
   return {op_new_filled<uint16_t>(env, {v_m, v_n})};
 }
 
+// gemmNvfp4F16(x, weight, scale, m, k, n, globalScale, globalIsDivisor, alpha, fault)
+struct GemmNvfp4F16Args {
+  Span<const uint16_t> x;
+  Span<const uint8_t> weight;
+  Span<const uint8_t> scale;
+  int m;
+  int k;
+  int n;
+  float globalScale;
+  bool globalIsDivisor;
+  float alpha;
+  int fault;
+};
+
+inline GemmNvfp4F16Args read_gemmNvfp4F16(const Napi::CallbackInfo& info, const char* fn) {
+  GemmNvfp4F16Args a{};
+  [[maybe_unused]] const long long v_m = a.m = op_int(info, 3, fn, "m", 1);
+  [[maybe_unused]] const long long v_k = a.k = op_int(info, 4, fn, "k", 16);
+  [[maybe_unused]] const long long v_n = a.n = op_int(info, 5, fn, "n", 1);
+  [[maybe_unused]] const double v_globalScale = op_num(info, 6, fn, "globalScale");
+  a.globalScale = (float)v_globalScale;
+  [[maybe_unused]] const bool v_globalIsDivisor = a.globalIsDivisor = op_bool(info, 7, fn, "globalIsDivisor");
+  [[maybe_unused]] const double v_alpha = op_num(info, 8, fn, "alpha");
+  a.alpha = (float)v_alpha;
+  [[maybe_unused]] const long long v_fault = a.fault = op_int(info, 9, fn, "fault", 0);
+  if (!(v_fault <= 11)) op_fail(info, false, fn, "fault must be 0.." + js_num(11) + ", got " + js_num(v_fault));
+  if (!(v_k % 16 == 0)) op_fail(info, false, fn, "nvfp4 weight [" + js_num(v_n) + "×" + js_num(v_k) + "]: k must be a multiple of 16");
+  if (!(v_globalScale > 0 && op_finite32(v_globalScale))) op_fail(info, false, fn, "globalScale must be a finite positive f32, got " + js_num(v_globalScale));
+  a.x = op_array<uint16_t>(info, 0, fn, "x", false, {v_m, v_k}, "m×k");
+  a.weight = op_array<uint8_t>(info, 1, fn, "weight", false, {v_n, op_div(v_k, 2)}, "packed");
+  a.scale = op_array<uint8_t>(info, 2, fn, "scale", false, {v_n, op_div(v_k, 16)}, "E4M3");
+  return a;
+}
+
+struct GemmNvfp4F16Out {
+  Napi::TypedArrayOf<uint16_t> y;
+  Napi::Value value(Napi::Env) const { return y; }
+};
+
+inline GemmNvfp4F16Out alloc_gemmNvfp4F16(Napi::Env env, const GemmNvfp4F16Args& a) {
+  [[maybe_unused]] const long long v_m = a.m;
+  [[maybe_unused]] const long long v_k = a.k;
+  [[maybe_unused]] const long long v_n = a.n;
+  [[maybe_unused]] const double v_globalScale = a.globalScale;
+  [[maybe_unused]] const bool v_globalIsDivisor = a.globalIsDivisor;
+  [[maybe_unused]] const double v_alpha = a.alpha;
+  [[maybe_unused]] const long long v_fault = a.fault;
+  return {op_new_filled<uint16_t>(env, {v_m, v_n})};
+}
+
+// gemmBnb4F16(x, weight, absmax, absmaxIsCodes, quantMap, nestedAbsmax, nestedQuantMap, nestedOffset, nestedBlocksize, m, k, n, blocksize, alpha, fault)
+struct GemmBnb4F16Args {
+  Span<const uint16_t> x;
+  Span<const uint8_t> weight;
+  Span<const uint8_t> absmax;
+  bool absmaxIsCodes;
+  Span<const float> quantMap;
+  Span<const float> nestedAbsmax;
+  Span<const float> nestedQuantMap;
+  float nestedOffset;
+  int nestedBlocksize;
+  int m;
+  int k;
+  int n;
+  int blocksize;
+  float alpha;
+  int fault;
+};
+
+inline GemmBnb4F16Args read_gemmBnb4F16(const Napi::CallbackInfo& info, const char* fn) {
+  GemmBnb4F16Args a{};
+  [[maybe_unused]] const bool v_absmaxIsCodes = a.absmaxIsCodes = op_bool(info, 3, fn, "absmaxIsCodes");
+  [[maybe_unused]] const double v_nestedOffset = op_num(info, 7, fn, "nestedOffset");
+  a.nestedOffset = (float)v_nestedOffset;
+  [[maybe_unused]] const long long v_nestedBlocksize = a.nestedBlocksize = op_int(info, 8, fn, "nestedBlocksize", 1);
+  [[maybe_unused]] const long long v_m = a.m = op_int(info, 9, fn, "m", 1);
+  [[maybe_unused]] const long long v_k = a.k = op_int(info, 10, fn, "k", 1);
+  [[maybe_unused]] const long long v_n = a.n = op_int(info, 11, fn, "n", 1);
+  [[maybe_unused]] const long long v_blocksize = a.blocksize = op_int(info, 12, fn, "blocksize", 2);
+  [[maybe_unused]] const double v_alpha = op_num(info, 13, fn, "alpha");
+  a.alpha = (float)v_alpha;
+  [[maybe_unused]] const long long v_fault = a.fault = op_int(info, 14, fn, "fault", 0);
+  if (!(v_fault <= 11)) op_fail(info, false, fn, "fault must be 0.." + js_num(11) + ", got " + js_num(v_fault));
+  if (!(v_blocksize % 2 == 0 && v_k % v_blocksize == 0)) op_fail(info, false, fn, "bnb4 weight [" + js_num(v_n) + "×" + js_num(v_k) + "]: rows must hold whole blocks of an even size, blocksize " + js_num(v_blocksize));
+  a.x = op_array<uint16_t>(info, 0, fn, "x", false, {v_m, v_k}, "m×k");
+  a.weight = op_array<uint8_t>(info, 1, fn, "weight", false, {op_div(v_n * v_k, 2)}, "packed n·k/2");
+  a.absmax = op_array<uint8_t>(info, 2, fn, "absmax", false, {(v_absmaxIsCodes ? 1 : 4) * op_cdiv(v_n * v_k, v_blocksize)}, "absmax bytes (1 a code or 4 an F32)·n·k/blocksize");
+  a.quantMap = op_array<float>(info, 4, fn, "quantMap", false, {16}, "16");
+  a.nestedAbsmax = op_array<float>(info, 5, fn, "nestedAbsmax", false, {v_absmaxIsCodes ? op_cdiv(op_cdiv(v_n * v_k, v_blocksize), v_nestedBlocksize) : 0}, "⌈nblocks/nestedBlocksize⌉ (0 without double quant)");
+  a.nestedQuantMap = op_array<float>(info, 6, fn, "nestedQuantMap", false, {v_absmaxIsCodes ? 256 : 0}, "256 (0 without double quant)");
+  return a;
+}
+
+struct GemmBnb4F16Out {
+  Napi::TypedArrayOf<uint16_t> y;
+  Napi::Value value(Napi::Env) const { return y; }
+};
+
+inline GemmBnb4F16Out alloc_gemmBnb4F16(Napi::Env env, const GemmBnb4F16Args& a) {
+  [[maybe_unused]] const bool v_absmaxIsCodes = a.absmaxIsCodes;
+  [[maybe_unused]] const double v_nestedOffset = a.nestedOffset;
+  [[maybe_unused]] const long long v_nestedBlocksize = a.nestedBlocksize;
+  [[maybe_unused]] const long long v_m = a.m;
+  [[maybe_unused]] const long long v_k = a.k;
+  [[maybe_unused]] const long long v_n = a.n;
+  [[maybe_unused]] const long long v_blocksize = a.blocksize;
+  [[maybe_unused]] const double v_alpha = a.alpha;
+  [[maybe_unused]] const long long v_fault = a.fault;
+  return {op_new_filled<uint16_t>(env, {v_m, v_n})};
+}
+
 // gemmF16F32(x, w, m, k, n)
 struct GemmF16F32Args {
   Span<const uint16_t> x;

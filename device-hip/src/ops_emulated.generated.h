@@ -13,6 +13,8 @@ void dequantBnb4ToF16(const ops::DequantBnb4ToF16Args& a, ops::DequantBnb4ToF16O
 void gemmF16(const ops::GemmF16Args& a, ops::GemmF16Out& o);
 void gemmMxfp4F16(const ops::GemmMxfp4F16Args& a, ops::GemmMxfp4F16Out& o);
 void gemmFp8F16(const ops::GemmFp8F16Args& a, ops::GemmFp8F16Out& o);
+void gemmNvfp4F16(const ops::GemmNvfp4F16Args& a, ops::GemmNvfp4F16Out& o);
+void gemmBnb4F16(const ops::GemmBnb4F16Args& a, ops::GemmBnb4F16Out& o);
 void gemmF16F32(const ops::GemmF16F32Args& a, ops::GemmF16F32Out& o);
 void rmsnormF16(const ops::RmsnormF16Args& a, ops::RmsnormF16Out& o);
 void ropeF16(const ops::RopeF16Args& a, ops::RopeF16Out& o);
@@ -75,6 +77,18 @@ inline void register_emulated(Napi::Env env, Napi::Object exports) {
     const GemmFp8F16Args a = read_gemmFp8F16(info, "gemmFp8F16");
     GemmFp8F16Out o = alloc_gemmFp8F16(info.Env(), a);
     emu::gemmFp8F16(a, o);
+    return o.value(info.Env());
+  }));
+  exports.Set("gemmNvfp4F16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    const GemmNvfp4F16Args a = read_gemmNvfp4F16(info, "gemmNvfp4F16");
+    GemmNvfp4F16Out o = alloc_gemmNvfp4F16(info.Env(), a);
+    emu::gemmNvfp4F16(a, o);
+    return o.value(info.Env());
+  }));
+  exports.Set("gemmBnb4F16", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {
+    const GemmBnb4F16Args a = read_gemmBnb4F16(info, "gemmBnb4F16");
+    GemmBnb4F16Out o = alloc_gemmBnb4F16(info.Env(), a);
+    emu::gemmBnb4F16(a, o);
     return o.value(info.Env());
   }));
   exports.Set("gemmF16F32", Napi::Function::New(env, [](const Napi::CallbackInfo& info) {

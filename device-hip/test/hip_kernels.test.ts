@@ -231,6 +231,52 @@ describe('host reference of the HIP kernels == emulation', () => {
     expect(() => N.gemmFp8F16(new Uint16Array(8), new Uint8Array(8), new Uint8Array(0), false, 1, 8, 1, 128, 128, 1, 0)).toThrow(/scale/);
   });
 
+  it('the emulated fused NVFP4 and bitsandbytes GEMMs (gemmNvfp4F16, gemmBnb4F16) == dequantization then gemmF16 == the kernels\' host reference: every fault, global-scale op, absmax kind and SIMD level', () => {
+    const rand = rng(4312);
+    // [m, k, n]: the GEMV's row counts (≤ 4: 16-row units, 8 side by side at m = 1 with AVX-512VL) with ragged units,
+    // the tiled kernel past m = 4 with ragged tiles; k a multiple of 16 (NVFP4) and of the bitsandbytes block size
+    const shapes = [[1, 256, 3], [1, 4096, 41], [2, 192, 45], [4, 2048, 70], [7, 512, 41], [16, 320, 64]] as const;
+    const none = new Float32Array(0);
+    try {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        for (const [m, k, n] of shapes) {
+          const x = randomF16(rand, m * k, 1);
+          const w = randomBytes(rand, (n * k) / 2);
+          const e4 = randomBytes(rand, (n * k) / 16);
+          e4[5] = 0x7f; // a NaN scale: NaN outputs, the same from both
+          const bs = k % 64 === 0 ? 64 : 32;
+          const nb = (n * k) / bs;
+          const qm = Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5);
+          const am = new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + rand()).buffer);
+          const codes = randomBytes(rand, nb);
+          const nabs = Float32Array.from({ length: Math.ceil(nb / 8) }, () => 0.1 + rand());
+          const nmap = Float32Array.from({ length: 256 }, (_, c) => -1 + c / 128);
+          for (let f = 0; f <= 11; f++) {
+            const small = level === 'auto' && n * k <= 320 * 320;
+            for (const [g, div] of [[1.5e-4, false], [7264.9, true]] as const) {
+              const want = N.gemmF16(x, N.dequantNvfp4ToF16(w, e4, n, k, g, div, f), m, k, n, 0.75);
+              const what = `${level} nvfp4 [${m}×${k}]·[${n}×${k}] g ${g} ${div ? '÷' : '×'} fault ${f}`;
+              same16(N.gemmNvfp4F16(x, w, e4, m, k, n, g, div, 0.75, f), want, what);
+              if (small) same16(H.refGemmNvfp4F16(x, w, e4, m, k, n, g, div, 0.75, f), want, `host reference ${what}`);
+            }
+            const what = `${level} bnb4 [${m}×${k}]·[${n}×${k}] blocks of ${bs} fault ${f}`;
+            const want = N.gemmF16(x, N.dequantBnb4ToF16(w, am, false, qm, none, none, 0, 1, n, k, bs, f), m, k, n, 0.75);
+            same16(N.gemmBnb4F16(x, w, am, false, qm, none, none, 0, 1, m, k, n, bs, 0.75, f), want, `${what} f32 absmax`);
+            if (small) same16(H.refGemmBnb4F16(x, w, am, false, qm, none, none, 0, 1, m, k, n, bs, 0.75, f), want, `host reference ${what} f32 absmax`);
+            const want2 = N.gemmF16(x, N.dequantBnb4ToF16(w, codes, true, qm, nabs, nmap, 0.037, 8, n, k, bs, f), m, k, n, 0.75);
+            same16(N.gemmBnb4F16(x, w, codes, true, qm, nabs, nmap, 0.037, 8, m, k, n, bs, 0.75, f), want2, `${what} double quant`);
+            if (small) same16(H.refGemmBnb4F16(x, w, codes, true, qm, nabs, nmap, 0.037, 8, m, k, n, bs, 0.75, f), want2, `host reference ${what} double quant`);
+          }
+        }
+      }
+    } finally {
+      N.setSimd('auto');
+    }
+    expect(() => N.gemmNvfp4F16(new Uint16Array(24), new Uint8Array(12), new Uint8Array(1), 1, 24, 1, 1, false, 1, 0)).toThrow(/multiple of 16/);
+    expect(() => N.gemmBnb4F16(new Uint16Array(96), new Uint8Array(48), new Uint8Array(8), false, new Float32Array(16), none, none, 0, 1, 1, 96, 1, 64, 1, 0)).toThrow(/whole blocks/);
+  });
+
   it('rmsnorm, rope (half, interleaved with offset), swiglu (clamp), add, mulScalar', () => {
     const rand = rng(4400);
     const x = randomF16(rand, 7 * 1000, 3), w = randomF16(rand, 1000, 1.5);
