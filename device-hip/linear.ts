@@ -1,8 +1,8 @@
 /**
  * FP16 weights for the device path: dequantized once per (layer weight, fault) and shared by the accumulated
  * and isolated runs of that layer. Keyed weakly by the bound weight, so a layer's FP16 copy dies with it.
- * MXFP4 and FP8-block weights are multiplied from their stored bytes instead (product), and so are routed experts
- * (productOnce).
+ * MXFP4, NVFP4, FP8-block and bitsandbytes 4-bit weights are multiplied from their stored bytes instead (product), and
+ * so are routed experts (productOnce).
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
@@ -23,6 +23,12 @@ function bnb4Args(lw: LinearWeight, code: number): Parameters<DeviceNative['dequ
   const q = lw.bnb!;
   const nest = q.nested;
   return [lw.weight.bytes, lw.scale!.bytes, nest !== null, q.quantMap, nest?.absmax ?? EMPTY_F32, nest?.quantMap ?? EMPTY_F32, nest?.offset ?? 0, nest?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code];
+}
+
+/** Whether each row of a bitsandbytes weight holds whole blocks of an even size (so a block starts on a byte). */
+function bnb4WholeRows(lw: LinearWeight): boolean {
+  const bs = lw.bnb!.blocksize;
+  return bs % 2 === 0 && lw.in % bs === 0;
 }
 
 /**
@@ -71,8 +77,7 @@ export class LinearCache {
       return this.N.nvfp4RowSource(lw.weight.bytes, lw.scale!.bytes, lw.out, lw.in, g.value, g.op === 'div', code);
     }
     if (lw.format === 'bnb4') {
-      const bs = lw.bnb!.blocksize;
-      if (this.N.bnb4RowSource === undefined || bs % 2 !== 0 || lw.in % bs !== 0) return null;
+      if (this.N.bnb4RowSource === undefined || !bnb4WholeRows(lw)) return null;
       return this.N.bnb4RowSource(...bnb4Args(lw, code));
     }
     if (this.N.dequantRowSource === undefined) return null;
@@ -82,48 +87,65 @@ export class LinearCache {
 
   /**
    * x f16 [rows, lw.in] · (rows [r0, r0 + n) of W)ᵀ → f16 [rows, n] (FP32 accumulation, gemmF16's bits; the whole
-   * weight by default). MXFP4 and FP8-block weights are multiplied from their stored bytes at every row count
-   * (gemmMxfp4F16, gemmFp8F16: the same bits, rows decoded inside the product) and never copied to FP16: an MXFP4
-   * weight whole or any slice of its rows, an FP8-block one whole or a block-aligned slice (a slice under a fault,
-   * whose scale indexing may read the whole shape, multiplies the copy). A decode step's product (≤ 4 rows, the
-   * GEMV kernels) is memory-bound and reads half a byte or a byte a weight instead of the copy's two. At a diff's
-   * row counts ([m×4096]·[4096×4096], round 25) the fused FP8 GEMM took the F16 GEMM's time over a held copy at
-   * m = 16 and 64 and 3–6 % more at m = 256 and 1024, the fused MXFP4 GEMM 0.88–0.93× of it at m = 16, 64 and 256,
-   * while each copy cost a dequantization and 2 bytes a weight of fresh memory per layer: a 16-token diff of
-   * deepseek-v4-wide (4 layers) went from 0.36–0.59 to 0.30–0.47 s of device time a layer and its peak RSS from
-   * 1.69 to 1.42 GiB (alternating runs). Anything else multiplies the FP16 copy, held and shared by the runs of a
-   * layer.
+   * weight by default). A stored 4-bit or FP8-block weight is multiplied from its stored bytes (fused, below) and
+   * never copied to FP16; anything else multiplies the FP16 copy, held and shared by the runs of a layer.
    */
   product(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1, r0 = 0, n = lw.out): Uint16Array {
-    const code = faultCode(fault);
-    if (lw.format === 'mxfp4' && lw.scale !== null && ((r0 === 0 && n === lw.out) || code === 0)) {
-      // a row's 32-element blocks are its own: any slice of rows is a weight of its own (without a fault, whose
-      // scale indexing may depend on the whole tensor's shape)
-      const pb = lw.in / 2, sb = lw.in / 32;
-      return this.N.gemmMxfp4F16(x, lw.weight.bytes.subarray(r0 * pb, (r0 + n) * pb), lw.scale.bytes.subarray(r0 * sb, (r0 + n) * sb), rows, lw.in, n, alpha, code);
-    }
-    if (lw.format === 'fp8-block' && lw.scale !== null && fp8SliceAligned(lw, r0, n, code)) {
-      const [bo, bi] = lw.block;
-      const sw = (lw.scale.dtype === 'F32' ? 4 : 1) * Math.ceil(lw.in / bi); // one block row's scale bytes
-      const scale = lw.scale.bytes.subarray((r0 / bo) * sw, Math.ceil((r0 + n) / bo) * sw);
-      return this.N.gemmFp8F16(x, lw.weight.bytes.subarray(r0 * lw.in, (r0 + n) * lw.in), scale, lw.scale.dtype === 'F32', rows, lw.in, n, bo, bi, alpha, code);
-    }
+    const y = this.fused(x, rows, lw, faultCode(fault), alpha, r0, n);
+    if (y !== null) return y;
     const w = this.get(lw, fault);
     return this.N.gemmF16(x, r0 === 0 && n === lw.out ? w : w.subarray(r0 * lw.in, (r0 + n) * lw.in), rows, lw.in, n, alpha);
   }
 
   /**
-   * x f16 [rows, lw.in] · Wᵀ → f16 [rows, lw.out] (FP32 accumulation, gemmF16's bits) for a weight used once: an
-   * MXFP4 or FP8-block weight through its fused GEMM (gemmMxfp4F16, gemmFp8F16: rows decoded inside the product,
-   * as the GPU kernel does, so no 16 MiB f16 copy of a routed expert is written and dropped; DeepSeek-V4-Flash-Base
-   * stores its routed experts as FP8 blocks), any other through dequant + gemmF16.
+   * x f16 [rows, lw.in] · Wᵀ → f16 [rows, lw.out] (FP32 accumulation, gemmF16's bits) for a weight used once (a
+   * routed expert): fused where product is, so no 16 MiB f16 copy of an expert is written and dropped
+   * (DeepSeek-V4-Flash-Base stores its routed experts as FP8 blocks, gpt-oss as MXFP4); any other through its FP16
+   * copy, freed when the product returns (once).
    */
   productOnce(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1): Uint16Array {
-    if (lw.format === 'mxfp4') return this.N.gemmMxfp4F16(x, lw.weight.bytes, lw.scale!.bytes, rows, lw.in, lw.out, alpha, faultCode(fault));
-    if (lw.format === 'fp8-block' && lw.scale !== null) {
-      return this.N.gemmFp8F16(x, lw.weight.bytes, lw.scale.bytes, lw.scale.dtype === 'F32', rows, lw.in, lw.out, lw.block[0], lw.block[1], alpha, faultCode(fault));
+    return this.fused(x, rows, lw, faultCode(fault), alpha, 0, lw.out) ?? this.once(lw, fault, (w) => this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha));
+  }
+
+  /**
+   * The product through the weight's fused GEMM, rows decoded inside the product by the row function of its
+   * dequantization (the same bits as gemmF16 over the FP16 copy), or null where there is none:
+   *   - MXFP4 (gemmMxfp4F16) and NVFP4 (gemmNvfp4F16): whole, or any slice of rows without a fault (a row's blocks
+   *     are its own; a fault's scale indexing may read the whole shape);
+   *   - FP8 blocks (gemmFp8F16): whole, or a block-aligned slice;
+   *   - bitsandbytes 4-bit (gemmBnb4F16): whole, where each row holds whole blocks of an even size (every
+   *     bitsandbytes checkpoint's linears; blocks run over the flattened tensor, so a slice's absmax and nested
+   *     absmax would not start at a block of their own).
+   * A decode step's product (≤ 4 rows, the GEMV kernels) reads half a byte or a byte a weight instead of the copy's
+   * two. At a diff's row counts ([m×4096]·[4096×4096]) the fused GEMMs take the F16 GEMM's time over a held copy
+   * within a few percent (FP8 3–6 % more at m = 256 and 1024, MXFP4 0.88–0.93×, round 25; NVFP4 and
+   * bitsandbytes 0.98–1.03× at m = 16–256, round 26), while each copy cost a dequantization and 2 bytes a weight of
+   * fresh memory per layer: routing MXFP4 and FP8 here took a 16-token diff of deepseek-v4-wide (4 layers) from
+   * 0.36–0.59 to 0.30–0.47 s of device time a layer and its peak RSS from 1.69 to 1.42 GiB (alternating runs).
+   */
+  private fused(x: Uint16Array, rows: number, lw: LinearWeight, code: number, alpha: number, r0: number, n: number): Uint16Array | null {
+    const whole = r0 === 0 && n === lw.out;
+    const N = this.N;
+    if (lw.scale === null) return null;
+    if ((lw.format === 'mxfp4' || lw.format === 'nvfp4') && (whole || code === 0)) {
+      const block = lw.format === 'mxfp4' ? 32 : 16;
+      const pb = lw.in / 2, sb = lw.in / block;
+      const packed = lw.weight.bytes.subarray(r0 * pb, (r0 + n) * pb), scale = lw.scale.bytes.subarray(r0 * sb, (r0 + n) * sb);
+      if (lw.format === 'mxfp4') return N.gemmMxfp4F16(x, packed, scale, rows, lw.in, n, alpha, code);
+      const g = lw.global!;
+      return N.gemmNvfp4F16(x, packed, scale, rows, lw.in, n, g.value, g.op === 'div', alpha, code);
     }
-    return this.once(lw, fault, (w) => this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha));
+    if (lw.format === 'fp8-block' && fp8SliceAligned(lw, r0, n, code)) {
+      const [bo, bi] = lw.block;
+      const sw = (lw.scale.dtype === 'F32' ? 4 : 1) * Math.ceil(lw.in / bi); // one block row's scale bytes
+      const scale = lw.scale.bytes.subarray((r0 / bo) * sw, Math.ceil((r0 + n) / bo) * sw);
+      return N.gemmFp8F16(x, lw.weight.bytes.subarray(r0 * lw.in, (r0 + n) * lw.in), scale, lw.scale.dtype === 'F32', rows, lw.in, n, bo, bi, alpha, code);
+    }
+    if (lw.format === 'bnb4' && whole && bnb4WholeRows(lw)) {
+      const [weight, absmax, isCodes, map, nestedAbsmax, nestedMap, offset, nestedBs, , , bs] = bnb4Args(lw, code);
+      return N.gemmBnb4F16(x, weight, absmax, isCodes, map, nestedAbsmax, nestedMap, offset, nestedBs, rows, lw.in, lw.out, bs, alpha, code);
+    }
+    return null;
   }
 
   /**

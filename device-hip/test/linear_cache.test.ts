@@ -8,7 +8,8 @@
  * outside any pool (a kept layer, the FP16 cache's mappings) stays.
  */
 import { describe, expect, it } from 'vitest';
-import { loadDeviceNative } from '../binding.js';
+import { FAULT_CODES, loadDeviceNative, type NativeFault } from '../binding.js';
+import { NF4_VALUES } from '../../harness/formats/dtypes.js';
 import { LinearCache } from '../linear.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { ReadPool, withReadPool } from '../../harness/io/read_pool.js';
@@ -106,17 +107,13 @@ describe('LinearCache and the read pool', () => {
 });
 
 describe('LinearCache.productOnce without a fused product', () => {
-  /** an NVFP4 (ModelOpt) weight [OUT, IN]: E2M1 codes, E4M3 block scales of 16, a float32 global scale */
-  function nvfp4Weight(seed: number): LinearWeight {
+  /** a BF16 weight [OUT, IN] (gpt-oss's attention, DeepSeek-V4's compressor and indexer projections) */
+  function bf16Weight(seed: number): LinearWeight {
     const r = new Rng(seed);
-    const name = `model.layers.0.mlp.experts.${seed}.up_proj.weight`;
-    const g = Math.fround(1.5e-4);
-    return {
-      name, out: OUT, in: IN, format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
-      weight: { name, dtype: 'U8', shape: [OUT, IN / 2], bytes: Uint8Array.from({ length: (OUT * IN) / 2 }, () => r.int(256)) },
-      scale: { name: `${name}_scale`, dtype: 'F8_E4M3', shape: [OUT, IN / 16], bytes: Uint8Array.from({ length: (OUT * IN) / 16 }, () => 0x20 + r.int(0x40)) },
-      global: { tensor: { name: `${name}_scale_2`, dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op: 'mul' },
-    };
+    const name = `model.layers.0.self_attn.q_proj.${seed}.weight`;
+    // sign, an exponent around 2^-4 .. 2^3, seven mantissa bits
+    const bits = Uint16Array.from({ length: OUT * IN }, () => (r.int(2) << 15) | ((123 + r.int(8)) << 7) | r.int(128));
+    return { name, out: OUT, in: IN, format: 'plain', block: [1, 1], scale: null, weight: { name, dtype: 'BF16', shape: [OUT, IN], bytes: new Uint8Array(bits.buffer) } };
   }
 
   it('multiplies the FP16 copy with gemmF16\'s bits and frees the copy when the product returns; an F16 weight\'s own bytes are left alone', () => {
@@ -124,10 +121,9 @@ describe('LinearCache.productOnce without a fused product', () => {
     const spied = new Proxy(N, { get: (t, p, r) => (p === 'gemmF16' ? (...a: Parameters<typeof N.gemmF16>) => (seen.push(a[1]), t.gemmF16(...a)) : Reflect.get(t, p, r)) });
     const cache = new LinearCache(spied);
     const rand = rng(79);
-    const lw = nvfp4Weight(5);
-    const g = lw.global!;
+    const lw = bf16Weight(5);
     // the device's FP16 copy, made apart from the cache
-    const w16 = N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, OUT, IN, g.value, false, 0);
+    const w16 = N.dequantToF16(2, lw.weight.bytes, null, false, OUT, IN, 1, 1, 0);
     const x = randomF16(rand, 3 * IN, 1);
     const expected = N.gemmF16(x, w16, 3, IN, OUT, 0.5);
     seen.length = 0;
@@ -140,6 +136,123 @@ describe('LinearCache.productOnce without a fused product', () => {
     expect(cache.productOnce(x, 3, plain, null, 0.5)).toEqual(expected);
     expect(plain.weight.bytes.length, 'the stored bytes keep their length').toBe(OUT * IN * 2);
     expect(new Uint16Array(plain.weight.bytes.buffer)).toEqual(w16);
+  });
+});
+
+/** Every fault the device's dequantization takes, with its code. */
+const FAULTS = [[null, 0], ...Object.entries(FAULT_CODES)] as [NativeFault | null, number][];
+
+/** N with calls to `op` counted in count.n */
+function counting(op: keyof typeof N, count: { n: number }): typeof N {
+  return new Proxy(N, { get: (t, p, r) => (p === op ? (...a: unknown[]) => (count.n++, (t[op] as (...b: unknown[]) => unknown)(...a)) : Reflect.get(t, p, r)) });
+}
+
+describe('LinearCache.product of an NVFP4 weight', () => {
+  /** an NVFP4 weight [OUT, IN]: E2M1 codes, E4M3 block scales of 16, a float32 global scale (ModelOpt's multiplier or compressed-tensors' divisor) */
+  function nvfp4Weight(seed: number, op: 'mul' | 'div'): LinearWeight {
+    const r = new Rng(seed);
+    const name = `model.layers.0.mlp.experts.${seed}.up_proj.weight`;
+    const g = Math.fround(op === 'mul' ? 1.5e-4 : 6666.5);
+    return {
+      name, out: OUT, in: IN, format: 'nvfp4', encoding: op === 'mul' ? 'modelopt-nvfp4' : 'ct-nvfp4', block: [1, 16],
+      weight: { name, dtype: 'U8', shape: [OUT, IN / 2], bytes: Uint8Array.from({ length: (OUT * IN) / 2 }, () => r.int(256)) },
+      scale: { name: `${name}_scale`, dtype: 'F8_E4M3', shape: [OUT, IN / 16], bytes: Uint8Array.from({ length: (OUT * IN) / 16 }, () => 0x20 + r.int(0x40)) },
+      global: { tensor: { name: `${name}_scale_2`, dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([g]).buffer) }, value: g, op },
+    };
+  }
+
+  it('goes through gemmNvfp4F16 at every row count, whole or any slice of rows, with the bits of gemmF16 over the FP16 copy under each fault and both global-scale ops, and makes no copy', () => {
+    const count = { n: 0 };
+    const cache = new LinearCache(counting('dequantNvfp4ToF16', count));
+    const rand = rng(81);
+    for (const op of ['mul', 'div'] as const) {
+      const lw = nvfp4Weight(7, op);
+      const g = lw.global!;
+      for (const [fault, code] of FAULTS) {
+        // the device's FP16 copy under the same fault, made apart from the cache
+        const w16 = N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, OUT, IN, g.value, op === 'div', code);
+        count.n = 0;
+        for (const rows of [1, 3, 16, 37]) {
+          const x = randomF16(rand, rows * IN, 1);
+          expect(cache.product(x, rows, lw, fault, 0.75), `${op} ${fault} ${rows} rows, whole`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+          expect(cache.productOnce(x, rows, lw, fault, 0.75), `${op} ${fault} ${rows} rows, once`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+          // rows 37..137: any slice of rows is a weight of its own
+          if (fault === null) expect(cache.product(x, rows, lw, null, 1, 37, 100), `${op} ${rows} rows, rows 37..137`).toEqual(N.gemmF16(x, w16.subarray(37 * IN, 137 * IN), rows, IN, 100, 1));
+        }
+        expect(count.n, `${op} ${fault}: no FP16 copy made`).toBe(0);
+      }
+    }
+    // a slice under a fault is multiplied from the whole tensor's copy (the fault's scale indexing reads the whole shape)
+    const lw = nvfp4Weight(8, 'mul');
+    const w16 = N.dequantNvfp4ToF16(lw.weight.bytes, lw.scale!.bytes, OUT, IN, lw.global!.value, false, FAULT_CODES['scale-axis']);
+    const x = randomF16(rand, 2 * IN, 1);
+    expect(cache.product(x, 2, lw, 'scale-axis', 1, 37, 100)).toEqual(N.gemmF16(x, w16.subarray(37 * IN, 137 * IN), 2, IN, 100, 1));
+    expect(count.n, 'one copy for the faulted slice').toBe(1);
+  });
+});
+
+describe('LinearCache.product of a bitsandbytes 4-bit weight', () => {
+  /**
+   * a bitsandbytes NF4 weight [out, inDim] in blocks of `blocksize` over the flattened tensor: absmax as F32 or,
+   * double-quantized, as U8 codes under a nested absmax (blocks of 256) and map
+   */
+  function bnb4Weight(seed: number, out: number, inDim: number, blocksize: number, doubleQuant: boolean): LinearWeight {
+    const r = new Rng(seed);
+    const name = `model.layers.0.mlp.down_proj.${seed}.weight`;
+    const nblocks = Math.ceil((out * inDim) / blocksize);
+    const quantMap = Float32Array.from(NF4_VALUES);
+    const nested = doubleQuant
+      ? { absmax: Float32Array.from({ length: Math.ceil(nblocks / 256) }, () => 0.01 + r.int(100) / 1000), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 0.04, blocksize: 256 }
+      : null;
+    const absmax = doubleQuant ? Uint8Array.from({ length: nblocks }, () => r.int(256)) : new Uint8Array(Float32Array.from({ length: nblocks }, () => 0.01 + r.int(100) / 1000).buffer);
+    return {
+      name, out, in: inDim, format: 'bnb4', encoding: 'bnb-nf4', block: [1, blocksize],
+      weight: { name, dtype: 'U8', shape: [Math.ceil((out * inDim) / 2), 1], bytes: Uint8Array.from({ length: Math.ceil((out * inDim) / 2) }, () => r.int(256)) },
+      scale: { name: `${name}.absmax`, dtype: doubleQuant ? 'U8' : 'F32', shape: [nblocks], bytes: absmax },
+      bnb: { quantType: 'nf4', blocksize, quantMap, namedTable: true, nested, dtype: 'bfloat16' },
+    };
+  }
+
+  const copyOf = (lw: LinearWeight, code: number): Uint16Array => {
+    const q = lw.bnb!;
+    const e = new Float32Array(0);
+    return N.dequantBnb4ToF16(lw.weight.bytes, lw.scale!.bytes, q.nested !== null, q.quantMap, q.nested?.absmax ?? e, q.nested?.quantMap ?? e, q.nested?.offset ?? 0, q.nested?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code);
+  };
+
+  it('goes through gemmBnb4F16 at every row count where rows hold whole blocks, with the bits of gemmF16 over the FP16 copy under each fault, with and without double quant, and makes no copy', () => {
+    const count = { n: 0 };
+    const cache = new LinearCache(counting('dequantBnb4ToF16', count));
+    const rand = rng(82);
+    for (const [blocksize, doubleQuant] of [[64, false], [64, true], [256, true], [512, false]] as const) {
+      const lw = bnb4Weight(9, OUT, IN, blocksize, doubleQuant);
+      for (const [fault, code] of FAULTS) {
+        const w16 = copyOf(lw, code);
+        count.n = 0;
+        for (const rows of [1, 3, 16, 37]) {
+          const x = randomF16(rand, rows * IN, 1);
+          const what = `blocks of ${blocksize}${doubleQuant ? ', double quant' : ''}, ${fault}, ${rows} rows`;
+          expect(cache.product(x, rows, lw, fault, 0.75), what).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+          expect(cache.productOnce(x, rows, lw, fault, 0.75), `${what}, once`).toEqual(N.gemmF16(x, w16, rows, IN, OUT, 0.75));
+        }
+        expect(count.n, `${blocksize} ${fault}: no FP16 copy made`).toBe(0);
+      }
+    }
+  });
+
+  it('multiplies the FP16 copy where blocks straddle rows, and for a slice of rows (held, made once)', () => {
+    const count = { n: 0 };
+    const cache = new LinearCache(counting('dequantBnb4ToF16', count));
+    const rand = rng(83);
+    // 96 columns in blocks of 64: every other block starts mid-row
+    const straddling = bnb4Weight(10, 40, 96, 64, true);
+    const x = randomF16(rand, 5 * 96, 1);
+    expect(cache.product(x, 5, straddling, null, 1)).toEqual(N.gemmF16(x, copyOf(straddling, 0), 5, 96, 40, 1));
+    expect(cache.product(x, 5, straddling, null, 1, 8, 16)).toEqual(N.gemmF16(x, copyOf(straddling, 0).subarray(8 * 96, 24 * 96), 5, 96, 16, 1));
+    expect(count.n, 'one held copy').toBe(1);
+    const lw = bnb4Weight(11, OUT, IN, 64, false);
+    const y = randomF16(rand, 2 * IN, 1);
+    expect(cache.product(y, 2, lw, null, 1, 37, 100)).toEqual(N.gemmF16(y, copyOf(lw, 0).subarray(37 * IN, 137 * IN), 2, IN, 100, 1));
+    expect(count.n, 'a slice: the held copy').toBe(2);
   });
 });
 
