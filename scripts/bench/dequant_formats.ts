@@ -102,12 +102,13 @@ export async function benchDequantFormats(): Promise<Record<string, number>> {
  *
  * Where the FP16 goes decides the figure (a 4-bit weight's FP16 is 4× its packed bytes), so the device path's two
  * uses are measured apart, each output freed (detachBuffer) where the device path frees it:
- *   - once: each output freed as soon as it is made, as LinearCache.productOnce frees a routed expert's copy after
- *     its product; the next one reuses memory the cache still holds;
- *   - held: a pass's outputs all kept until its last weight is decoded, then freed, as a diff holds a layer's FP16
- *     copies of NVFP4, bitsandbytes and BF16 weights and frees them when the layer ends (tieToRead), and as the
- *     FP16-cache conversion and the Llama decoder's FP16 layers hold theirs (MXFP4 and FP8-block weights are
- *     multiplied from their stored bytes in a diff since round 25); 512 MiB of FP16 written to memory.
+ *   - once: each output freed as soon as it is made, as LinearCache.productOnce frees the copy of a weight used
+ *     once without a fused GEMM after its product; the next one reuses memory the cache still holds;
+ *   - held: a pass's outputs all kept until its last weight is decoded, then freed, as the FP16-cache conversion
+ *     and the Llama decoder's FP16 layers hold theirs, and as a diff holds a layer's FP16 copies of what has no
+ *     fused GEMM (BF16 weights, bitsandbytes ones whose blocks straddle rows) and frees them when the layer ends
+ *     (tieToRead); a diff multiplies MXFP4 and FP8-block weights from their stored bytes since round 25, NVFP4
+ *     and bitsandbytes ones since round 26. 512 MiB of FP16 written to memory.
  * Beside `held`, the same outputs written by memset alone (allocated, filled and freed the same way; glibc's memset,
  * one thread): what writing that much FP16 costs here before any decoding. Left to the collector instead (before
  * round 25), whether a pass wrote into memory still cached or not followed the collector's timing, and the same code

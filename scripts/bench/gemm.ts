@@ -4,8 +4,9 @@
  *     initializer) on [16×4096]×[4096×4096]; the target is reference ≥ 1.0× ORT;
  *   - MXFP4 dequant on a [2048×4096] weight, in packed bytes read per second, against a memcpy of the same
  *     packed bytes in the same run: the device emulation (to f16) and the reference's exact decoder (to f32);
- *   - the fused MXFP4 GEMM the device's routed experts use (gemmMxfp4F16) against gemmF16 on the dequantized
- *     weight and against dequant + gemmF16, and its packed-byte rate against the same memcpy;
+ *   - the fused 4-bit GEMMs the device path multiplies MXFP4, NVFP4 and bitsandbytes weights with (gemmMxfp4F16,
+ *     gemmNvfp4F16, gemmBnb4F16) against gemmF16 on the dequantized weight and against dequant + gemmF16, and their
+ *     packed-byte rates against the same memcpy;
  *   - the emulated device's gemmF16 vs the reference gemmF32 at real widths (target: ≤ 2× the time);
  *   - a decode step's FP8-block linear: the fused FP8 GEMM (gemmFp8F16) against gemmF16 on the FP16 copy, m = 1.
  * Each figure is the median of several timed runs after warm-up, the two sides of a comparison timed in
@@ -15,6 +16,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
+import { NF4_VALUES } from '../../harness/formats/dtypes.js';
 import { Rng } from '../../harness/rng.js';
 import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
@@ -110,22 +112,30 @@ export async function benchGemm(): Promise<Record<string, number>> {
     out['memcpy(packed 4 MiB).gbps'] = packed.length / (cpMs * 1e6);
     out['mxfp4_dequant_vs_memcpy.ratio'] = cpMs / ms;
     out['mxfp4_dequant_exact_f32_vs_memcpy.ratio'] = cpMs / refMs;
-    // The device's routed experts no longer go through a materialised f16 copy: the fused MXFP4 GEMM decodes
-    // each block of rows into L2 inside the product (gemmMxfp4F16). Its cost over the plain FP16 GEMM on the
-    // already-dequantized weight is what dequantization costs the device path now; dequant + gemm beside it.
+    // The device multiplies 4-bit weights without a materialised f16 copy: the fused GEMMs decode each block of
+    // rows into L2 inside the product (gemmMxfp4F16; gemmNvfp4F16 and gemmBnb4F16 through their row sources). Each
+    // one's cost over the plain FP16 GEMM on the already-dequantized weight is what dequantization costs the device
+    // path now; dequant + gemm beside it. The same packed bytes as an NVFP4 weight (E4M3 scales of 16 as ModelOpt
+    // writes them) and as a bitsandbytes NF4 one (F32 absmax per 64).
     const m = 16;
     const x = dev.f32ToF16(randomF32(4, m * i));
-    const w16 = dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0);
-    const [fusedMs, plainMs, bothMs] = await timeBlocks([
-      () => dev.gemmMxfp4F16(x, packed, scales, m, i, o, 1, 0),
-      () => dev.gemmF16(x, w16, m, i, o, 1),
-      () => dev.gemmF16(x, dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0), m, i, o, 1),
-    ]);
-    out['gemm_mxfp4_fused(m=16,k=4096,n=2048).ms'] = fusedMs;
-    out['gemm_mxfp4_fused_vs_gemm_f16.time_ratio'] = fusedMs / plainMs;
-    out['gemm_mxfp4_fused_vs_dequant_then_gemm.time_ratio'] = fusedMs / bothMs;
-    out['gemm_mxfp4_fused.packed_gbps'] = packed.length / (fusedMs * 1e6);
-    out['gemm_mxfp4_fused_vs_memcpy.ratio'] = cpMs / fusedMs;
+    const e4 = Uint8Array.from({ length: (o * i) / 16 }, () => 0x28 + r.int(0x30));
+    const absmax = new Uint8Array(Float32Array.from({ length: (o * i) / 64 }, () => 0.01 + r.int(1000) / 20000).buffer);
+    const nf4 = Float32Array.from(NF4_VALUES), none = new Float32Array(0);
+    const formats: [string, () => Uint16Array, () => Uint16Array][] = [
+      ['mxfp4', () => dev.gemmMxfp4F16(x, packed, scales, m, i, o, 1, 0), () => dev.dequantToF16(0, packed, scales, false, o, i, 1, 32, 0)],
+      ['nvfp4', () => dev.gemmNvfp4F16(x, packed, e4, m, i, o, 1.5e-4, false, 1, 0), () => dev.dequantNvfp4ToF16(packed, e4, o, i, 1.5e-4, false, 0)],
+      ['bnb4', () => dev.gemmBnb4F16(x, packed, absmax, false, nf4, none, none, 0, 1, m, i, o, 64, 1, 0), () => dev.dequantBnb4ToF16(packed, absmax, false, nf4, none, none, 0, 1, o, i, 64, 0)],
+    ];
+    for (const [format, fused, dequant] of formats) {
+      const w16 = dequant();
+      const [fusedMs, plainMs, bothMs] = await timeBlocks([fused, () => dev.gemmF16(x, w16, m, i, o, 1), () => dev.gemmF16(x, dequant(), m, i, o, 1)]);
+      out[`gemm_${format}_fused(m=16,k=4096,n=2048).ms`] = fusedMs;
+      out[`gemm_${format}_fused_vs_gemm_f16.time_ratio`] = fusedMs / plainMs;
+      out[`gemm_${format}_fused_vs_dequant_then_gemm.time_ratio`] = fusedMs / bothMs;
+      out[`gemm_${format}_fused.packed_gbps`] = packed.length / (fusedMs * 1e6);
+      out[`gemm_${format}_fused_vs_memcpy.ratio`] = cpMs / fusedMs;
+    }
   }
 
   // 3. emulated gemmF16 vs reference gemmF32 at real widths: attention/shared (4096→4096), an expert
