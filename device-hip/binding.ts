@@ -109,7 +109,8 @@ let cached: DeviceNative | undefined;
 
 /** The emulated device backend (loaded once). Throws if the addon has not been built. */
 export function loadDeviceNative(): DeviceNative {
-  cached ??= validatedDeviceNative(loadAddon('ld_device') as DeviceNative);
+  // probed for its newest op: a build from older sources would otherwise fail only mid-run, at its first NVFP4 product
+  cached ??= loadSurface<DeviceNative>('gemmBnb4F16', 'the fused NVFP4 and bitsandbytes GEMMs (gemmNvfp4F16, gemmBnb4F16)', validatedDeviceNative);
   return cached;
 }
 

@@ -1,8 +1,10 @@
 /**
  * FP16 weights for the device path: dequantized once per (layer weight, fault) and shared by the accumulated
  * and isolated runs of that layer. Keyed weakly by the bound weight, so a layer's FP16 copy dies with it.
- * MXFP4, NVFP4, FP8-block and bitsandbytes 4-bit weights are multiplied from their stored bytes instead (product), and
- * so are routed experts (productOnce).
+ * MXFP4, NVFP4 and FP8-block weights, and bitsandbytes 4-bit ones whose rows hold whole blocks, are multiplied from
+ * their stored bytes instead (product: whole, and the slices fused() lists), and so are routed experts (productOnce).
+ * What is still copied: BF16 and F32 weights, bitsandbytes blocks that straddle rows or a slice of their rows, a
+ * faulted slice, the fp16-accumulate fault's products and the FP32-output ones (gemmF16F32: routers, compressors).
  */
 import { decodeToF32 } from '../harness/formats/dtypes.js';
 import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
@@ -101,7 +103,9 @@ export class LinearCache {
    * x f16 [rows, lw.in] · Wᵀ → f16 [rows, lw.out] (FP32 accumulation, gemmF16's bits) for a weight used once (a
    * routed expert): fused where product is, so no 16 MiB f16 copy of an expert is written and dropped
    * (DeepSeek-V4-Flash-Base stores its routed experts as FP8 blocks, gpt-oss as MXFP4); any other through its FP16
-   * copy, freed when the product returns (once).
+   * copy, freed when the product returns (once). At a diff's row counts a copy freed at once is rewritten while the
+   * cache still holds it, so there the fused product saves memory, not time: 32 NVFP4 experts [2048×4096] at 16 rows,
+   * 39.1–39.8 ms fused against 38.4–38.5 ms through `once` (round 26).
    */
   productOnce(x: Uint16Array, rows: number, lw: LinearWeight, fault: FaultId | null, alpha = 1): Uint16Array {
     return this.fused(x, rows, lw, faultCode(fault), alpha, 0, lw.out) ?? this.once(lw, fault, (w) => this.N.gemmF16(x, w, rows, lw.in, lw.out, alpha));
@@ -117,11 +121,12 @@ export class LinearCache {
    *     bitsandbytes checkpoint's linears; blocks run over the flattened tensor, so a slice's absmax and nested
    *     absmax would not start at a block of their own).
    * A decode step's product (≤ 4 rows, the GEMV kernels) reads half a byte or a byte a weight instead of the copy's
-   * two. At a diff's row counts ([m×4096]·[4096×4096]) the fused GEMMs take the F16 GEMM's time over a held copy
-   * within a few percent (FP8 3–6 % more at m = 256 and 1024, MXFP4 0.88–0.93×, round 25; NVFP4 and
-   * bitsandbytes 0.98–1.03× at m = 16–256, round 26), while each copy cost a dequantization and 2 bytes a weight of
+   * two. At a diff's row counts the fused GEMMs take about the F16 GEMM's time over a held copy: [m×4096]·[4096×4096],
+   * FP8 3–6 % more at m = 256 and 1024 and MXFP4 0.88–0.93× (round 25); [16×4096]·[2048×4096] in `npm run bench`,
+   * MXFP4, NVFP4 and bitsandbytes 1.07–1.09× (round 26). Each copy cost a dequantization and 2 bytes a weight of
    * fresh memory per layer: routing MXFP4 and FP8 here took a 16-token diff of deepseek-v4-wide (4 layers) from
-   * 0.36–0.59 to 0.30–0.47 s of device time a layer and its peak RSS from 1.69 to 1.42 GiB (alternating runs).
+   * 0.36–0.59 to 0.30–0.47 s of device time a layer and its peak RSS from 1.69 to 1.42 GiB (alternating runs), and a
+   * layer's two runs over eight NVFP4 [4096×4096] weights take about half the time fused (the bench's layer row).
    */
   private fused(x: Uint16Array, rows: number, lw: LinearWeight, code: number, alpha: number, r0: number, n: number): Uint16Array | null {
     const whole = r0 === 0 && n === lw.out;

@@ -80,15 +80,15 @@ export interface DeviceOps {
   /**
    * The fused NVFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, as
    * dequantNvfp4ToF16 lays it out: packed [n, k/2] low-even, E4M3 scales [n, k/16], the f32 global scale a multiplier or
-   * (globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)) without the
-   * f16 copy of W.
+   * (globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)); the
+   * emulation decodes a unit of rows at a time and writes no f16 copy of W, the GPU writes one to device memory for the call.
    */
   gemmNvfp4F16(x: Uint16Array, weight: Uint8Array, scale: Uint8Array, m: number, k: number, n: number, globalScale: number, globalIsDivisor: boolean, alpha: number, fault: number): Uint16Array;
   /**
    * The fused bitsandbytes 4-bit GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the
    * product, as dequantBnb4ToF16 lays it out (its arguments, with k = in and n = out), for a weight whose rows hold whole
    * blocks of an even size (k a multiple of blocksize: every bitsandbytes checkpoint's linears). The same bits as
-   * gemmF16(x, dequantBnb4ToF16(W)) without the f16 copy of W.
+   * gemmF16(x, dequantBnb4ToF16(W)); the emulation writes no f16 copy of W, the GPU one to device memory for the call.
    */
   gemmBnb4F16(x: Uint16Array, weight: Uint8Array, absmax: Uint8Array, absmaxIsCodes: boolean, quantMap: Float32Array, nestedAbsmax: Float32Array, nestedQuantMap: Float32Array, nestedOffset: number, nestedBlocksize: number, m: number, k: number, n: number, blocksize: number, alpha: number, fault: number): Uint16Array;
   /** The same product with FP32 output (logits, routers). */

@@ -231,8 +231,8 @@ weight instead of the f16 copy's two.`,
     surface: 'device',
     doc: `The fused NVFP4 GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the product, as
 dequantNvfp4ToF16 lays it out: packed [n, k/2] low-even, E4M3 scales [n, k/16], the f32 global scale a multiplier or
-(globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)) without the
-f16 copy of W.`,
+(globalIsDivisor) a divisor, fault as for dequantToF16. The same bits as gemmF16(x, dequantNvfp4ToF16(W)); the
+emulation decodes a unit of rows at a time and writes no f16 copy of W, the GPU writes one to device memory for the call.`,
     args: [arr('x', 'f16', ['m', 'k']), arr('weight', 'u8', ['n', 'div(k, 2)'], { label: 'packed' }), arr('scale', 'u8', ['n', 'div(k, 16)'], { label: 'E4M3' }),
       int('m', 1), int('k', 16), int('n', 1), f32('globalScale'), bool('globalIsDivisor'), f32('alpha'), int('fault', 0)],
     checks: [
@@ -251,7 +251,7 @@ f16 copy of W.`,
     doc: `The fused bitsandbytes 4-bit GEMM: y[m, n] = f16(alpha · x[m, k]·W[n, k]ᵀ) with W dequantized inside the
 product, as dequantBnb4ToF16 lays it out (its arguments, with k = in and n = out), for a weight whose rows hold whole
 blocks of an even size (k a multiple of blocksize: every bitsandbytes checkpoint's linears). The same bits as
-gemmF16(x, dequantBnb4ToF16(W)) without the f16 copy of W.`,
+gemmF16(x, dequantBnb4ToF16(W)); the emulation writes no f16 copy of W, the GPU one to device memory for the call.`,
     args: [arr('x', 'f16', ['m', 'k']), arr('weight', 'u8', ['div(n * k, 2)'], { label: 'packed n·k/2' }),
       arr('absmax', 'u8', ['(absmaxIsCodes ? 1 : 4) * cdiv(n * k, blocksize)'], { label: 'absmax bytes (1 a code or 4 an F32)·n·k/blocksize' }),
       bool('absmaxIsCodes'), arr('quantMap', 'f32', ['16']),

@@ -233,19 +233,20 @@ describe('host reference of the HIP kernels == emulation', () => {
 
   it('the emulated fused NVFP4 and bitsandbytes GEMMs (gemmNvfp4F16, gemmBnb4F16) == dequantization then gemmF16 == the kernels\' host reference: every fault, global-scale op, absmax kind and SIMD level', () => {
     const rand = rng(4312);
-    // [m, k, n]: the GEMV's row counts (≤ 4: 16-row units, 8 side by side at m = 1 with AVX-512VL) with ragged units,
-    // the tiled kernel past m = 4 with ragged tiles; k a multiple of 16 (NVFP4) and of the bitsandbytes block size
-    const shapes = [[1, 256, 3], [1, 4096, 41], [2, 192, 45], [4, 2048, 70], [7, 512, 41], [16, 320, 64]] as const;
+    // [m, k, n, bitsandbytes block size]: the GEMV's row counts (≤ 4: 16-row units, 8 side by side at m = 1 with
+    // AVX-512VL) with ragged units, the tiled kernel past m = 4 with ragged tiles; k a multiple of 16 (NVFP4), with an
+    // odd count of NVFP4 blocks a row (208: the rows' scalar tail after two blocks a step) and of the bitsandbytes block
+    // size: 64, 32 with k an odd multiple of it (224), 16 (off 32: the AVX2 path's one-at-a-time tail), 128
+    const shapes = [[1, 256, 3, 64], [1, 4096, 41, 64], [2, 192, 45, 64], [3, 208, 17, 16], [4, 2048, 70, 128], [5, 224, 33, 32], [7, 512, 41, 64], [16, 320, 64, 32]] as const;
     const none = new Float32Array(0);
     try {
       for (const level of ['auto', 'avx2', 'scalar'] as const) {
         N.setSimd(level);
-        for (const [m, k, n] of shapes) {
+        for (const [m, k, n, bs] of shapes) {
           const x = randomF16(rand, m * k, 1);
           const w = randomBytes(rand, (n * k) / 2);
           const e4 = randomBytes(rand, (n * k) / 16);
           e4[5] = 0x7f; // a NaN scale: NaN outputs, the same from both
-          const bs = k % 64 === 0 ? 64 : 32;
           const nb = (n * k) / bs;
           const qm = Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5);
           const am = new Uint8Array(Float32Array.from({ length: nb }, () => 0.01 + rand()).buffer);

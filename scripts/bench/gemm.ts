@@ -17,6 +17,7 @@
 import { pathToFileURL } from 'node:url';
 import { loadDeviceNative } from '../../device-hip/binding.js';
 import { NF4_VALUES } from '../../harness/formats/dtypes.js';
+import { detachBuffer } from '../../harness/io/map.js';
 import { Rng } from '../../harness/rng.js';
 import { dequantExact, gemmF32, referenceNativeInfo } from '../../reference-cpu/native.js';
 import { buildModel, createSession, f32, runSession } from '../onnx/graph.js';
@@ -26,6 +27,12 @@ import { median } from './median.js';
 
 const WARMUP = 3;
 const RUNS = 11;
+
+/** Free a dequantized copy where the device path frees it (detachBuffer): left to the collector, the next one would be
+ *  written into memory the cache no longer holds whenever a collection happened not to run (round 25). */
+function freed(y: Uint16Array): void {
+  if (y.buffer instanceof ArrayBuffer && !detachBuffer(y.buffer)) throw new Error('bench: a dequantized copy could not be freed');
+}
 
 function nowMs(): number {
   return Number(process.hrtime.bigint()) / 1e6;
@@ -129,13 +136,46 @@ export async function benchGemm(): Promise<Record<string, number>> {
     ];
     for (const [format, fused, dequant] of formats) {
       const w16 = dequant();
-      const [fusedMs, plainMs, bothMs] = await timeBlocks([fused, () => dev.gemmF16(x, w16, m, i, o, 1), () => dev.gemmF16(x, dequant(), m, i, o, 1)]);
+      const [fusedMs, plainMs, bothMs] = await timeBlocks([fused, () => dev.gemmF16(x, w16, m, i, o, 1), () => {
+        const w = dequant();
+        dev.gemmF16(x, w, m, i, o, 1);
+        freed(w);
+      }]);
       out[`gemm_${format}_fused(m=16,k=4096,n=2048).ms`] = fusedMs;
       out[`gemm_${format}_fused_vs_gemm_f16.time_ratio`] = fusedMs / plainMs;
       out[`gemm_${format}_fused_vs_dequant_then_gemm.time_ratio`] = fusedMs / bothMs;
       out[`gemm_${format}_fused.packed_gbps`] = packed.length / (fusedMs * 1e6);
       out[`gemm_${format}_fused_vs_memcpy.ratio`] = cpMs / fusedMs;
     }
+  }
+
+  // 2b. A layer's NVFP4 weights as a diff multiplies them: eight distinct [4096×4096] weights (64 MiB packed), each
+  //     multiplied twice (the layer's accumulated and isolated runs) at 16 rows, fused (what LinearCache.product runs
+  //     since round 26) against the held FP16 copies it replaced (each dequantized once, shared by both runs, all
+  //     freed at the layer's end: 256 MiB of FP16 written and read back).
+  {
+    const [n, k, count, m] = [4096, 4096, 8, 16];
+    const r = new Rng(32);
+    const base = Uint8Array.from({ length: (n * k) / 2 }, () => r.int(256));
+    const weights = Array.from({ length: count }, (_, j) => {
+      const w = new Uint8Array(base.length), off = (j * 1_000_003) % base.length;
+      w.set(base.subarray(off));
+      w.set(base.subarray(0, off), base.length - off);
+      return w;
+    });
+    const e4 = Uint8Array.from({ length: (n * k) / 16 }, () => 0x28 + r.int(0x30));
+    const x = dev.f32ToF16(randomF32(6, m * k));
+    const [fusedMs, heldMs] = await timeBlocks([
+      () => { for (let run = 0; run < 2; run++) for (const w of weights) dev.gemmNvfp4F16(x, w, e4, m, k, n, 1.5e-4, false, 1, 0); },
+      () => {
+        const copies = weights.map((w) => dev.dequantNvfp4ToF16(w, e4, n, k, 1.5e-4, false, 0));
+        for (let run = 0; run < 2; run++) for (const w of copies) dev.gemmF16(x, w, m, k, n, 1);
+        copies.forEach(freed);
+      },
+    ]);
+    out[`layer_nvfp4_fused(m=${m},${count}x[${n}x${k}],2 runs).ms`] = fusedMs;
+    out[`layer_nvfp4_held_copies(m=${m},${count}x[${n}x${k}],2 runs).ms`] = heldMs;
+    out['layer_nvfp4_fused_vs_held_copies.time_ratio'] = fusedMs / heldMs;
   }
 
   // 3. emulated gemmF16 vs reference gemmF32 at real widths: attention/shared (4096→4096), an expert
