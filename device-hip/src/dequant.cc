@@ -348,6 +348,17 @@ __attribute__((target("avx2,f16c"))) void bf16_to_f16_avx2(const uint8_t* b, siz
   for (; i < n; i++) y[i] = ld_bf16_to_f16((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8)));
 }
 
+// n stored plain elements → f16 on the calling thread (a row of the row source: no OpenMP region of its own, which
+// nested in a product's threads once a row cost more than the row's conversion). dequant_plain's element rule.
+void plain_elements(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
+  if (kind == F16) {
+    std::memcpy(y, b, n * 2);
+    return;
+  }
+  if (kind == BF16 && g_avx2) return bf16_to_f16_avx2(b, n, y);
+  for (size_t i = 0; i < n; i++) y[i] = kind == BF16 ? ld_bf16_to_f16((uint16_t)(b[2 * i] | (b[2 * i + 1] << 8))) : ld_f32_to_f16(ld_load_f32le(b + 4 * i));
+}
+
 void dequant_plain(Kind kind, const uint8_t* b, size_t n, uint16_t* y) {
   const long long nn = (long long)n;
   if (kind == F16) {
@@ -397,7 +408,7 @@ void source_rows_from(const LdRowSource* self, const uint8_t* weight, int64_t ro
     const uint8_t* wrow = weight + (size_t)r * row_bytes;
     uint16_t* yrow = dst + (size_t)r * a.inDim;
     if (a.kind == MXFP4) mxfp4_row(wrow, a.scale.data, *st->mx, a.out, a.inDim, o, a.fault, yrow);
-    else dequant_plain(static_cast<Kind>(a.kind), wrow, (size_t)a.inDim, yrow);
+    else plain_elements(static_cast<Kind>(a.kind), wrow, (size_t)a.inDim, yrow);
   }
 }
 

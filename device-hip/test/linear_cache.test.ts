@@ -106,39 +106,6 @@ describe('LinearCache and the read pool', () => {
   });
 });
 
-describe('LinearCache.productOnce without a fused product', () => {
-  /** a BF16 weight [OUT, IN] (gpt-oss's attention, DeepSeek-V4's compressor and indexer projections) */
-  function bf16Weight(seed: number): LinearWeight {
-    const r = new Rng(seed);
-    const name = `model.layers.0.self_attn.q_proj.${seed}.weight`;
-    // sign, an exponent around 2^-4 .. 2^3, seven mantissa bits
-    const bits = Uint16Array.from({ length: OUT * IN }, () => (r.int(2) << 15) | ((123 + r.int(8)) << 7) | r.int(128));
-    return { name, out: OUT, in: IN, format: 'plain', block: [1, 1], scale: null, weight: { name, dtype: 'BF16', shape: [OUT, IN], bytes: new Uint8Array(bits.buffer) } };
-  }
-
-  it('multiplies the FP16 copy with gemmF16\'s bits and frees the copy when the product returns; an F16 weight\'s own bytes are left alone', () => {
-    const seen: Uint16Array[] = [];
-    const spied = new Proxy(N, { get: (t, p, r) => (p === 'gemmF16' ? (...a: Parameters<typeof N.gemmF16>) => (seen.push(a[1]), t.gemmF16(...a)) : Reflect.get(t, p, r)) });
-    const cache = new LinearCache(spied);
-    const rand = rng(79);
-    const lw = bf16Weight(5);
-    // the device's FP16 copy, made apart from the cache
-    const w16 = N.dequantToF16(2, lw.weight.bytes, null, false, OUT, IN, 1, 1, 0);
-    const x = randomF16(rand, 3 * IN, 1);
-    const expected = N.gemmF16(x, w16, 3, IN, OUT, 0.5);
-    seen.length = 0;
-    expect(cache.productOnce(x, 3, lw, null, 0.5)).toEqual(expected);
-    expect(seen.length, 'one product').toBe(1);
-    expect(seen[0].length, 'the copy is freed (its buffer detached) once the product returns').toBe(0);
-    // a plain F16 weight is multiplied from a view of its stored bytes: nothing of the caller's is freed
-    const plain: LinearWeight = { name: 'f16.weight', out: OUT, in: IN, format: 'plain', block: [1, 1], scale: null, weight: { name: 'f16.weight', dtype: 'F16', shape: [OUT, IN], bytes: new Uint8Array(w16.buffer.slice(0)) } };
-    seen.length = 0;
-    expect(cache.productOnce(x, 3, plain, null, 0.5)).toEqual(expected);
-    expect(plain.weight.bytes.length, 'the stored bytes keep their length').toBe(OUT * IN * 2);
-    expect(new Uint16Array(plain.weight.bytes.buffer)).toEqual(w16);
-  });
-});
-
 /** Every fault the device's dequantization takes, with its code. */
 const FAULTS = [[null, 0], ...Object.entries(FAULT_CODES)] as [NativeFault | null, number][];
 
@@ -146,6 +113,58 @@ const FAULTS = [[null, 0], ...Object.entries(FAULT_CODES)] as [NativeFault | nul
 function counting(op: keyof typeof N, count: { n: number }): typeof N {
   return new Proxy(N, { get: (t, p, r) => (p === op ? (...a: unknown[]) => (count.n++, (t[op] as (...b: unknown[]) => unknown)(...a)) : Reflect.get(t, p, r)) });
 }
+
+/**
+ * a bitsandbytes NF4 weight [out, inDim] in blocks of `blocksize` over the flattened tensor: absmax as F32 or,
+ * double-quantized, as U8 codes under a nested absmax (blocks of 256) and map
+ */
+function bnb4Weight(seed: number, out: number, inDim: number, blocksize: number, doubleQuant: boolean): LinearWeight {
+  const r = new Rng(seed);
+  const name = `model.layers.0.mlp.down_proj.${seed}.weight`;
+  const nblocks = Math.ceil((out * inDim) / blocksize);
+  const quantMap = Float32Array.from(NF4_VALUES);
+  const nested = doubleQuant
+    ? { absmax: Float32Array.from({ length: Math.ceil(nblocks / 256) }, () => 0.01 + r.int(100) / 1000), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 0.04, blocksize: 256 }
+    : null;
+  const absmax = doubleQuant ? Uint8Array.from({ length: nblocks }, () => r.int(256)) : new Uint8Array(Float32Array.from({ length: nblocks }, () => 0.01 + r.int(100) / 1000).buffer);
+  return {
+    name, out, in: inDim, format: 'bnb4', encoding: 'bnb-nf4', block: [1, blocksize],
+    weight: { name, dtype: 'U8', shape: [Math.ceil((out * inDim) / 2), 1], bytes: Uint8Array.from({ length: Math.ceil((out * inDim) / 2) }, () => r.int(256)) },
+    scale: { name: `${name}.absmax`, dtype: doubleQuant ? 'U8' : 'F32', shape: [nblocks], bytes: absmax },
+    bnb: { quantType: 'nf4', blocksize, quantMap, namedTable: true, nested, dtype: 'bfloat16' },
+  };
+}
+
+/** the device's FP16 copy of a bitsandbytes weight under a fault, made apart from any cache */
+function bnb4Copy(lw: LinearWeight, code: number): Uint16Array {
+  const q = lw.bnb!;
+  const e = new Float32Array(0);
+  return N.dequantBnb4ToF16(lw.weight.bytes, lw.scale!.bytes, q.nested !== null, q.quantMap, q.nested?.absmax ?? e, q.nested?.quantMap ?? e, q.nested?.offset ?? 0, q.nested?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code);
+}
+
+describe('LinearCache.productOnce without a fused product', () => {
+  it('multiplies the FP16 copy with gemmF16\'s bits and frees the copy when the product returns; an F16 weight\'s own bytes are left alone', () => {
+    const seen: Uint16Array[] = [];
+    const spied = new Proxy(N, { get: (t, p, r) => (p === 'gemmF16' ? (...a: Parameters<typeof N.gemmF16>) => (seen.push(a[1]), t.gemmF16(...a)) : Reflect.get(t, p, r)) });
+    const cache = new LinearCache(spied);
+    const rand = rng(79);
+    // 96 columns in blocks of 64: every other block starts mid-row, so no fused product
+    const lw = bnb4Weight(5, 40, 96, 64, false);
+    const w16 = bnb4Copy(lw, 0);
+    const x = randomF16(rand, 3 * 96, 1);
+    const expected = N.gemmF16(x, w16, 3, 96, 40, 0.5);
+    seen.length = 0;
+    expect(cache.productOnce(x, 3, lw, null, 0.5)).toEqual(expected);
+    expect(seen.length, 'one product').toBe(1);
+    expect(seen[0].length, 'the copy is freed (its buffer detached) once the product returns').toBe(0);
+    // a plain F16 weight is multiplied from a view of its stored bytes: nothing of the caller's is freed
+    const plain: LinearWeight = { name: 'f16.weight', out: 40, in: 96, format: 'plain', block: [1, 1], scale: null, weight: { name: 'f16.weight', dtype: 'F16', shape: [40, 96], bytes: new Uint8Array(w16.buffer.slice(0)) } };
+    seen.length = 0;
+    expect(cache.productOnce(x, 3, plain, null, 0.5)).toEqual(expected);
+    expect(plain.weight.bytes.length, 'the stored bytes keep their length').toBe(40 * 96 * 2);
+    expect(new Uint16Array(plain.weight.bytes.buffer)).toEqual(w16);
+  });
+});
 
 describe('LinearCache.product of an NVFP4 weight', () => {
   /** an NVFP4 weight [OUT, IN]: E2M1 codes, E4M3 block scales of 16, a float32 global scale (ModelOpt's multiplier or compressed-tensors' divisor) */
@@ -192,33 +211,6 @@ describe('LinearCache.product of an NVFP4 weight', () => {
 });
 
 describe('LinearCache.product of a bitsandbytes 4-bit weight', () => {
-  /**
-   * a bitsandbytes NF4 weight [out, inDim] in blocks of `blocksize` over the flattened tensor: absmax as F32 or,
-   * double-quantized, as U8 codes under a nested absmax (blocks of 256) and map
-   */
-  function bnb4Weight(seed: number, out: number, inDim: number, blocksize: number, doubleQuant: boolean): LinearWeight {
-    const r = new Rng(seed);
-    const name = `model.layers.0.mlp.down_proj.${seed}.weight`;
-    const nblocks = Math.ceil((out * inDim) / blocksize);
-    const quantMap = Float32Array.from(NF4_VALUES);
-    const nested = doubleQuant
-      ? { absmax: Float32Array.from({ length: Math.ceil(nblocks / 256) }, () => 0.01 + r.int(100) / 1000), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 0.04, blocksize: 256 }
-      : null;
-    const absmax = doubleQuant ? Uint8Array.from({ length: nblocks }, () => r.int(256)) : new Uint8Array(Float32Array.from({ length: nblocks }, () => 0.01 + r.int(100) / 1000).buffer);
-    return {
-      name, out, in: inDim, format: 'bnb4', encoding: 'bnb-nf4', block: [1, blocksize],
-      weight: { name, dtype: 'U8', shape: [Math.ceil((out * inDim) / 2), 1], bytes: Uint8Array.from({ length: Math.ceil((out * inDim) / 2) }, () => r.int(256)) },
-      scale: { name: `${name}.absmax`, dtype: doubleQuant ? 'U8' : 'F32', shape: [nblocks], bytes: absmax },
-      bnb: { quantType: 'nf4', blocksize, quantMap, namedTable: true, nested, dtype: 'bfloat16' },
-    };
-  }
-
-  const copyOf = (lw: LinearWeight, code: number): Uint16Array => {
-    const q = lw.bnb!;
-    const e = new Float32Array(0);
-    return N.dequantBnb4ToF16(lw.weight.bytes, lw.scale!.bytes, q.nested !== null, q.quantMap, q.nested?.absmax ?? e, q.nested?.quantMap ?? e, q.nested?.offset ?? 0, q.nested?.blocksize ?? 1, lw.out, lw.in, q.blocksize, code);
-  };
-
   it('goes through gemmBnb4F16 at every row count where rows hold whole blocks, with the bits of gemmF16 over the FP16 copy under each fault, with and without double quant, and makes no copy', () => {
     const count = { n: 0 };
     const cache = new LinearCache(counting('dequantBnb4ToF16', count));
@@ -226,7 +218,7 @@ describe('LinearCache.product of a bitsandbytes 4-bit weight', () => {
     for (const [blocksize, doubleQuant] of [[64, false], [64, true], [256, true], [512, false]] as const) {
       const lw = bnb4Weight(9, OUT, IN, blocksize, doubleQuant);
       for (const [fault, code] of FAULTS) {
-        const w16 = copyOf(lw, code);
+        const w16 = bnb4Copy(lw, code);
         count.n = 0;
         for (const rows of [1, 3, 16, 37]) {
           const x = randomF16(rand, rows * IN, 1);
@@ -246,12 +238,12 @@ describe('LinearCache.product of a bitsandbytes 4-bit weight', () => {
     // 96 columns in blocks of 64: every other block starts mid-row
     const straddling = bnb4Weight(10, 40, 96, 64, true);
     const x = randomF16(rand, 5 * 96, 1);
-    expect(cache.product(x, 5, straddling, null, 1)).toEqual(N.gemmF16(x, copyOf(straddling, 0), 5, 96, 40, 1));
-    expect(cache.product(x, 5, straddling, null, 1, 8, 16)).toEqual(N.gemmF16(x, copyOf(straddling, 0).subarray(8 * 96, 24 * 96), 5, 96, 16, 1));
+    expect(cache.product(x, 5, straddling, null, 1)).toEqual(N.gemmF16(x, bnb4Copy(straddling, 0), 5, 96, 40, 1));
+    expect(cache.product(x, 5, straddling, null, 1, 8, 16)).toEqual(N.gemmF16(x, bnb4Copy(straddling, 0).subarray(8 * 96, 24 * 96), 5, 96, 16, 1));
     expect(count.n, 'one held copy').toBe(1);
     const lw = bnb4Weight(11, OUT, IN, 64, false);
     const y = randomF16(rand, 2 * IN, 1);
-    expect(cache.product(y, 2, lw, null, 1, 37, 100)).toEqual(N.gemmF16(y, copyOf(lw, 0).subarray(37 * IN, 137 * IN), 2, IN, 100, 1));
+    expect(cache.product(y, 2, lw, null, 1, 37, 100)).toEqual(N.gemmF16(y, bnb4Copy(lw, 0).subarray(37 * IN, 137 * IN), 2, IN, 100, 1));
     expect(count.n, 'a slice: the held copy').toBe(2);
   });
 });
