@@ -343,10 +343,34 @@ __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* w
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
 #pragma GCC diagnostic ignored "-Wuninitialized"
+// Whether every block of the row passes on its bits at a scale that cannot lose range: the pair test of
+// e2m1_row_avx512 over the whole row with no branch a pair, the differences or'ed in a register and the scales'
+// lossy flags in a byte, both tested once a row (as mxfp4_row_clean_avx512), for the rows of a correct device (all).
+// An odd block count goes pair by pair.
+__attribute__((target("avx512f,avx512bw,avx2"))) bool e2m1_row_clean_avx512(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* code, int64_t C, const uint16_t* drow) {
+  if (C % 2 != 0) return false;
+  const __m512i nib = _mm512_set1_epi32(0x000f000f);
+  const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(0x00100010), 1);
+  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
+  bool lossy = false;
+  for (int64_t c = 0; c < C; c += 2) {
+    const uint8_t k0 = code[c], k1 = code[c + 1];
+    lossy |= t.lossy[k0] | t.lossy[k1];
+    const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[k0]))),
+                                           _mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[k1])), 1);
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 8)));
+    const __m512i idx = _mm512_or_si512(_mm512_and_si512(_mm512_or_si512(b, _mm512_slli_epi32(b, 12)), nib), half);
+    // differ | (ref ^ device) in one ternary-logic operation (truth table 0xF6 over differ, ref, device)
+    differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + c * 16), 0xF6);
+  }
+  return !lossy && _mm512_test_epi32_mask(differ, differ) == 0;
+}
+
 __attribute__((target("avx512f,avx512bw,avx2"))) void e2m1_row_avx512(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow,
                                                                       float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
   const uint8_t* code = s + 4 * 256 + o * C;
+  if (e2m1_row_clean_avx512(t, wrow, code, C, drow)) return;
   const __m512i nib = _mm512_set1_epi32(0x000f000f);
   const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(0x00100010), 1);
   bool decoded = false;
@@ -397,9 +421,43 @@ inline bool table4_equal_tail(const uint8_t* w, const uint16_t* h, int64_t k, in
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+// Whether every block of the row passes on its bits at an absmax that cannot lose range, for a row of whole blocks of
+// a multiple of 32 (every bitsandbytes checkpoint's linears): table4_row_avx512's tables and compares over the whole
+// row with no branch a block, the differences or'ed in a register and the lossy lanes in a mask, both tested once a
+// row (as mxfp4_row_clean_avx512), for the rows of a correct device (all).
+__attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(const __m512 table, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
+                                                                              const uint16_t* drow) {
+  if (bi % 32 != 0 || in % bi != 0) return false;
+  const int64_t b0 = o * in / bi, nb = in / bi;
+  const uint8_t* wrow = w + o * in / 2;
+  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
+  __mmask16 bad = 0;
+  for (int64_t g = 0; g < nb; g++) {
+    float a;
+    std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
+    const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
+    const __m256i h = round_f16_avx512(v);
+    const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
+    bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
+           _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
+           (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
+    // the block's 16 values in both halves (table4_row_avx512's indices: the even element's code in the high nibble)
+    const __m512i tab = _mm512_broadcast_i64x4(h);
+    const uint8_t* pb = wrow + g * bi / 2;
+    const uint16_t* db = drow + g * bi;
+    for (int64_t q = 0; q < bi / 32; q++) {
+      const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + q * 16)));
+      const __m512i idx = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(c, 16));
+      differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(db + q * 32), 0xF6);
+    }
+  }
+  return bad == 0 && _mm512_test_epi32_mask(differ, differ) == 0;
+}
+
 __attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                                         float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m512 table = _mm512_loadu_ps(reinterpret_cast<const float*>(s));  // little-endian host: the stored float32s
+  if (table4_row_clean_avx512(table, w, s, o, in, bi, drow)) return;
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
