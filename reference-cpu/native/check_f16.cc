@@ -421,6 +421,19 @@ inline bool table4_equal_tail(const uint8_t* w, const uint16_t* h, int64_t k, in
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+// Block b's table: the reference's FP16 values of its 16 codes (table[code] · its absmax through round_f16's rule on
+// lanes) into h, and the lanes that can lose range (a value not finite, rounding to ±Inf, or non-zero rounding to ±0).
+__attribute__((target("avx512f,avx512bw,avx2"), always_inline)) inline __mmask16 table4_block_avx512(const __m512 table, const uint8_t* s, int64_t b, __m256i& h) {
+  float a;
+  std::memcpy(&a, s + 64 + 4 * b, 4);
+  const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
+  h = round_f16_avx512(v);
+  const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
+  return _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
+         _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
+         (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
+}
+
 // Whether every block of the row passes on its bits at an absmax that cannot lose range, for a row of whole blocks of
 // a multiple of 32 (every bitsandbytes checkpoint's linears): table4_row_avx512's tables and compares over the whole
 // row with no branch a block, the differences or'ed in a register and the lossy lanes in a mask, both tested once a
@@ -433,14 +446,8 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(co
   __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
   __mmask16 bad = 0;
   for (int64_t g = 0; g < nb; g++) {
-    float a;
-    std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
-    const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
-    const __m256i h = round_f16_avx512(v);
-    const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
-    bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
-           _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
-           (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
+    __m256i h;
+    bad |= table4_block_avx512(table, s, b0 + g, h);
     // the block's 16 values in both halves (table4_row_avx512's indices: the even element's code in the high nibble)
     const __m512i tab = _mm512_broadcast_i64x4(h);
     const uint8_t* pb = wrow + g * bi / 2;
@@ -467,15 +474,9 @@ __attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const ui
     alignas(32) uint16_t hs[kTable4Group][16];
     uint32_t lossy = 0;
     for (int64_t g = 0; g < nb; g++) {
-      float a;
-      std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
-      const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
-      const __m256i h = round_f16_avx512(v);
+      __m256i h;
+      const __mmask16 bad = table4_block_avx512(table, s, b0 + g, h);
       _mm256_store_si256(reinterpret_cast<__m256i*>(hs[g]), h);
-      const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
-      const __mmask16 bad = _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |
-                            _mm512_cmpeq_epi32_mask(_mm512_and_si512(h32, _mm512_set1_epi32(0x7c00)), _mm512_set1_epi32(0x7c00)) |
-                            (_mm512_test_epi32_mask(vu, _mm512_set1_epi32(0x7fffffff)) & _mm512_testn_epi32_mask(h32, _mm512_set1_epi32(0x7fff)));
       lossy |= static_cast<uint32_t>(bad != 0) << g;
     }
     for (int64_t g = 0; g < nb; g++) {
