@@ -11,26 +11,28 @@
  *     per chosen expert: h = W1·m + b1, gate = h[0::2], up = h[1::2], gate ≤ L, −L ≤ up ≤ L,
  *     act = gate·σ(1.702·gate)·(up + 1), y = W2·act + b2;  x += Σ weight·y           → sub-stage moe
  *   final_norm = RMSNorm(x)·w_norm;  logits = W_head·final_norm
- * Every weight is dequantized exactly (reference-cpu/dequant.ts); sums run in float64 where ops.ts does.
+ * Every weight is dequantized exactly (reference-cpu/dequant.ts), inside the products (reference-cpu/linear.ts); sums
+ * run in float64 where ops.ts does.
  */
-import type { StoredTensor } from '../harness/formats/linear.js';
+import type { LinearWeight, StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
 import { GPT_OSS_ALPHA, type GptOssCheckpoint, type GptOssLayerWeights, gptOssRope } from '../harness/models/gpt_oss.js';
 import type { LayerContext, LayerResult, ModelDef, StagePath } from '../harness/models/path.js';
-import { dequantLinear } from './dequant.js';
+import { linear } from './linear.js';
 import type { GptOssTraps } from './gpt_oss/traps.js';
 import { decodeStored, headLogits } from './llama.js';
-import { add, causalAttention, matmul, rmsnorm, rope, softmaxInPlace, stored } from './ops.js';
+import { add, causalAttention, rmsnorm, rope, softmaxInPlace, stored } from './ops.js';
 
 export type { GptOssTraps } from './gpt_oss/traps.js';
 
-/** y[S, out] = x·Wᵀ + b */
 /**
- * x·Wᵀ + bias. `fp16` (the floor pass, LayerContext.fp16Storage): the product, the bias and their sum each
- * stored in FP16, as an FP16 path with an unfused bias add holds them.
+ * y[S, out] = x·Wᵀ + bias, W decoded exactly inside the product (linear: no FP32 copy of W, a routed expert's
+ * gate_up being 5760×2880). `fp16` (the floor pass, LayerContext.fp16Storage): the product, the bias and their sum
+ * each stored in FP16, as an FP16 path with an unfused bias add holds them.
  */
-function affine(x: Float32Array, S: number, w: Float32Array, inDim: number, outDim: number, bias: Float32Array | null, fp16?: boolean): Float32Array {
-  const y = stored(matmul(x, S, inDim, w, outDim), fp16);
+function affine(x: Float32Array, S: number, w: LinearWeight, bias: Float32Array | null, fp16?: boolean): Float32Array {
+  const outDim = w.out;
+  const y = stored(linear(x, S, w), fp16);
   if (bias === null) return y;
   const b = stored(bias, fp16);
   for (let s = 0; s < S; s++) for (let o = 0; o < outDim; o++) y[s * outDim + o] += b[o];
@@ -72,20 +74,20 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
     const { invFreq, concentration } = gptOssRope(this.m.cfg);
     const c = t.noConcentration ? 1 : concentration;
     const scaled = (v: Float32Array) => (c === 1 ? v : v.map((z) => z * c));
-    const q = stored(scaled(rope(affine(a, S, dequantLinear(w.q_proj), H, NH * d, b(w.q_bias), fp16), S, NH, d, positions, invFreq, 'half')), fp16);
-    const k = stored(scaled(rope(affine(a, S, dequantLinear(w.k_proj), H, NKV * d, b(w.k_bias), fp16), S, NKV, d, positions, invFreq, 'half')), fp16);
-    const v = affine(a, S, dequantLinear(w.v_proj), H, NKV * d, b(w.v_bias), fp16);
+    const q = stored(scaled(rope(affine(a, S, w.q_proj, b(w.q_bias), fp16), S, NH, d, positions, invFreq, 'half')), fp16);
+    const k = stored(scaled(rope(affine(a, S, w.k_proj, b(w.k_bias), fp16), S, NKV, d, positions, invFreq, 'half')), fp16);
+    const v = affine(a, S, w.v_proj, b(w.v_bias), fp16);
     const sliding = t.windowAll ? true : t.noWindow ? false : w.sliding;
     const sm = 1 / Math.sqrt(d);
     const sinks = t.noSink ? null : Float64Array.from(decodeStored(w.sinks), (z) => (t.sinkScaled ? z * sm : z));
     const o = stored(causalAttention(q, k, v, S, NH, NKV, d, d, sm, sliding ? slidingWindow : 0, sinks), fp16);
-    return affine(o, S, dequantLinear(w.o_proj), NH * d, H, b(w.o_bias), fp16);
+    return affine(o, S, w.o_proj, b(w.o_bias), fp16);
   }
 
   /** Router: per token the chosen experts (ascending ids) and their weights (softmax over the chosen logits). */
   route(m: Float32Array, S: number, w: GptOssLayerWeights, forced: number[][] | null): { experts: number[][]; weights: number[][]; logits: Float32Array } {
-    const { hidden: H, experts: E, topk: K } = this.m.cfg;
-    const g = affine(m, S, dequantLinear(w.router), H, E, this.traps.noRouterBias ? null : decodeStored(w.router_bias));
+    const { experts: E, topk: K } = this.m.cfg;
+    const g = affine(m, S, w.router, this.traps.noRouterBias ? null : decodeStored(w.router_bias));
     const experts: number[][] = [];
     const weights: number[][] = [];
     for (let s = 0; s < S; s++) {
@@ -106,7 +108,7 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
     return { experts, weights, logits: g };
   }
 
-  /** The routed experts' weighted sum for every token, [S, hidden]; each chosen expert is dequantized once. */
+  /** The routed experts' weighted sum for every token, [S, hidden]; each chosen expert's weights decoded inside its products. */
   moe(m: Float32Array, S: number, w: GptOssLayerWeights, routes: { experts: number[][]; weights: number[][] }, fp16?: boolean): Float32Array {
     const { hidden: H, intermediate: I, swigluLimit } = this.m.cfg;
     const t = this.traps;
@@ -116,8 +118,6 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
     routes.experts.forEach((ids, s) => ids.forEach((e) => users.set(e, [...(users.get(e) ?? []), s])));
     for (const e of [...users.keys()].sort((a, b) => a - b)) {
       const ex = w.expert(e);
-      const W1 = dequantLinear(ex.gate_up);
-      const W2 = dequantLinear(ex.down);
       const b1 = t.noExpertBias ? null : decodeStored(ex.gate_up_bias);
       const b2 = t.noExpertBias ? null : decodeStored(ex.down_bias);
       // the tokens routed to e, as one [n, H] block
@@ -125,7 +125,7 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
       const n = rows.length;
       const me = new Float32Array(n * H);
       rows.forEach((s, i) => me.set(m.subarray(s * H, (s + 1) * H), i * H));
-      const h = affine(me, n, W1, H, 2 * I, b1, fp16);
+      const h = affine(me, n, ex.gate_up, b1, fp16);
       const actv = new Float32Array(n * I);
       for (let r = 0; r < n; r++) {
         const hr = h.subarray(r * 2 * I, (r + 1) * 2 * I);
@@ -134,7 +134,7 @@ export class GptOssReference implements StagePath<GptOssLayerWeights> {
           actv[r * I + i] = gptOssSwiglu(gate, up, swigluLimit, t);
         }
       }
-      const y = affine(stored(actv, fp16), n, W2, I, H, b2, fp16);
+      const y = affine(stored(actv, fp16), n, ex.down, b2, fp16);
       rows.forEach((s, i) => {
         const wt = weightOf(s, e);
         if (fp16 === true) {

@@ -13,7 +13,8 @@ import type { StoredTensor } from '../harness/formats/linear.js';
 import { type Act, act } from '../harness/formats/tensor.js';
 import { type LlamaCheckpoint, llamaInvFreq, type LlamaLayerWeights, type LlamaLinear } from '../harness/models/llama.js';
 import type { LayerContext, LayerResult, StagePath } from '../harness/models/path.js';
-import { assertFinite, dequantLinear } from './dequant.js';
+import { assertFinite } from './dequant.js';
+import { linear as exactLinear } from './linear.js';
 import { dequantExact, type ExactKind, linearExact } from './native.js';
 import { add, addRowBias, causalAttention, matmul, rmsnorm, rope, stored, swiglu } from './ops.js';
 
@@ -73,7 +74,8 @@ export class LlamaReference implements StagePath<LlamaLayerWeights> {
   layer(_L: number, x: Act, w: LlamaLayerWeights, ctx: LayerContext): LayerResult {
     const { hidden: D, heads: H, kvHeads: KV, headDim: hd, eps } = this.m.cfg;
     const S = x.shape[0];
-    const linear = (inp: Float32Array, key: LlamaLinear) => withBias(matmul(inp, S, w[key].in, dequantLinear(w[key]), w[key].out), S, w.bias[key]);
+    // W decoded exactly inside the product (reference-cpu/linear.ts: matmul's bits, no FP32 copy of W)
+    const linear = (inp: Float32Array, key: LlamaLinear) => withBias(exactLinear(inp, S, w[key]), S, w.bias[key]);
 
     // fp16 (the floor pass, LayerContext.fp16Storage): the sublayer outputs and the residual between them are
     // stored in FP16 as the device path stores them; the attention internals stay FP32 (README "The FP16 floor")

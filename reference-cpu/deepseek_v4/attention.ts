@@ -16,7 +16,7 @@ import { rmsnorm, rope, softmaxInPlace } from '../ops.js';
 import { type DeepseekV4Ablations, NO_ABLATIONS } from './ablations.js';
 import { compress } from './compressor.js';
 import { indexerChoice } from './indexer.js';
-import { linear, linearRows } from './linear.js';
+import { linear, linearRows } from '../linear.js';
 import { attentionOutput, attentionScores } from '../native.js';
 import { layerInvFreq } from './rope.js';
 

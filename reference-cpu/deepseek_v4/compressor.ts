@@ -12,7 +12,7 @@
 import type { DeepseekV4Compressor } from '../../harness/models/deepseek_v4.js';
 import { decodeStored } from '../llama.js';
 import { rmsnorm, rope } from '../ops.js';
-import { linear } from './linear.js';
+import { linear } from '../linear.js';
 
 /**
  * The gated pooling alone: K, Z [S, c·dc], ape [r, c·dc] → [⌊S/r⌋, dc] (no norm, no RoPE). Float64 softmax and

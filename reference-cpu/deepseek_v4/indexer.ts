@@ -16,7 +16,7 @@
 import type { DeepseekV4Indexer } from '../../harness/models/deepseek_v4.js';
 import { rope } from '../ops.js';
 import { compress } from './compressor.js';
-import { linear } from './linear.js';
+import { linear } from '../linear.js';
 
 export interface IndexerDims {
   heads: number;

@@ -12,7 +12,7 @@
 import type { DeepseekV4Expert, DeepseekV4LayerWeights } from '../../harness/models/deepseek_v4.js';
 import { decodeStored } from '../llama.js';
 import { stored, swiglu } from '../ops.js';
-import { linear } from './linear.js';
+import { linear } from '../linear.js';
 import { topkLowestIndex } from './indexer.js';
 
 /** sqrt(softplus(x)) with PyTorch's softplus (beta 1, threshold 20: linear above). */

@@ -24,7 +24,7 @@ import { attendWithSink, attendWithSinkTs } from '../deepseek_v4/attention.js';
 import { compressBlocks } from '../deepseek_v4/compressor.js';
 import { collapseTs, hcHead, hcPost, hcPostTs, hcPre, sinkhorn } from '../deepseek_v4/hc.js';
 import { indexerScores, topkLowestIndex } from '../deepseek_v4/indexer.js';
-import { dequantRows, linear } from '../deepseek_v4/linear.js';
+import { dequantRows, linear } from '../linear.js';
 import { expertForward, route, sqrtSoftplus } from '../deepseek_v4/moe.js';
 import { deepseekInvFreq, layerInvFreq, yarnRange } from '../deepseek_v4/rope.js';
 import { dequantLinear } from '../dequant.js';

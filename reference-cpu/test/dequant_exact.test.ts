@@ -14,7 +14,7 @@ import { dequantLinear, dequantRowsExact, kindOf } from '../dequant.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../../harness/formats/linear.js';
 import { quantizedWeights } from '../../harness/weights/check.js';
-import { linearRows } from '../deepseek_v4/linear.js';
+import { linearRows } from '../linear.js';
 import { matmul } from '../ops.js';
 import { dequantLinearTs } from '../dequant_ts.js';
 import { dequantExact, firstNonFinite, setReferenceSimd } from '../native.js';

@@ -8,7 +8,7 @@ import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
 import { InputError } from '../../harness/errors.js';
 import { dequantRowsExact, kindOf } from '../dequant.js';
-import { linearRows } from '../deepseek_v4/linear.js';
+import { linearRows } from '../linear.js';
 import { gemmF32, linearExact, setReferenceSimd } from '../native.js';
 
 afterEach(() => {

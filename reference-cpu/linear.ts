@@ -1,14 +1,15 @@
 /**
- * y = x·Wᵀ for a stored LinearWeight, dequantized exactly (reference-cpu/dequant.ts, native) a tile of output rows at a
- * time. DeepSeek-V4's linears are large (wq_b and wo_a are 32768×1024 / 8192×4096, a routed expert's w1 is
- * 2048×4096): a whole FP32 copy would be 16–128 MiB per matrix, a 256-row tile is at most 256 × in × 4 bytes
- * (4 MiB at in = 4096, 8 MiB for wo_b's in = 8192). Peak extra memory of one call: one tile plus the
- * [rows, tile] partial product; the output [rows, out] is the caller's.
+ * y = x·Wᵀ for a stored LinearWeight, dequantized exactly (reference-cpu/dequant.ts, native) inside the native GEMM
+ * (linearExact), for every architecture's reference. Real linears are large (DeepSeek-V4's wq_b and wo_a are
+ * 32768×1024 / 8192×4096, a routed expert's w1 2048×4096; gpt-oss-20b's expert gate_up 5760×2880): a whole FP32 copy
+ * would be 16–128 MiB per matrix, written and read back for a product of a few rows. The bits are those of matmul
+ * over the whole dequantized weight (each output is one row of x against one row of W, summed in the kernel's fixed
+ * order); the output [rows, out] is the caller's.
  */
-import type { LinearWeight } from '../../harness/formats/linear.js';
-import { dequantRowsExact, exactOperands } from '../dequant.js';
-import { linearExact } from '../native.js';
-import { matmul } from '../ops.js';
+import type { LinearWeight } from '../harness/formats/linear.js';
+import { dequantRowsExact, exactOperands } from './dequant.js';
+import { linearExact } from './native.js';
+import { matmul } from './ops.js';
 
 export const TILE_ROWS = 256;
 
