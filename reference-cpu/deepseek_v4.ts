@@ -6,8 +6,9 @@
  *   final_norm: RMSN_norm(hc_head(X))                                          → [S, hidden]
  *   logits:     head.weight · final_norm, for every position                   → [S, vocab]
  * The pieces live in reference-cpu/deepseek_v4/ in forward order: hc, rope, attention (compressor, indexer),
- * moe; linear.ts dequantizes weights in row tiles. Every weight is dequantized exactly (§3), activations stay
- * FP32, loops accumulate in float64, matrix products use the native FP32 GEMM. DeepSeek's activation
+ * moe; their linears go through reference-cpu/linear.ts, which decodes each weight inside the exact native GEMM
+ * (linearExact). Every weight is dequantized exactly (§3), activations stay FP32, loops accumulate in float64, matrix
+ * products use the native FP32 GEMM. DeepSeek's activation
  * quantization simulations and the indexer's Hadamard rotation are skipped (§4.9, indexer.ts).
  *
  * The `embed` stage is one copy [S, hidden] (as transformers' embedding output, §10.5); a layer given a

@@ -5,9 +5,9 @@
  *   ω_i = routed_scaling_factor · s_{id_i} / Σ_j s_{id_j}  (unbiased s, hash layers too)
  *   routed e: W2·(ω·silu(min(W1x, lim)) ⊙ clamp(W3x, ±lim)); shared: the same SwiGLU, no clamp, weight 1
  *   MoE(f) = Σ_i expert_{id_i}(f) + shared(f)
- * A routed expert runs only on the tokens routed to it, and its weights are read (w.expert(e)) and dequantized
- * (linear.ts, 256-row tiles) only then: peak extra memory per expert call is one tile (256 × 4096 × 4 B =
- * 4 MiB at real width) plus its activations [T_e, 2048].
+ * A routed expert runs only on the tokens routed to it, and its weights are read (w.expert(e)) and decoded only
+ * then, a few rows at a time inside the exact GEMM (reference-cpu/linear.ts, linearExact): no FP32 copy of an
+ * expert, the extra memory of a call being its activations [T_e, 2048].
  */
 import type { DeepseekV4Expert, DeepseekV4LayerWeights } from '../../harness/models/deepseek_v4.js';
 import { decodeStored } from '../llama.js';

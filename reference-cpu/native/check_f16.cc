@@ -346,7 +346,7 @@ __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* w
 // Whether every block of the row passes on its bits at a scale that cannot lose range: the pair test of
 // e2m1_row_avx512 over the whole row with no branch a pair, the differences or'ed in a register and the scales'
 // lossy flags in a byte, both tested once a row (as mxfp4_row_clean_avx512), for the rows of a correct device (all).
-// An odd block count goes pair by pair.
+// A row with an odd block count is not tested here: it goes the pair-by-pair way.
 __attribute__((target("avx512f,avx512bw,avx2"))) bool e2m1_row_clean_avx512(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* code, int64_t C, const uint16_t* drow) {
   if (C % 2 != 0) return false;
   const __m512i nib = _mm512_set1_epi32(0x000f000f);
