@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LinearWeight } from '../../harness/formats/linear.js';
+import { f32ToF16Bits } from '../../harness/formats/dtypes.js';
 import { Rng } from '../../harness/rng.js';
 import { InputError } from '../../harness/errors.js';
 import { dequantRowsExact, kindOf } from '../dequant.js';
@@ -25,12 +26,14 @@ function weight(r: Rng, format: string, out: number, inn: number): LinearWeight 
       scale: { name: 'e.w1.scale', dtype: 'F8_E8M0', shape: [out, inn / 32], bytes: bytes(r, (out * inn) / 32, (b) => 120 + (b % 10)) },
     };
   }
-  if (format === 'bf16') {
+  if (format === 'bf16' || format === 'f32' || format === 'f16') {
     const f = Float32Array.from({ length: out * inn }, () => r.uniform() - 0.5);
     const u = new Uint32Array(f.buffer);
+    // F16 bits made from the same draws by the format's definition (dtypes.ts f32ToF16Bits, not the code under test)
+    const stored = format === 'bf16' ? new Uint8Array(Uint16Array.from(u, (x) => x >>> 16).buffer) : format === 'f16' ? new Uint8Array(Uint16Array.from(f, (x) => f32ToF16Bits(x)).buffer) : new Uint8Array(f.buffer);
     return {
       name: 'p.weight', format: 'plain', out, in: inn, block: [1, 1], scale: null,
-      weight: { name: 'p.weight', dtype: 'BF16', shape: [out, inn], bytes: new Uint8Array(Uint16Array.from(u, (x) => x >>> 16).buffer) },
+      weight: { name: 'p.weight', dtype: format === 'bf16' ? 'BF16' : format === 'f16' ? 'F16' : 'F32', shape: [out, inn], bytes: stored },
     };
   }
   const R = Math.ceil(out / 128), C = Math.ceil(inn / 128);
@@ -45,7 +48,7 @@ function weight(r: Rng, format: string, out: number, inn: number): LinearWeight 
 }
 
 describe('linearExact', () => {
-  const CASES = [['mxfp4', 16, 1024, 512], ['mxfp4', 1, 70, 64], ['fp8-e8m0', 5, 300, 260], ['fp8-f32', 3, 129, 100], ['bf16', 7, 33, 37]] as const;
+  const CASES = [['mxfp4', 16, 1024, 512], ['mxfp4', 1, 70, 64], ['fp8-e8m0', 5, 300, 260], ['fp8-f32', 3, 129, 100], ['bf16', 7, 33, 37], ['f16', 4, 65, 96], ['f32', 2, 40, 130]] as const;
   CASES.forEach(([format, m, out, inn], c) => {
     it(`linear_exact(${format},m=${m},k=${inn},n=${out}): the bits of gemmF32 over the exact dequantization, at every SIMD level`, () => {
       const r = new Rng(700 + c);
