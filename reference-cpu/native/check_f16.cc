@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -1248,29 +1249,43 @@ struct RowsBatch {
   }
 };
 
-// One long-lived worker thread (its OpenMP team is made once, not per batch), fed batches in order.
+// One worker thread (its OpenMP team made once for a run of batches, not per batch), fed batches in order, that
+// ends once no batch has come for kIdle. While a thread other than the main one holds an OpenMP team, libgomp counts
+// more threads than cores (two teams of two on two cores here) and every team's idle threads stop spinning after
+// 100 turns instead of ~300,000 (its throttled spin count), sleeping and being woken through the kernel at each
+// parallel region: a long-lived worker left every later small product of the process paying that, the reference's
+// 64-token llama-tiny decode after a wide weights check 476 tok/s against 2870 (scripts/bench/HISTORY.md, round 26).
+// When the worker's thread ends, libgomp frees its team and the count is the process's own again.
 class BatchWorker {
  public:
   static BatchWorker& get() {
-    static BatchWorker* w = new BatchWorker();  // never destroyed: the thread is detached and may be blocked at exit
+    static BatchWorker* w = new BatchWorker();  // never destroyed: a detached thread may be blocked in it at exit
     return *w;
   }
   void submit(RowsBatch* b) {
+    bool start = false;
     {
       std::lock_guard<std::mutex> lk(m_);
       q_.push_back(b);
+      start = !running_;
+      running_ = true;
     }
-    cv_.notify_one();
+    if (start) std::thread([this] { loop(); }).detach();
+    else cv_.notify_one();
   }
 
  private:
-  BatchWorker() { std::thread([this] { loop(); }).detach(); }
+  static constexpr std::chrono::milliseconds kIdle{50};
+  BatchWorker() = default;
   void loop() {
     for (;;) {
       RowsBatch* b;
       {
         std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [this] { return !q_.empty(); });
+        if (!cv_.wait_for(lk, kIdle, [this] { return !q_.empty(); })) {
+          running_ = false;  // under the lock: a batch submitted after this starts a new thread
+          return;
+        }
         b = q_.front();
         q_.pop_front();
       }
@@ -1287,6 +1302,7 @@ class BatchWorker {
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<RowsBatch*> q_;
+  bool running_ = false;
 };
 
 Napi::Value check_f16_rows_start(const Napi::CallbackInfo& info) {

@@ -588,6 +588,32 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       }
     });
 
+    // The worker thread holds an OpenMP team of its own; while it lives libgomp counts more threads than cores and
+    // every team's idle threads sleep after a few turns instead of spinning (check_f16.cc, BatchWorker). It must end
+    // once idle, taking its team with it.
+    it('the background worker ends once no batch comes, and its OpenMP team with it', () => {
+      const threads = () => fs.readdirSync('/proc/self/task').length;
+      const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+      const lw = weights(new Rng(1900), 'mxfp4', 1000, 512);
+      const fill = inFile('idle', lw.weight.bytes);
+      try {
+        sleep(300); // any worker of an earlier test has ended
+        const before = threads();
+        const buf = new Uint8Array(lw.weight.bytes.length);
+        const source = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, null);
+        const job: RowsReadingJob = { kind: kindOf(lw), weight: buf, scale: lw.scale!.bytes, out: lw.out, inn: lw.in, bo: 1, bi: 32, source, fill };
+        const got = waitRowsReading(startRowsReading([job]));
+        expect('readError' in got[0] ? -2 : got[0].firstBad).toBe(-1);
+        expect(threads(), 'the worker (and its team) right after its batch').toBeGreaterThan(before);
+        sleep(300);
+        expect(threads(), 'the worker and its team gone once idle').toBe(before);
+        // and a later batch starts a worker again
+        expect(waitRowsReading(startRowsReading([job]))).toHaveLength(1);
+      } finally {
+        fs.closeSync(fill.fd);
+      }
+    });
+
     it('a batch refuses a bad job by its index and name before anything runs', () => {
       const r = new Rng(1900);
       const lw = weights(r, 'mxfp4', 64, 64);
