@@ -384,44 +384,34 @@ void gemm_dispatch(const uint16_t* x, const uint16_t* w, int m, int k, int n, fl
   else gemm_scalar(x, w, m, k, n, alpha, out_f16, out_f32);
 }
 
-// The fused MXFP4 GEMM; the scalar level decodes the whole weight first (a test level: same bits, no speed asked).
-void gemm_mxfp4(const uint16_t* x, const uint8_t* packed, const uint8_t* scales, int m, int k, int n, float alpha, int fault,
-                uint16_t* out_f16) {
-  const Mxfp4Table& t = mxfp4_table(fault);
-  const Mxfp4Rows src{packed, scales, &t, n, k, fault};
+// The fused GEMMs (W rows decoded by src inside the product): the GEMV at m ≤ 4, the tiled kernel of the SIMD level
+// above; the scalar level decodes the whole weight first (a test level: same bits, no speed asked).
+template <class Src>
+void gemm_fused(const uint16_t* x, const Src& src, int m, int k, int n, float alpha, uint16_t* out_f16) {
   if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, nullptr);
   if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
   if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
   std::vector<uint16_t> w((size_t)n * k);
-  for (int j = 0; j < n; j++) src.rows(j, 1, w.data() + (size_t)j * k);
+  src.rows(0, n, w.data());
   gemm_scalar(x, w.data(), m, k, n, alpha, out_f16, nullptr);
 }
 
-// The fused FP8-block GEMM, dispatched as the MXFP4 one.
+void gemm_mxfp4(const uint16_t* x, const uint8_t* packed, const uint8_t* scales, int m, int k, int n, float alpha, int fault,
+                uint16_t* out_f16) {
+  gemm_fused(x, Mxfp4Rows{packed, scales, &mxfp4_table(fault), n, k, fault}, m, k, n, alpha, out_f16);
+}
+
 void gemm_fp8(const uint16_t* x, const uint8_t* w, const uint8_t* scales, bool f32s, int m, int k, int n, int bo, int bi,
               float alpha, int fault, uint16_t* out_f16) {
   const Fp8Tables t = fp8_tables(scales, f32s, n, k, bo, bi, fault);
-  const Fp8Rows src{w, &t, k, bo, bi};
-  if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, nullptr);
-  if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
-  if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
-  std::vector<uint16_t> wf((size_t)n * k);
-  src.rows(0, n, wf.data());
-  gemm_scalar(x, wf.data(), m, k, n, alpha, out_f16, nullptr);
+  gemm_fused(x, Fp8Rows{w, &t, k, bo, bi}, m, k, n, alpha, out_f16);
 }
 
 }  // namespace
 
-// The fused GEMM over a row source's rows (SourceRows), dispatched as the MXFP4 one.
+// The fused GEMM over a row source's rows (SourceRows).
 void gemm_rows_f16(const uint16_t* x, const ::LdRowSource& rows, int m, float alpha, uint16_t* out_f16) {
-  const int k = (int)rows.in, n = (int)rows.out;
-  const SourceRows src{&rows};
-  if (g_avx2 && m <= 4) return gemv_f16(x, src, m, k, n, alpha, out_f16, nullptr);
-  if (g_simd == Simd::Avx512) return gemm_simd<Avx512>(x, src, m, k, n, alpha, out_f16, nullptr);
-  if (g_simd == Simd::Avx2) return gemm_simd<Avx2>(x, src, m, k, n, alpha, out_f16, nullptr);
-  std::vector<uint16_t> w((size_t)n * k);
-  rows.rows(&rows, 0, n, w.data());
-  gemm_scalar(x, w.data(), m, k, n, alpha, out_f16, nullptr);
+  gemm_fused(x, SourceRows{&rows}, m, (int)rows.in, (int)rows.out, alpha, out_f16);
 }
 
 float dot_f16(const uint16_t* x, const uint16_t* w, int k) {
