@@ -1020,7 +1020,10 @@ struct RowsJob {
   Fill fill;
   int64_t row_bytes = 0, C = 0, step = 1, chunk_rows = 1, nchunks = 0;
   Fp8Ref f8;
-  E2m1Ref e2m1;  // NVFP4's tables (e2: fast, 16-value blocks)
+  // NVFP4's tables (e2: fast, 16-value blocks), 16 KiB, so only for NVFP4: held inline they made every job a 16 KiB
+  // aligned allocation, a batch's 16 of them more than malloc's trim threshold, so each batch grew the heap into a
+  // fresh huge page (zeroed by the kernel, ~4 % of a wide layer's check) that the batch's end handed back
+  std::unique_ptr<E2m1Ref> e2m1;
   Flags flags;
   std::vector<Partial> parts;  // one per thread of run_jobs
   explicit RowsJob(int64_t blocks) : flags(blocks) {}
@@ -1064,7 +1067,10 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   if (j->fp8) j->f8 = fp8_ref(kind, wa.s, ((out + bo - 1) / bo) * C);
   static const bool avx2 = __builtin_cpu_supports("avx2") != 0;
   j->e2 = j->fast && kind == ExactKind::E2m1Lut && bo == 1 && bi == 16 && avx2;
-  if (j->e2) e2m1_ref(wa.s, j->e2m1);
+  if (j->e2) {
+    j->e2m1 = std::make_unique<E2m1Ref>();
+    e2m1_ref(wa.s, *j->e2m1);
+  }
   // FP8 blocks: kFp8Rows rows a step, so each block's tables are loaded once for the step's rows on both sides
   // (a block is 128 codes of a row: 8 table loads for every 2 steps of lookups, one row at a time); else one row.
   j->step = j->fp8 ? kFp8Rows : kRows;
@@ -1167,8 +1173,8 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
         }
       } else if (j.e2 && simd != RefSimd::Scalar) {
         // NVFP4: blocks that match the reference's table pass 16 values at a time (e2m1_row, as checkF16 does)
-        if (simd == RefSimd::Avx512 && g_avx512bw) e2m1_row_avx512(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
-        else e2m1_row(j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+        if (simd == RefSimd::Avx512 && g_avx512bw) e2m1_row_avx512(*j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+        else e2m1_row(*j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
       } else if (kind == ExactKind::Table4FlatF32 && fast && simd != RefSimd::Scalar) {
         // bitsandbytes, whole blocks a row: as checkF16 does (flat block (o·in + i)/bi is brow + i/bi here)
         if (simd == RefSimd::Avx512 && g_avx512bw) table4_row_avx512(w, s, o, in, bi, drow, row, f16v, flags, p);
