@@ -798,24 +798,35 @@ __attribute__((target("avx2"))) bool mxfp4_row_clean_avx2(const Mxfp4Ref& t, con
 }
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_epi32(), which -Wmaybe-uninitialized reports at -O3
-// (GCC bug 105593, fixed in 13): silenced for these two functions only.
+// (GCC bug 105593, fixed in 13): silenced for these functions only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// mxfp4_row_clean_avx2 with AVX-512BW, a block per step: the block's 16 reference values in both halves of one
+// mxfp4_row_clean_avx2 with AVX-512BW: each block's 16 reference values in both halves of one
 // register (a broadcast), so each vpermw index needs only its low 4 bits right (bit 4 picks one of two equal
 // halves, bits 5..15 are not read); the differences are gathered in a register and tested once a row. Byte j of
 // the block, widened to a dword b, gives both of its indices as b + (b << 12): the low nibble (element 2j, E2M1
 // code in bits 0..3) in the low word and the high nibble (element 2j+1) at bits 16..19, the high word's bits
 // 0..3 (the two addends do not overlap, so the sum is an or). A row that is not clean goes block by block.
+// Two blocks a step into two accumulators: with one, each block's ternary-logic operation waited for the previous
+// block's (a chain through `differ` the compiler also lengthened with register moves), 0.55–0.63 ns a block against
+// 0.45 for two chains, measured on a row in L1 (AMD EPYC, AVX-512).
+__attribute__((target("avx512f,avx512bw,avx2"))) inline __m512i mxfp4_block_differ_avx512(const Mxfp4Ref& t, const uint8_t* wrow, uint8_t sb, const uint16_t* drow, int64_t c, __m512i differ) {
+  const __m512i ref = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[sb])));
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 16)));
+  const __m512i codes = _mm512_add_epi32(b, _mm512_slli_epi32(b, 12));
+  // differ | (ref ^ device) in one ternary-logic operation (truth table 0xF6 over differ, ref, device)
+  return _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(codes, ref), _mm512_loadu_si512(drow + c * 32), 0xF6);
+}
 __attribute__((target("avx512f,avx512bw,avx2"))) bool mxfp4_row_clean_avx512(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t C) {
-  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
-  for (int64_t c = 0; c < C; c++) {
-    const __m512i ref = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[srow[c]])));
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 16)));
-    const __m512i codes = _mm512_add_epi32(b, _mm512_slli_epi32(b, 12));
-    // differ | (ref ^ device) in one ternary-logic operation (truth table 0xF6 over differ, ref, device)
-    differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(codes, ref), _mm512_loadu_si512(drow + c * 32), 0xF6);
+  // the or of every reference ^ device, even blocks and odd: zero when all bits agree
+  __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+  int64_t c = 0;
+  for (; c + 2 <= C; c += 2) {
+    d0 = mxfp4_block_differ_avx512(t, wrow, srow[c], drow, c, d0);
+    d1 = mxfp4_block_differ_avx512(t, wrow, srow[c + 1], drow, c + 1, d1);
   }
+  if (c < C) d0 = mxfp4_block_differ_avx512(t, wrow, srow[c], drow, c, d0);  // an odd last block
+  const __m512i differ = _mm512_or_si512(d0, d1);
   return _mm512_test_epi32_mask(differ, differ) == 0 && mxfp4_scales_safe_avx2(t, srow, C);
 }
 #pragma GCC diagnostic pop
