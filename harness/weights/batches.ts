@@ -2,8 +2,9 @@
  * The weights check's fused compares in batches on the reference addon's background thread (issue 15;
  * reference-cpu/native/check_f16.cc): while one batch of tensors is compared, the JS thread prepares the next
  * (reads its scales, makes its row sources, counts its scale NaN codes), work the cores otherwise waited through
- * (~0.1 s of a wide layer's ~0.5 s when each tensor was compared as soon as it was prepared). One parallel pass
- * runs over every chunk of a batch's tensors, so the threads do not wait for each other at each tensor's end.
+ * (~0.1 s of a wide layer's ~0.5 s when each tensor was compared as soon as it was prepared). The worker's threads
+ * take the chunks of every batch in flight as they come free, so they wait for each other neither at a tensor's end
+ * nor at a batch's.
  *
  * The report is as one tensor at a time would make it: results in the order the tensors were added, and when
  * anything fails, the failure of the earliest tensor is the one thrown, after everything already started has

@@ -1036,7 +1036,7 @@ struct RowsJob {
   // fresh huge page (zeroed by the kernel, ~4 % of a wide layer's check) that the batch's end handed back
   std::unique_ptr<E2m1Ref> e2m1;
   Flags flags;
-  std::vector<Partial> parts;  // one per thread of run_jobs
+  std::vector<Partial> parts;  // one per thread of the pass that runs it (run_jobs, or the batch worker's team)
   explicit RowsJob(int64_t blocks) : flags(blocks) {}
 };
 
@@ -1257,6 +1257,9 @@ Napi::Value check_f16_rows(const Napi::CallbackInfo& info) {
 struct RowsBatch {
   std::vector<std::unique_ptr<RowsJob>> jobs;
   std::vector<Napi::Reference<Napi::Value>> held;
+  std::vector<int64_t> first;  // job k's chunks are [first[k], first[k + 1]) of the batch's
+  int64_t next = 0;            // the next chunk to hand out (under the worker's lock)
+  std::atomic<int64_t> left{0};  // chunks not yet done
   std::mutex m;
   std::condition_variable cv;
   bool done = false, collected = false;
@@ -1264,22 +1267,47 @@ struct RowsBatch {
     std::unique_lock<std::mutex> lk(m);
     cv.wait(lk, [this] { return done; });
   }
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      done = true;
+    }
+    cv.notify_all();
+  }
 };
 
-// One worker thread (its OpenMP team made once for a run of batches, not per batch), fed batches in order, that
-// ends once no batch has come for kIdle. While a thread other than the main one holds an OpenMP team, libgomp counts
-// more threads than cores (two teams of two on two cores here) and every team's idle threads stop spinning after
-// 100 turns instead of ~300,000 (its throttled spin count), sleeping and being woken through the kernel at each
-// parallel region: a long-lived worker left every later small product of the process paying that, the reference's
-// 64-token llama-tiny decode after a wide weights check 476 tok/s against 2870 (scripts/bench/HISTORY.md, round 26).
-// When the worker's thread ends, libgomp frees its team and the count is the process's own again.
+// One worker thread whose OpenMP team takes the chunks of every batch submitted, in order, as each thread comes
+// free, across batches: one parallel region for a run of batches, not one per batch, so no thread waits at a
+// batch's end for the other's last chunk. That wait was ~19 % of a team thread's time on a wide layer: the JS thread
+// preparing the next batch takes a core from one of the two threads now and then, and with a barrier a batch the
+// other then spun until it came back (a wide layer's check 293 → 276 ms a layer with 128-tensor batches instead of
+// 16, which only thinned the barriers). Idle threads wait on a condition variable, not in libgomp's spin.
+// The team ends once no chunk has come for kIdle. While a thread other than the main one holds an OpenMP team,
+// libgomp counts more threads than cores (two teams of two on two cores here) and every team's idle threads stop
+// spinning after 100 turns instead of ~300,000 (its throttled spin count), sleeping and being woken through the
+// kernel at each parallel region: a long-lived worker left every later small product of the process paying that,
+// the reference's 64-token llama-tiny decode after a wide weights check 476 tok/s against 2870
+// (scripts/bench/HISTORY.md, round 26). When the worker's thread ends, libgomp frees its team and the count is the
+// process's own again.
 class BatchWorker {
  public:
   static BatchWorker& get() {
     static BatchWorker* w = new BatchWorker();  // never destroyed: a detached thread may be blocked in it at exit
     return *w;
   }
+  // every thread of the team: each job's partial results are indexed by a thread's number in it
+  static int team() {
+    static const int n = omp_get_max_threads();
+    return n;
+  }
   void submit(RowsBatch* b) {
+    b->first.assign(b->jobs.size() + 1, 0);
+    for (size_t k = 0; k < b->jobs.size(); k++) {
+      b->jobs[k]->parts.assign(static_cast<size_t>(team()), Partial{});
+      b->first[k + 1] = b->first[k] + b->jobs[k]->nchunks;
+    }
+    b->left.store(b->first.back());
+    if (b->first.back() == 0) return b->finish();  // no rows to compare
     bool start = false;
     {
       std::lock_guard<std::mutex> lk(m_);
@@ -1288,38 +1316,53 @@ class BatchWorker {
       running_ = true;
     }
     if (start) std::thread([this] { loop(); }).detach();
-    else cv_.notify_one();
+    else cv_.notify_all();
   }
 
  private:
   static constexpr std::chrono::milliseconds kIdle{50};
   BatchWorker() = default;
+  // The next chunk (its batch and number), or false once the team is to stop: no chunk for kIdle, or another
+  // thread found that.
+  bool take(RowsBatch*& b, int64_t& g) {
+    std::unique_lock<std::mutex> lk(m_);
+    if (!cv_.wait_for(lk, kIdle, [this] { return stop_ || !q_.empty(); })) {
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (stop_) return false;
+    b = q_.front();
+    g = b->next++;
+    if (b->next == b->first.back()) q_.pop_front();
+    return true;
+  }
   void loop() {
     for (;;) {
-      RowsBatch* b;
+#pragma omp parallel num_threads(team())
       {
-        std::unique_lock<std::mutex> lk(m_);
-        if (!cv_.wait_for(lk, kIdle, [this] { return !q_.empty(); })) {
-          running_ = false;  // under the lock: a batch submitted after this starts a new thread
-          return;
+        static thread_local ThreadBufs tb;
+        const size_t me = static_cast<size_t>(omp_get_thread_num());
+        RowsBatch* b;
+        int64_t g;
+        while (take(b, g)) {
+          const size_t k = static_cast<size_t>(std::upper_bound(b->first.begin(), b->first.end(), g) - b->first.begin()) - 1;
+          run_chunk(*b->jobs[k], g - b->first[k], b->jobs[k]->parts[me], tb);
+          if (b->left.fetch_sub(1) == 1) b->finish();
         }
-        b = q_.front();
-        q_.pop_front();
       }
-      std::vector<RowsJob*> jobs;
-      for (auto& j : b->jobs) jobs.push_back(j.get());
-      run_jobs(jobs);
-      {
-        std::lock_guard<std::mutex> lk(b->m);
-        b->done = true;
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = false;
+      if (q_.empty()) {
+        running_ = false;  // under the lock: a batch submitted after this starts a new thread
+        return;
       }
-      b->cv.notify_all();
+      // a batch came as the team stopped: go on with it
     }
   }
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<RowsBatch*> q_;
-  bool running_ = false;
+  std::deque<RowsBatch*> q_;  // batches with chunks not yet handed out, in order
+  bool running_ = false, stop_ = false;
 };
 
 Napi::Value check_f16_rows_start(const Napi::CallbackInfo& info) {

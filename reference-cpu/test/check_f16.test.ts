@@ -584,6 +584,11 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         for (const k of [0, 6]) expect('readError' in got[k] ? 0 : got[k].firstBad, `job ${k} passes`).toBe(-1);
         expect(() => waitRowsReading(batch)).toThrow(/this batch's results were already taken/);
         expect(waitRowsReading(startRowsReading([]))).toEqual([]);
+        // several batches in flight at once (the worker's team takes their chunks in turn, across batches, with an
+        // empty one among them), waited for last first: each job still has its own result
+        const several = [jobs.slice(0, 3), [], jobs.slice(3, 4), jobs.slice(4)].map((js) => startRowsReading(js));
+        const back = several.slice().reverse().map((b) => waitRowsReading(b)).reverse().flat();
+        expect(back).toEqual(got);
       } finally {
         for (const m of made) fs.closeSync(m.fill.fd);
       }
