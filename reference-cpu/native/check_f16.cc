@@ -1267,11 +1267,10 @@ struct RowsBatch {
     std::unique_lock<std::mutex> lk(m);
     cv.wait(lk, [this] { return done; });
   }
+  // notified under the lock: once a waiter can see done it may free the batch, so nothing here touches it after
   void finish() {
-    {
-      std::lock_guard<std::mutex> lk(m);
-      done = true;
-    }
+    std::lock_guard<std::mutex> lk(m);
+    done = true;
     cv.notify_all();
   }
 };
