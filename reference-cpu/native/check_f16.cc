@@ -1314,8 +1314,15 @@ class BatchWorker {
       start = !running_;
       running_ = true;
     }
-    if (start) std::thread([this] { loop(); }).detach();
-    else cv_.notify_all();
+    if (!start) return cv_.notify_all();
+    try {
+      std::thread([this] { loop(); }).detach();
+    } catch (...) {  // no worker: the batch is taken back and the error thrown (the next submit tries again)
+      std::lock_guard<std::mutex> lk(m_);
+      q_.erase(std::find(q_.begin(), q_.end(), b));
+      running_ = false;
+      throw;
+    }
   }
 
  private:
@@ -1378,13 +1385,17 @@ Napi::Value check_f16_rows_start(const Napi::CallbackInfo& info) {
     b->jobs.push_back(rows_job(env, v, a.Length()));
     for (uint32_t i : {1u, 2u, 7u}) b->held.push_back(Napi::Persistent(v[i]));  // weight, scale, source
   }
-  RowsBatch* raw = b.release();
-  auto handle = Napi::External<RowsBatch>::New(env, raw, [](Napi::Env, RowsBatch* x) {
+  // submitted before the handle exists: a submit that fails (no memory, no thread) leaves no finalizer waiting for a
+  // batch that never runs, and the batch is freed here with its references
+  try {
+    BatchWorker::get().submit(b.get());
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, std::string("checkF16RowsStart: the batch could not be started: ") + e.what());
+  }
+  return Napi::External<RowsBatch>::New(env, b.release(), [](Napi::Env, RowsBatch* x) {
     x->wait();
     delete x;
   });
-  BatchWorker::get().submit(raw);
-  return handle;
 }
 
 Napi::Value check_f16_rows_wait(const Napi::CallbackInfo& info) {
