@@ -620,6 +620,28 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       }
     });
 
+    // A batch may come just as the worker's team gives up waiting (its 50 ms idle time): it must still run, by the
+    // team about to stop or by a new one, never be left waiting. Batches submitted at delays around that time; a batch
+    // left waiting shows as this test never ending (the wait blocks; a team that dropped such a batch hung it here).
+    it('batches that come around the worker\'s idle time are all run (no batch left waiting as its team stops)', () => {
+      const sleep = (ms: number) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+      const lw = weights(new Rng(1950), 'mxfp4', 64, 256);
+      const fill = inFile('idle-edge', lw.weight.bytes);
+      try {
+        const buf = new Uint8Array(lw.weight.bytes.length);
+        const source = cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, 'nibble-swap');
+        const job: RowsReadingJob = { kind: kindOf(lw), weight: buf, scale: lw.scale!.bytes, out: lw.out, inn: lw.in, bo: 1, bi: 32, source, fill };
+        const want = waitRowsReading(startRowsReading([job]));
+        expect('readError' in want[0] ? -1 : want[0].firstBad, 'the fault is caught').toBeGreaterThanOrEqual(0);
+        for (let ms = 44; ms <= 56; ms++) {
+          sleep(ms);
+          expect(waitRowsReading(startRowsReading([job, job])), `after ${ms} ms idle`).toEqual([want[0], want[0]]);
+        }
+      } finally {
+        fs.closeSync(fill.fd);
+      }
+    });
+
     it('a batch refuses a bad job by its index and name before anything runs', () => {
       const r = new Rng(1900);
       const lw = weights(r, 'mxfp4', 64, 64);
