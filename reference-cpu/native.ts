@@ -153,7 +153,8 @@ export function checkExactVsF16Rows(kind: ExactKind, weight: Uint8Array, scale: 
 }
 
 /**
- * checkExactVsF16Rows reading the weight's bytes itself (MXFP4 and FP8 blocks): `weight` is the buffer the tensor
+ * checkExactVsF16Rows reading the weight's bytes itself (MXFP4, NVFP4, FP8 blocks, and bitsandbytes whose rows hold
+ * whole blocks of an even size: the formats whose rows are whole bytes of the file): `weight` is the buffer the tensor
  * would be read into, left unfilled; each thread reads the rows it compares next from `fill` into a chunk buffer
  * of its own, so the bytes come from the page cache once, on every core, and are compared while in cache
  * (check_f16.cc). `weight` is left as it was: a caller that needs the bytes (a tensor that differs) reads them.

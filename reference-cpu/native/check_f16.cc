@@ -403,19 +403,22 @@ __attribute__((target("avx512f,avx512bw,avx2"))) void e2m1_row_avx512(const E2m1
 // Blocks whose tables table4_row_* form before comparing any of them (at most 32: one bit each of a lossy mask).
 constexpr int64_t kTable4Group = 16;
 
-// The element-by-element part of a segment [j, end) of block b (row o starts at flat element j0 = o·in).
-inline void table4_segment_slow(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, int64_t j, int64_t end, int64_t b,
+// The element-by-element part of a segment [j, end) of block b (row o starts at flat element j0 = o·in). In these
+// functions w holds the codes from flat element k0 on (k0 even): element k's byte is w[(k − k0)/2] (the whole
+// weight's bytes with k0 = 0; a fused read's chunk of rows with k0 = its first row · in).
+inline void table4_segment_slow(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, int64_t j, int64_t end, int64_t b,
                                 const uint16_t* drow, float* row, bool& decoded, const float* f16v, Flags& flags, Partial& p) {
   const int64_t j0 = o * in;
-  if (!decoded) exact_row(ExactKind::Table4FlatF32, w, s, o, in, 1, bi, row), decoded = true;
+  if (!decoded) exact_row_table4_from(w, k0, s, o, in, bi, row), decoded = true;
   for (int64_t k = j; k < end; k++) compare_elem(row[k - j0], drow[k - j0], k, b, f16v, flags, p);
 }
 
 // Whether drow's elements [k, end) (flat indices; row start j0) are h[code] one at a time: the even element in the
 // high nibble.
-inline bool table4_equal_tail(const uint8_t* w, const uint16_t* h, int64_t k, int64_t end, int64_t j0, const uint16_t* drow) {
+inline bool table4_equal_tail(const uint8_t* w, int64_t k0, const uint16_t* h, int64_t k, int64_t end, int64_t j0, const uint16_t* drow) {
   for (; k < end; k++) {
-    if (drow[k - j0] != h[(k & 1) == 0 ? w[k / 2] >> 4 : w[k / 2] & 15]) return false;
+    const uint8_t byte = w[(k - k0) / 2];
+    if (drow[k - j0] != h[(k & 1) == 0 ? byte >> 4 : byte & 15]) return false;
   }
   return true;
 }
@@ -439,11 +442,11 @@ __attribute__((target("avx512f,avx512bw,avx2"), always_inline)) inline __mmask16
 // a multiple of 32 (every bitsandbytes checkpoint's linears): table4_row_avx512's tables and compares over the whole
 // row with no branch a block, the differences or'ed in a register and the lossy lanes in a mask, both tested once a
 // row (as mxfp4_row_clean_avx512), for the rows of a correct device (all).
-__attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(const __m512 table, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
+__attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(const __m512 table, const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
                                                                               const uint16_t* drow) {
   if (bi % 32 != 0 || in % bi != 0) return false;
   const int64_t b0 = o * in / bi, nb = in / bi;
-  const uint8_t* wrow = w + o * in / 2;
+  const uint8_t* wrow = w + (o * in - k0) / 2;  // o·in is even: bi % 32 == 0 divides in
   __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
   __mmask16 bad = 0;
   for (int64_t g = 0; g < nb; g++) {
@@ -462,10 +465,10 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(co
   return bad == 0 && _mm512_test_epi32_mask(differ, differ) == 0;
 }
 
-__attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
+__attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                                         float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m512 table = _mm512_loadu_ps(reinterpret_cast<const float*>(s));  // little-endian host: the stored float32s
-  if (table4_row_clean_avx512(table, w, s, o, in, bi, drow)) return;
+  if (table4_row_clean_avx512(table, w, k0, s, o, in, bi, drow)) return;
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
@@ -489,13 +492,13 @@ __attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const ui
         // c >> 4 | c << 16, the even element's code (high nibble) in the low word, the odd one's in the high word
         const __m512i tab = _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(hs[g])));
         for (; ok && k + 32 <= end; k += 32) {
-          const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + k / 2)));
+          const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k - k0) / 2)));
           const __m512i idx = _mm512_or_si512(_mm512_srli_epi32(c, 4), _mm512_slli_epi32(c, 16));
           ok = _mm512_cmpneq_epi16_mask(_mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + (k - j0))) == 0;
         }
       }
-      if (ok) ok = table4_equal_tail(w, hs[g], k, end, j0, drow);
-      if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
+      if (ok) ok = table4_equal_tail(w, k0, hs[g], k, end, j0, drow);
+      if (!ok) table4_segment_slow(w, k0, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
       j = end;
     }
   }
@@ -513,7 +516,7 @@ __attribute__((target("avx2"))) inline bool lossy8(__m256 v, __m256i h) {
   return _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(nf, inf), under)) != 0;
 }
 
-__attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
+__attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                      float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m256 t0 = _mm256_loadu_ps(reinterpret_cast<const float*>(s)), t1 = _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8);
   const __m256i byte = _mm256_set1_epi16(0xff);
@@ -547,7 +550,7 @@ __attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, const uin
         // 8 packed bytes → 16 codes, the high nibble first
         const __m128i L16 = _mm_load_si128(reinterpret_cast<const __m128i*>(lo[g])), H16 = _mm_load_si128(reinterpret_cast<const __m128i*>(hi[g]));
         for (; ok && k + 16 <= end; k += 16) {
-          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + k / 2));
+          const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + (k - k0) / 2));
           const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(c, 4), m0f), _mm_and_si128(c, m0f));
           const __m128i L = _mm_shuffle_epi8(L16, idx), H = _mm_shuffle_epi8(H16, idx);
           const __m128i* d = reinterpret_cast<const __m128i*>(drow + (k - j0));
@@ -556,8 +559,8 @@ __attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, const uin
           ok = _mm_movemask_epi8(_mm_and_si128(e0, e1)) == 0xffff;
         }
       }
-      if (ok) ok = table4_equal_tail(w, hs[g], k, end, j0, drow);
-      if (!ok) table4_segment_slow(w, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
+      if (ok) ok = table4_equal_tail(w, k0, hs[g], k, end, j0, drow);
+      if (!ok) table4_segment_slow(w, k0, s, o, in, bi, j, end, b, drow, row, decoded, f16v, flags, p);
       j = end;
     }
   }
@@ -606,11 +609,11 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
         continue;
       }
       if (flat && reference_simd() == RefSimd::Avx512 && avx512bw) {
-        table4_row_avx512(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
+        table4_row_avx512(w, 0, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       if (flat && reference_simd() != RefSimd::Scalar) {
-        table4_row_avx2(w, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
+        table4_row_avx2(w, 0, s, o, in, bi, dev + o * in, row.data(), f16v, flags, p);
         continue;
       }
       exact_row(kind, w, s, o, in, bo, bi, row.data());
@@ -1068,10 +1071,15 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
     if (!(fdv >= 0 && fdv <= 2147483647.0 && fdv == std::floor(fdv)) || !(offv >= 0 && offv <= 9007199254740991.0 && offv == std::floor(offv))) {
       throw Napi::RangeError::New(env, "checkF16Rows: fill.fd and fill.offset must be integers ≥ 0");
     }
-    if (kind != ExactKind::Mxfp4 && kind != ExactKind::Fp8E8m0 && kind != ExactKind::Fp8F32) throw Napi::RangeError::New(env, "checkF16Rows: fill reads MXFP4 and FP8-block weights only");
+    // the kinds whose rows are whole bytes of the file, row after row: MXFP4, NVFP4, FP8 blocks, and bitsandbytes'
+    // flat codes where each row holds whole blocks (checked above) of an even count (a row starts on a byte)
+    const bool rows_of_bytes = kind == ExactKind::Mxfp4 || kind == ExactKind::E2m1Lut || kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32 ||
+                               (kind == ExactKind::Table4FlatF32 && in % 2 == 0);
+    if (!rows_of_bytes) throw Napi::RangeError::New(env, "checkF16Rows: fill reads MXFP4, NVFP4, FP8-block and bitsandbytes weights (rows of whole bytes) only");
     j->fill.on = true, j->fill.fd = static_cast<int>(fdv), j->fill.offset = static_cast<int64_t>(offv);
   }
-  j->row_bytes = kind == ExactKind::Mxfp4 ? in / 2 : in;  // the kinds fill reads; wc below is used for no other
+  // a row's stored bytes, for the kinds whose rows wc below addresses (fill reads only those kinds)
+  j->row_bytes = kind == ExactKind::Mxfp4 || kind == ExactKind::E2m1Lut || kind == ExactKind::Table4FlatF32 ? in / 2 : in;
   j->mx = kind == ExactKind::Mxfp4;
   if (j->mx) mxfp4_ref();  // built before any thread needs it
   j->fp8 = j->fast && (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32);
@@ -1133,7 +1141,7 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
     if (!fill_rows(j.fill, buf, row_bytes, c0, c1)) return;
     wc = buf;
     p.filled += (c1 - c0) * row_bytes;
-    if (!mx) {
+    if (kind == ExactKind::Fp8E8m0 || kind == ExactKind::Fp8F32) {  // FP4 codes have no NaN; E4M3 has 0x7f, 0xff
       const size_t len = static_cast<size_t>((c1 - c0) * row_bytes);
       p.weight_nan += avx2 ? count_bytes_avx2(wc, len, 0x7f, 0x7f) : count_bytes(wc, len, 0x7f, 0x7f);
     }
@@ -1184,14 +1192,19 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
         }
       } else if (j.e2 && simd != RefSimd::Scalar) {
         // NVFP4: blocks that match the reference's table pass 16 values at a time (e2m1_row, as checkF16 does)
-        if (simd == RefSimd::Avx512 && g_avx512bw) e2m1_row_avx512(*j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
-        else e2m1_row(*j.e2m1, w + o * (in / 2), s, o, in, drow, row, f16v, flags, p);
+        const uint8_t* wrow = wc + (o - c0) * row_bytes;
+        if (simd == RefSimd::Avx512 && g_avx512bw) e2m1_row_avx512(*j.e2m1, wrow, s, o, in, drow, row, f16v, flags, p);
+        else e2m1_row(*j.e2m1, wrow, s, o, in, drow, row, f16v, flags, p);
       } else if (kind == ExactKind::Table4FlatF32 && fast && simd != RefSimd::Scalar) {
         // bitsandbytes, whole blocks a row: as checkF16 does (flat block (o·in + i)/bi is brow + i/bi here)
-        if (simd == RefSimd::Avx512 && g_avx512bw) table4_row_avx512(w, s, o, in, bi, drow, row, f16v, flags, p);
-        else table4_row_avx2(w, s, o, in, bi, drow, row, f16v, flags, p);
+        // with fill, the chunk's codes start at its first row's first element
+        const uint8_t* w4 = j.fill.on ? wc : w;
+        const int64_t k0 = j.fill.on ? c0 * in : 0;
+        if (simd == RefSimd::Avx512 && g_avx512bw) table4_row_avx512(w4, k0, s, o, in, bi, drow, row, f16v, flags, p);
+        else table4_row_avx2(w4, k0, s, o, in, bi, drow, row, f16v, flags, p);
       } else {
-        if (j.fill.on) exact_row_at(kind, wc + (o - c0) * row_bytes, s, o, in, bo, bi, row);  // FP8 with fast = false
+        if (j.fill.on && kind == ExactKind::Table4FlatF32) exact_row_table4_from(wc, c0 * in, s, o, in, bi, row);
+        else if (j.fill.on) exact_row_at(kind, wc + (o - c0) * row_bytes, s, o, in, bo, bi, row);  // fast = false or the scalar level
         else exact_row(kind, w, s, o, in, bo, bi, row);
         for (int64_t i = 0; i < in; i++) compare_elem(row[i], drow[i], o * in + i, brow + i / bi, f16v, flags, p);
       }

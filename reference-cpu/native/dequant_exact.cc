@@ -275,10 +275,12 @@ void row_e2m1_lut(const uint8_t* src, const uint8_t* scales, int64_t o, int64_t 
   }
 }
 
-// bitsandbytes row o: flat element j = o·in + i is code j, byte j/2, the even element in the HIGH nibble;
-// table = the first 16 float32s of the scale buffer, absmax of block ⌊j/bi⌋ after them. At the SIMD levels a
-// run's whole 16-value steps from an even element go through table4_run_*, the rest one at a time.
-void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
+// bitsandbytes row o: flat element j = o·in + i is code j, byte (j − k0)/2 of packed, the even element in the HIGH
+// nibble (packed: the codes from flat element k0 on, k0 even: the whole weight's with k0 = 0, a fused read's chunk
+// of rows with k0 its first row's first element); table = the first 16 float32s of the scale buffer, absmax of
+// block ⌊j/bi⌋ after them. At the SIMD levels a run's whole 16-value steps from an even element go through
+// table4_run_*, the rest one at a time.
+void row_table4_flat(const uint8_t* packed, int64_t k0, const uint8_t* scales, int64_t o, int64_t in, int64_t bi, float* dst) {
   float table[16];
   for (int c = 0; c < 16; c++) table[c] = load_f32(scales + 4 * c);
   const uint8_t* absmax = scales + 64;
@@ -289,12 +291,12 @@ void row_table4_flat(const uint8_t* packed, const uint8_t* scales, int64_t o, in
     const float a = load_f32(absmax + 4 * (j / bi));
     if (simd != RefSimd::Scalar && (j & 1) == 0) {
       const int64_t j16 = j + ((end - j) / 16) * 16;
-      if (simd == RefSimd::Avx512) table4_run_avx512(packed, table, a, j, j16, dst + (j - j0));
-      else table4_run_avx2(packed, table, a, j, j16, dst + (j - j0));
+      if (simd == RefSimd::Avx512) table4_run_avx512(packed + (j - k0) / 2, table, a, 0, j16 - j, dst + (j - j0));
+      else table4_run_avx2(packed + (j - k0) / 2, table, a, 0, j16 - j, dst + (j - j0));
       j = j16;
     }
     for (; j < end; j++) {
-      const uint8_t byte = packed[j / 2];
+      const uint8_t byte = packed[(j - k0) / 2];
       const int code = (j & 1) == 0 ? byte >> 4 : byte & 15;
       dst[j - j0] = table[code] * a;
     }
@@ -458,9 +460,13 @@ void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t
 }
 
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst) {
-  if (kind == Kind::Table4FlatF32) return row_table4_flat(w, s, o, in, bi, dst);  // flat blocks: no row of its own
+  if (kind == Kind::Table4FlatF32) return row_table4_flat(w, 0, s, o, in, bi, dst);  // flat blocks: no row of its own
   const int64_t row_bytes = kind == Kind::Mxfp4 || kind == Kind::E2m1Lut ? in / 2 : kind == Kind::Fp8E8m0 || kind == Kind::Fp8F32 ? in : kind == Kind::F32 ? in * 4 : in * 2;
   exact_row_at(kind, w + o * row_bytes, s, o, in, bo, bi, dst);
+}
+
+void exact_row_table4_from(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, float* dst) {
+  row_table4_flat(w, k0, s, o, in, bi, dst);
 }
 
 void exact_sizes(ExactKind kind, int64_t out, int64_t in, int64_t bo, int64_t bi, size_t* wbytes, size_t* sbytes) {

@@ -17,6 +17,8 @@ enum class ExactKind { Mxfp4, Fp8E8m0, Fp8F32, Bf16, F16, F32, E2m1Lut, Table4Fl
 void exact_row(ExactKind kind, const uint8_t* w, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
 // The same for a row-local kind (not Table4FlatF32) with row o's own stored bytes at wrow (the fused read's chunk).
 void exact_row_at(ExactKind kind, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, int64_t bo, int64_t bi, float* dst);
+// Table4FlatF32's row o from w, the codes from flat element k0 on (k0 even, ≤ o·in): a fused read's chunk of rows.
+void exact_row_table4_from(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, float* dst);
 // Index of the first NaN or ±Inf in p[0, n) (exponent bits all ones), or −1; SIMD at the reference's level.
 int64_t first_nonfinite(const float* p, int64_t n);
 // Bytes a whole [out, in] weight and its scale occupy.

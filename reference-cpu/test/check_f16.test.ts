@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { f16ToF32, f32ToF16Bits, roundToF16 } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
@@ -281,6 +281,10 @@ describe('nanCodes (NaN encodings counted natively)', () => {
 describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from its row source)', () => {
   const N = loadDeviceNative();
   const cache = new LinearCache(N);
+  const fusedDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-fused-'));
+  afterAll(() => fs.rmSync(fusedDir, { recursive: true, force: true }));
+  /** the kinds the pass reads itself (fill): rows of whole bytes */
+  const READS = new Set(['mxfp4', 'fp8-e8m0', 'fp8-f32', 'e2m1-lut', 'table4-flat-f32']);
   /**
    * The fused pass over lw's row source, fast and element by element, at every level of the reference and of the
    * device, equals checkF16 over the device's whole tensor, under no fault and under each fault; the correct device
@@ -289,6 +293,12 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
   function fusedIsWhole(lw: LinearWeight): number {
     const e = exactOperands(lw);
     let caught = 0;
+    // the weight's bytes also in a file, at an odd offset: the pass that reads them itself (fill) must agree too, with
+    // a buffer of garbage under its row source (the bytes it decodes are the ones it read, never the buffer's)
+    const file = path.join(fusedDir, `${lw.name}-${lw.out}x${lw.in}`);
+    fs.writeFileSync(file, Buffer.concat([Buffer.alloc(777, 0x5a), lw.weight.bytes]));
+    const fill = { fd: fs.openSync(file, 'r'), offset: 777 };
+    const garbage = Uint8Array.from(lw.weight.bytes, (b) => b ^ 0xa5);
     try {
       for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
         const f = fault as keyof typeof FAULT_CODES | null;
@@ -303,6 +313,12 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
               const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, src, fast));
               expect(got, `[${lw.out}×${lw.in}] ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}, fast ${fast}`).toEqual(want);
             }
+            if (!READS.has(e.kind)) continue;
+            const read = checkExactVsF16RowsReading(e.kind, garbage, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: garbage } }, f), fill);
+            expect('readError' in read ? read : read.weightNanCodes).toBe(0);
+            if ('readError' in read) continue;
+            const { weightNanCodes: _, ...rest } = read;
+            expect(flags(rest), `[${lw.out}×${lw.in}] read by the pass, ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}`).toEqual(want);
           }
         }
         if (fault === null) expect(want.firstBad, 'the correct device matches').toBe(-1);
@@ -311,6 +327,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     } finally {
       N.setSimd('auto');
       setReferenceSimd('auto');
+      fs.closeSync(fill.fd);
     }
     return caught;
   }
@@ -502,6 +519,61 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       });
     });
 
+    // NVFP4 and bitsandbytes weights larger than one read (1 MiB): later chunks start at a row other than 0, where
+    // the reference finds a row's codes in its chunk (bitsandbytes' flat codes from that row's first element on)
+    it('nvfp4 [2400×1024] and bitsandbytes [2048×1536] (NF4 in 64s, double quant), each read in more than one chunk: the result is checkF16\'s over the device\'s whole tensor, right device and every fault, every reference level', () => {
+      const r = new Rng(1650);
+      const nv: LinearWeight = {
+        out: 2400, in: 1024, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
+        weight: { name: 'n.weight', dtype: 'U8', shape: [2400, 512], bytes: bytes(r, 2400 * 512) },
+        // every E4M3 byte but NaN's: blocks that overflow and underflow FP16 in every chunk
+        scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [2400, 64], bytes: bytes(r, 2400 * 64, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b)) },
+        global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([Math.fround(300)]).buffer) }, value: Math.fround(300), op: 'mul' },
+      };
+      const n = 2048 * 1536, nb = n / 64;
+      const bnb: LinearWeight = {
+        out: 2048, in: 1536, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, 64], global: null,
+        weight: { name: 'b.weight', dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
+        scale: { name: 'b.weight.absmax', dtype: 'U8', shape: [nb], bytes: bytes(r, nb) },
+        bnb: {
+          quantType: 'nf4', blocksize: 64, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c - 7.5) / 7.5), namedTable: false, dtype: 'bfloat16',
+          nested: { absmax: Float32Array.from({ length: Math.ceil(nb / 256) }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30))), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 2 ** -31, blocksize: 256 },
+        },
+      };
+      for (const lw of [nv, bnb]) {
+        expect(lw.weight.bytes.length, 'more than one 1 MiB read').toBeGreaterThan(1 << 20);
+        const e = exactOperands(lw);
+        const fill = inFile(`chunks-${lw.name}`, lw.weight.bytes);
+        const buf = Uint8Array.from(lw.weight.bytes, (b) => b ^ 0x3c);
+        const before = buf.slice();
+        let caught = 0;
+        try {
+          for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
+            const f = fault as keyof typeof FAULT_CODES | null;
+            const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, f)));
+            for (const level of ['auto', 'avx2', 'scalar'] as const) {
+              setReferenceSimd(level);
+              const got = checkExactVsF16RowsReading(e.kind, buf, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, f), fill);
+              expect('readError' in got ? got : got.weightNanCodes).toBe(0);
+              if ('readError' in got) continue;
+              const { weightNanCodes: _, ...rest } = got;
+              expect(flags(rest), `${lw.format} ${fault ?? 'no fault'}, reference ${level}`).toEqual(want);
+            }
+            if (fault === null) expect(want.firstBad).toBe(-1);
+            else if (want.firstBad >= 0) caught++;
+          }
+          expect(Buffer.compare(buf, before), 'the buffer is left as it was').toBe(0);
+          expect(caught, `${lw.format}: faults caught`).toBeGreaterThanOrEqual(3);
+          const clean = flags(checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null)));
+          // NVFP4's values span 2^-10 … 2688 times the global scale: FP16 overflow at 300, no underflow
+          expect(clean.over !== 'none' && (lw.format === 'nvfp4' || clean.under !== 'none'), `${lw.format}: FP16 overflow (and for bitsandbytes underflow) blocks present`).toBe(true);
+        } finally {
+          setReferenceSimd('auto');
+          fs.closeSync(fill.fd);
+        }
+      }
+    });
+
     it('counts an FP8 weight\'s E4M3 NaN codes as nanCodes does; MXFP4 has none to count', () => {
       const r = new Rng(1600);
       const lw = weights(r, 'fp8-e8m0', 300, 1024);
@@ -533,7 +605,12 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         expect(() => checkExactVsF16RowsReading('mxfp4', buf, lw.scale!.bytes, 1000, 512, 1, 32, src, { fd: fill.fd, offset: 0.5 })).toThrow(/fill.fd and fill.offset must be integers/);
         const f32 = new Uint8Array(64 * 64 * 4);
         const plain = N.dequantRowSource!(4, f32, null, false, 64, 64, 1, 1, 0);
-        expect(() => checkExactVsF16RowsReading('f32', f32, new Uint8Array(0), 64, 64, 1, 1, plain, fill)).toThrow(/fill reads MXFP4 and FP8-block weights only/);
+        expect(() => checkExactVsF16RowsReading('f32', f32, new Uint8Array(0), 64, 64, 1, 1, plain, fill)).toThrow(/fill reads MXFP4, NVFP4, FP8-block and bitsandbytes weights \(rows of whole bytes\) only/);
+        // bitsandbytes rows of an odd length start inside a byte: not rows of whole bytes (blocks of 11 in rows of 33)
+        const f16 = new Uint8Array(8 * 33 * 2);
+        const odd = N.dequantRowSource!(3, f16, null, false, 8, 33, 1, 1, 0);
+        const absmax = new Uint8Array(new Float32Array(16 + 24).fill(1).buffer);
+        expect(() => checkExactVsF16RowsReading('table4-flat-f32', new Uint8Array(132), absmax, 8, 33, 1, 11, odd, fill)).toThrow(/fill reads MXFP4, NVFP4, FP8-block and bitsandbytes weights \(rows of whole bytes\) only/);
       } finally {
         fs.closeSync(fill.fd);
       }
