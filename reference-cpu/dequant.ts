@@ -44,20 +44,23 @@ const formed = new WeakMap<LinearWeight, Uint8Array>();
  *     bytes S[o, b]]: a block's scale is the table entry of its byte, looked up natively;
  *   bitsandbytes: [quant_map (16) | absmax per block], absmax of double quant fround(fround(map[a] · nested) + offset).
  * Every other format's scale bytes are passed as stored.
+ * `alloc` (bytes → an 8-byte-aligned buffer that lives as long as lw's own bytes) is where the formed scales go:
+ * the weights check's recycled read buffers, which it meets a weight once with; fresh memory otherwise (whose
+ * first touch cost an NVFP4 checkpoint's check more than its compare on this kind of VM).
  */
-export function exactOperands(lw: LinearWeight): ExactOperands {
+export function exactOperands(lw: LinearWeight, alloc: (bytes: number) => Uint8Array = (n) => new Uint8Array(n)): ExactOperands {
   const kind = kindOf(lw);
   const weight = lw.weight.bytes;
   if (lw.format !== 'nvfp4' && lw.format !== 'bnb4') return { kind, weight, scale: lw.scale?.bytes ?? NO_SCALE, bo: lw.block[0], bi: lw.block[1] };
   let scale = formed.get(lw);
   if (scale === undefined) {
-    scale = lw.format === 'nvfp4' ? nvfp4ScaleTable(lw) : new Uint8Array(bnb4TableAndAbsmax(lw).buffer);
+    scale = lw.format === 'nvfp4' ? nvfp4ScaleTable(lw, alloc) : bnb4TableAndAbsmax(lw, alloc);
     formed.set(lw, scale);
   }
   return { kind, weight, scale, bo: 1, bi: lw.block[1] };
 }
 
-function nvfp4ScaleTable(lw: LinearWeight): Uint8Array {
+function nvfp4ScaleTable(lw: LinearWeight, alloc: (bytes: number) => Uint8Array): Uint8Array {
   const g = lw.global!;
   const blocks = (lw.out * lw.in) / lw.block[1];
   // the 256 scales a block can have, each formed by the rule (the exact double product or quotient of two
@@ -65,17 +68,18 @@ function nvfp4ScaleTable(lw: LinearWeight): Uint8Array {
   // TypeScript, forming each block's float32 cost 1.3 ms on a [2048×4096] weight, more than its whole native check)
   const byCode = Float32Array.from(E4M3_TABLE, (v) => (g.op === 'mul' ? v * g.value : v / g.value));
   if (lw.scale!.bytes.length < blocks) throw new InputError(`${lw.scale!.bytes.length} scale bytes for ${blocks} blocks`, { file: lw.scale!.file, tensor: lw.scale!.name });
-  const out = new Uint8Array(4 * 256 + blocks);
+  const out = alloc(4 * 256 + blocks);
   out.set(new Uint8Array(byCode.buffer));
   out.set(lw.scale!.bytes.subarray(0, blocks), 4 * 256);
   return out;
 }
 
-function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
+function bnb4TableAndAbsmax(lw: LinearWeight, alloc: (bytes: number) => Uint8Array): Uint8Array {
   const q = lw.bnb!;
   const a = lw.scale!;
   const nb = Math.ceil((lw.out * lw.in) / q.blocksize);
-  const out = new Float32Array(16 + nb);
+  const bytes = alloc(4 * (16 + nb));
+  const out = new Float32Array(bytes.buffer, bytes.byteOffset, 16 + nb);
   out.set(q.quantMap);
   if (a.dtype === 'F32') {
     if (a.bytes.length < 4 * nb) throw new InputError(`${a.bytes.length} bytes for ${nb} float32 absmax values`, { file: a.file, tensor: a.name });
@@ -86,7 +90,7 @@ function bnb4TableAndAbsmax(lw: LinearWeight): Float32Array {
     const n = q.nested!;
     bnbAbsmax(out.subarray(16), n.quantMap, a.bytes.subarray(0, nb), n.absmax, n.blocksize, n.offset);
   }
-  return out;
+  return bytes;
 }
 
 /**

@@ -9,9 +9,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { f16round, getFloat16 } from '@petamoriken/float16';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { InputError } from '../errors.js';
-import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, recognise, scaleCodeOf } from '../formats/linear.js';
+import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, recognise, scaleCodeOf, storedLogicalShape } from '../formats/linear.js';
 import { declaredFor } from '../formats/quant_config.js';
 import { faultApplies, formatEntry } from '../formats/registry.js';
 import { Checkpoint } from '../io/checkpoint.js';
@@ -148,6 +148,30 @@ describe.each(FIXTURE_FP4_FORMATS.map((f) => [f]))('llama-tiny --format %s', (fo
       expect(w.checked).toBe(21);
       expect(w.exact).toBe(21);
       expect(w.tensors.every((t) => t.encoding === entry.id && t.format === entry.family)).toBe(true);
+    } finally {
+      ck.close();
+    }
+  });
+
+  it(`the weights-first check leaves each ${entry.id} weight's bytes to its fused pass, which reports every tensor as checking it read whole does, with no fault and with each fault the registry lists`, () => {
+    const ck = Checkpoint.open(dirs[format]);
+    try {
+      const qc = parseQuantConfig(ck.config, ck.configFile);
+      const cache = new LinearCache(N);
+      const reserve = vi.spyOn(ck, 'reserve');
+      const q = quantizedWeights(ck).filter((t) => t.layer !== null);
+      for (const fault of [null, ...entry.faults]) {
+        reserve.mockClear();
+        const w = checkWeights(ck, N, { layers: null, faults: fault === null ? null : { fault, layer: null } });
+        // every quantized weight was reserved, not read: its bytes came from the fused pass's own reads
+        expect(reserve.mock.calls.length, `${fault}`).toBe(21);
+        expect(w.tensors.map((t) => t.name)).toEqual(q.map((t) => t.name));
+        w.tensors.forEach((t, k) => {
+          const lw = loadLinear(ck, `${moduleOf(q[k].name)}.weight`, storedLogicalShape(ck, q[k].name), qc);
+          expect(t, `${fault ?? 'no fault'}: ${t.name}`).toEqual(checkTensor(lw, t.layer, cache, fault));
+        });
+        if (fault !== null && faultApplies(fault, entry.family, scaleCodeOf(loadLinear(ck, 'model.layers.1.self_attn.k_proj.weight', [64, 192], qc)))) expect(w.mismatched, `${fault} is seen`).toBeGreaterThan(0);
+      }
     } finally {
       ck.close();
     }

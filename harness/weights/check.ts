@@ -165,7 +165,8 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
       opt.onTensor?.(t.name, k, todo.length);
       batches.add((group) => {
         const { lw, pending } = drawFromReadPool(group, () => loadForCheck(ck, t.name, qc));
-        return prepareTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!), pending);
+        // NVFP4's and bitsandbytes' formed scales from the batch's recycled buffers too: they live as its reads do
+        return prepareTensor(lw, t.layer!, cache, faultAt(opt.faults, t.layer!), pending, (n) => group.take(n));
       });
     }
   } catch (e) {
@@ -213,17 +214,24 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   };
 }
 
+/** The formats whose stored rows are whole bytes of the file, row after row: the fused pass reads them itself. */
+const READ_BY_THE_PASS = new Set(['mxfp4', 'fp8-block', 'nvfp4', 'bnb4']);
+
 /**
- * One quantized weight for the check. An MXFP4 or FP8-block weight's bytes are left unread (pending), for the
- * fused pass to read as it compares them (checkTensor); its scale is read here. Any other format is read whole.
+ * One quantized weight for the check. An MXFP4, NVFP4, FP8-block or bitsandbytes weight's bytes are left unread
+ * (pending), for the fused pass to read as it compares them (checkTensor); its scales are read here. Any other
+ * weight is read whole, and so is a bitsandbytes one whose blocks straddle rows (its rows do not start on a byte
+ * boundary, and it has no row source: checkF16 counts it over the flattened weight).
  */
 function loadForCheck(ck: Checkpoint, stored: string, qc: ReturnType<typeof parseQuantConfig>): { lw: LinearWeight; pending: DeferredRead | null } {
   const name = `${moduleOf(stored)}.weight`;
   const shape = storedLogicalShape(ck, stored);
   const family = recognise(ck, moduleOf(stored)).entry.family;
-  if (family !== 'mxfp4' && family !== 'fp8-block') return { lw: loadLinear(ck, name, shape, qc), pending: null };
+  if (!READ_BY_THE_PASS.has(family)) return { lw: loadLinear(ck, name, shape, qc), pending: null };
   const plan = loadLinear(ck, name, shape, qc, false);
-  if (plan.scale === null || plan.global !== null) return { lw: loadLinear(ck, name, shape, qc), pending: null };
+  // NVFP4's global scale is read by the plan (a scalar); a global scale in any other family is not a layout the pass knows
+  const rowsOfBytes = family !== 'bnb4' || (plan.in % plan.block[1] === 0 && plan.block[1] % 2 === 0);
+  if (plan.scale === null || (plan.global !== null && family !== 'nvfp4') || !rowsOfBytes) return { lw: loadLinear(ck, name, shape, qc), pending: null };
   const pending = ck.reserve(plan.weight.name);
   const scale = { ...plan.scale, bytes: ck.read(plan.scale.name), file: ck.info(plan.scale.name).file };
   return { lw: { ...plan, weight: { ...plan.weight, bytes: pending.bytes, file: ck.info(plan.weight.name).file }, scale }, pending };
@@ -273,7 +281,7 @@ export interface FusedTensor {
  * fused pass does not serve: then compared here), else the fused pass's job, run by checkTensor or by a batch
  * (batches.ts) and completed by finishFused.
  */
-export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null, pending: DeferredRead | null = null): TensorCheck | FusedTensor {
+export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequant, fault: FaultPlan['fault'] | null, pending: DeferredRead | null = null, alloc?: (bytes: number) => Uint8Array): TensorCheck | FusedTensor {
   const [R, C] = scaleGrid(lw);
   const base: TensorCheck = {
     name: lw.name,
@@ -320,7 +328,7 @@ export function prepareTensor(lw: LinearWeight, layer: number, cache: DeviceDequ
   // from the device's whole FP16 tensor. bitsandbytes' flat blocks are the fused pass's [row, column] grid when
   // each row holds whole blocks; where they straddle rows (no row source), checkF16 counts them over the
   // flattened weight.
-  const e = exactOperands(lw);
+  const e = exactOperands(lw, alloc);
   if (fused !== null) {
     const job: RowsReadingJob = { kind: e.kind, weight: e.weight, scale: e.scale, out: lw.out, inn: lw.in, bo: e.bo, bi: e.bi, source, fill: fused };
     return { lw, base, pending: fused, job, device };
