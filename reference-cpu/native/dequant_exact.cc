@@ -402,10 +402,14 @@ Napi::Value bnb_absmax(const Napi::CallbackInfo& info) {
   const uint8_t* c = codes.Data();
   const float *t = map.Data(), *a = nested.Data();
   float* y = dst.Data();
-#pragma omp parallel for schedule(static) if (n >= (1 << 16))
-  for (int64_t b = 0; b < n; b++) {
-    const float p = t[c[b]] * a[b / nbs];
-    y[b] = p + offset;
+  // one thread, nested block by nested block (no division a block): the weights check calls this on the JS thread
+  // while its worker's team compares, where a parallel region of its own put four threads on two cores
+  for (int64_t j = 0, b = 0; b < n; j++) {
+    const float aj = a[j];
+    for (const int64_t end = std::min(n, b + nbs); b < end; b++) {
+      const float p = t[c[b]] * aj;
+      y[b] = p + offset;
+    }
   }
   return env.Undefined();
 }
