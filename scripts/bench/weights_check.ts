@@ -8,6 +8,9 @@
  *   - NVFP4 (ModelOpt) and bitsandbytes NF4 [2048×4096], sixteen each, the same two ways (their own row sources,
  *     nvfp4RowSource and bnb4RowSource: a bitsandbytes row of 4096 holds 64 whole blocks), each weight's scales
  *     formed again on every run, as a check that meets each weight once forms them;
+ *   - with --wide, NVFP4 (ModelOpt) and bitsandbytes NF4 checkpoints of FORMAT_LAYERS layers of Llama-3-8B linears
+ *     (fixtures/llama_fp4_wide.ts: quantized by the producers' recipes, generated on first use beside the others):
+ *     the whole check as a diff runs it, against a read of the same bytes, in alternating pairs as below;
  *   - with --wide, per layer of `deepseek-v4-wide` (2 layers, real widths, generated on first use into
  *     $LAYERDIFF_BENCH_DIR or /tmp/layerdiff-bench like the diff benchmark's): the whole check of the layer as a
  *     diff runs it (reading its 3.55 GB of packed bytes from the page cache, every tensor), against a memcpy pass
@@ -91,14 +94,18 @@ const packedBytes = (lw: LinearWeight) => lw.weight.bytes.length + lw.scale!.byt
  * FP16 tensor, then checkF16. Each must pass: the weights are the device's own.
  */
 function checkAll(cache: LinearCache, set: LinearWeight[], fused: boolean): () => void {
+  const pool = new ReadPool();
   return () => {
     for (const lw of set) {
-      // a copy, so its scales are formed again (exactOperands keeps them per weight object): a check meets each weight once
-      const e = exactOperands({ ...lw });
+      // a copy, so its scales are formed again (exactOperands keeps them per weight object): a check meets each weight
+      // once; formed into recycled buffers, as the check forms them (check.ts)
+      const mark = pool.mark();
+      const e = exactOperands({ ...lw }, (n) => pool.take(n));
       const r = fused
         ? checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource(lw, null))
         : checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, null));
       if (r.firstBad >= 0) throw new Error(`bench: ${lw.name} mismatched`);
+      pool.release(mark);
     }
   };
 }
@@ -132,11 +139,66 @@ export async function benchWeightsCheck(wide: boolean): Promise<Record<string, n
     out[`${format}.memcpy_gbps`] = gbps(cMs);
     console.log(`  ${format.padEnd(28)} ${(total / 2 ** 20).toFixed(1).padStart(8)}   ${gbps(fMs).toFixed(2).padStart(9)}   ${(cMs / fMs).toFixed(3).padStart(6)}   ${gbps(bMs).toFixed(2).padStart(10)}   ${(cMs / bMs).toFixed(3).padStart(6)}   ${gbps(cMs).toFixed(2).padStart(10)}`);
   }
-  if (wide) Object.assign(out, await wideLayers());
+  if (wide) Object.assign(out, await wideLayers(), await wideFormats());
   return out;
 }
 
 const PAIRS = 3;
+
+/** The tensors a check of these weights reads: each weight and every tensor of its module (scales, global scales, bitsandbytes' tables). */
+function readSet(ck: Checkpoint, names: string[]): string[] {
+  const all = ck.names();
+  return [...names, ...names.flatMap((n) => all.filter((m) => m.startsWith(n.replace(/\.weight(_packed)?$/, '.')) && m !== n))];
+}
+
+/**
+ * `check` (a whole check of `tensors`' weights, returning how many it checked) against a read of the same bytes from
+ * the page cache (the kernel's memcpy) into the same warm buffers, in PAIRS alternating pairs, each ratio taken
+ * within its pair: this VM's memory speed moves by 1.5× within minutes, so one check against one read measured the
+ * day more than the check. → the median pair's check time and ratio, and the lowest ratio.
+ */
+function againstRead(ck: Checkpoint, tensors: string[], label: string, check: () => number): { checkMs: number; ratio: number; min: number; max: number } {
+  const total = tensors.reduce((n, t) => n + ck.info(t).end - ck.info(t).begin, 0);
+  // (a pread into one of the pool's warm buffers: a read in a pool's scope would map a large tensor instead, and a
+  // reserved one would be a fresh anonymous mapping)
+  const pool = new ReadPool();
+  const fds = new Map<string, number>();
+  const copy = () => {
+    for (const t of tensors) {
+      const info = ck.info(t);
+      const fd = fds.get(info.file) ?? fds.set(info.file, fs.openSync(info.file, 'r')).get(info.file)!;
+      withReadPool(pool, () => {
+        const buf = pool.take(info.end - info.begin);
+        if (fs.readSync(fd, buf, 0, buf.length, info.begin) !== buf.length) throw new Error(`bench: short read of ${t}`);
+      });
+    }
+  };
+  // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
+  copy();
+  const checks: number[] = [], ratios: number[] = [];
+  try {
+    for (let p = 0; p < PAIRS; p++) {
+      const t0 = performance.now();
+      const checked = check();
+      const checkMs = performance.now() - t0;
+      // the yardstick: the same bytes copied from the page cache into the same warm buffers (a read is the kernel's
+      // memcpy; a copy between two of our buffers would run from the cache, each tensor having just been read)
+      const r0 = performance.now();
+      copy();
+      const copyMs = performance.now() - r0;
+      checks.push(checkMs);
+      ratios.push(copyMs / checkMs);
+      console.log(`  ${label}, pair ${p + 1}/${PAIRS}: ${checked} tensors, ${(total / 1e9).toFixed(2)} GB packed: check ${(checkMs / 1000).toFixed(2)} s = ${(total / (checkMs * 1e6)).toFixed(2)} GB/s, a read of the same bytes from the page cache (the kernel's memcpy) ${(total / (copyMs * 1e6)).toFixed(2)} GB/s → ${(copyMs / checkMs).toFixed(3)}× that memcpy`);
+    }
+  } finally {
+    for (const fd of fds.values()) fs.closeSync(fd);
+  }
+  // the median pair: its ratio, and its check time beside it (both from one pair)
+  const mid = ratios.map((r, i) => [r, i]).sort((a, b) => a[0] - b[0])[Math.floor(PAIRS / 2)][1];
+  const r = { checkMs: checks[mid], ratio: ratios[mid], min: Math.min(...ratios), max: Math.max(...ratios) };
+  console.log(`  ${label}: the median of ${PAIRS} pairs: check ${(r.checkMs / 1000).toFixed(2)} s, ${r.ratio.toFixed(3)}× memcpy (pairs ${r.min.toFixed(3)}–${r.max.toFixed(3)})`);
+  return r;
+}
 
 /** The check of each layer of deepseek-v4-wide as a diff runs it, against a memcpy pass over the same bytes. */
 async function wideLayers(): Promise<Record<string, number>> {
@@ -154,60 +216,54 @@ async function wideLayers(): Promise<Record<string, number>> {
   const perLayer: number[] = [];
   for (let L = 0; L < numLayers; L++) {
     const names = quantizedWeights(ck).filter((t) => t.layer === L).map((t) => t.name);
-    const scales = names.flatMap((n) => ck.names().filter((m) => m.startsWith(n.replace(/\.weight$/, '.')) && m !== n));
-    const all = [...names, ...scales];
-    const total = all.reduce((n, t) => n + ck.info(t).end - ck.info(t).begin, 0);
-    // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
-    // (a pread into one of the pool's warm buffers: a read in a pool's scope would map a large tensor instead, and a
-    // reserved one would be a fresh anonymous mapping)
-    const pool = new ReadPool();
-    const fds = new Map<string, number>();
-    const copy = () => {
-      for (const t of all) {
-        const info = ck.info(t);
-        const fd = fds.get(info.file) ?? fds.set(info.file, fs.openSync(info.file, 'r')).get(info.file)!;
-        withReadPool(pool, () => {
-          const buf = pool.take(info.end - info.begin);
-          if (fs.readSync(fd, buf, 0, buf.length, info.begin) !== buf.length) throw new Error(`bench: short read of ${t}`);
-        });
-      }
-    };
-    copy();
-    // PAIRS alternating pairs (check, then the yardstick), each ratio taken within its pair: this VM's memory speed
-    // moves by 1.5× within minutes, so one check against one read measured the day more than the check.
+    const layer = { layers: { from: L, to: L }, faults: null, numLayers };
     // one unmeasured check first on layer 0: the process's first touch of the check's own buffers is not the check's
-    if (L === 0) checkWeights(ck, native, { layers: { from: L, to: L }, faults: null, numLayers });
-    const checks: number[] = [], ratios: number[] = [];
-    let checked = 0;
-    for (let p = 0; p < PAIRS; p++) {
-      const t0 = performance.now();
-      const w = checkWeights(ck, native, { layers: { from: L, to: L }, faults: null, numLayers });
-      const checkMs = performance.now() - t0;
+    if (L === 0) checkWeights(ck, native, layer);
+    const r = againstRead(ck, readSet(ck, names), `deepseek-v4-wide layer ${L}`, () => {
+      const w = checkWeights(ck, native, layer);
       if (w.exact !== w.checked) throw new Error(`bench: layer ${L} has mismatched weights`);
-      checked = w.checked;
-      // the yardstick: the same bytes copied from the page cache into the same warm buffers (a read is the kernel's
-      // memcpy; a copy between two of our buffers would run from the cache, each tensor having just been read)
-      const r0 = performance.now();
-      copy();
-      const copyMs = performance.now() - r0;
-      checks.push(checkMs);
-      ratios.push(copyMs / checkMs);
-      console.log(`  deepseek-v4-wide layer ${L}, pair ${p + 1}/${PAIRS}: ${checked} tensors, ${(total / 1e9).toFixed(2)} GB packed: check ${(checkMs / 1000).toFixed(2)} s = ${(total / (checkMs * 1e6)).toFixed(2)} GB/s, a read of the same bytes from the page cache (the kernel's memcpy) ${(total / (copyMs * 1e6)).toFixed(2)} GB/s → ${(copyMs / checkMs).toFixed(3)}× that memcpy`);
-    }
-    // the median pair: its ratio, and its check time beside it (both from one pair)
-    const mid = ratios.map((r, i) => [r, i]).sort((a, b) => a[0] - b[0])[Math.floor(PAIRS / 2)][1];
-    const checkMs = checks[mid], ratio = ratios[mid];
-    perLayer.push(checkMs);
-    out[`wide.layer${L}.check_s`] = checkMs / 1000;
-    out[`wide.layer${L}.check_vs_memcpy`] = ratio;
-    out[`wide.layer${L}.check_vs_memcpy_min`] = Math.min(...ratios);
-    for (const fd of fds.values()) fs.closeSync(fd);
-    console.log(`  deepseek-v4-wide layer ${L}: the median of ${PAIRS} pairs: check ${(checkMs / 1000).toFixed(2)} s, ${ratio.toFixed(3)}× memcpy (pairs ${Math.min(...ratios).toFixed(3)}–${Math.max(...ratios).toFixed(3)})`);
+      return w.checked;
+    });
+    perLayer.push(r.checkMs);
+    out[`wide.layer${L}.check_s`] = r.checkMs / 1000;
+    out[`wide.layer${L}.check_vs_memcpy`] = r.ratio;
+    out[`wide.layer${L}.check_vs_memcpy_min`] = r.min;
   }
   const mean = perLayer.reduce((a, b) => a + b, 0) / perLayer.length;
   out['wide.check_43_layers_extrapolated_s'] = (43 * mean) / 1000;
   console.log(`  extrapolated to the released model's 43 layers (the mean layer × 43, not measured): ${((43 * mean) / 1000).toFixed(0)} s of weights check`);
   ck.close();
+  return out;
+}
+
+/** NVFP4 (ModelOpt) and bitsandbytes NF4 checkpoints at Llama-3-8B widths: their whole check against a read of their bytes. */
+const FORMAT_LAYERS = 6;
+async function wideFormats(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  const native = loadDeviceNative();
+  for (const format of ['modelopt-nvfp4', 'bnb-nf4'] as const) {
+    const dir = path.join(benchDir(), `llama-8b-width-${format}-${FORMAT_LAYERS}`);
+    if (!fs.existsSync(path.join(dir, 'config.json'))) {
+      const { writeLlamaFp4Wide } = await import('../../fixtures/llama_fp4_wide.js');
+      console.log(`generating ${dir} (${FORMAT_LAYERS} layers of Llama-3-8B linears, quantized by the producer's recipe)…`);
+      writeLlamaFp4Wide(dir, format, FORMAT_LAYERS);
+    }
+    const ck = Checkpoint.open(dir);
+    try {
+      const all = { layers: null, faults: null };
+      checkWeights(ck, native, all);  // unmeasured: the first touch of the check's own buffers
+      const r = againstRead(ck, readSet(ck, quantizedWeights(ck).map((t) => t.name)), `${format} at Llama-3-8B widths, ${FORMAT_LAYERS} layers`, () => {
+        const w = checkWeights(ck, native, all);
+        if (w.exact !== w.checked) throw new Error(`bench: ${format} has mismatched weights`);
+        return w.checked;
+      });
+      out[`${format}.checkpoint.check_s`] = r.checkMs / 1000;
+      out[`${format}.checkpoint.check_vs_memcpy`] = r.ratio;
+      out[`${format}.checkpoint.check_vs_memcpy_min`] = r.min;
+    } finally {
+      ck.close();
+    }
+  }
   return out;
 }
 
