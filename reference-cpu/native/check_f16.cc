@@ -72,9 +72,25 @@ uint16_t round_f16(float x) {
 // quiet NaN. Equal to round_f16 on every float32 (tested against harness/formats/dtypes.ts through roundF16).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593: _mm512_undefined_epi32 at -O3
+// When every lane is ±0 or has an exponent of 113…142 (a normal binary16, or ±Inf where it rounds past 65504), the
+// same rule takes a shorter form (the bitsandbytes check's tables, one a block, are such lanes): mant >> 13 under
+// exponent exp − 112 is |x|'s bits >> 13 less 112 << 10, and rounding to nearest, ties to even, adds 0xfff plus
+// the kept last bit before the shift (a carry runs into the exponent, up to 31 << 10: Inf); ±0 keeps its sign.
+// The lanes of |x|'s bits `abs` with an exponent of 113…142.
+__attribute__((target("avx512f"))) inline __mmask16 f16_normal_lanes(__m512i abs) {
+  return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(113 << 23)), _mm512_set1_epi32(30 << 23));
+}
+// The shorter form's binary16 magnitude bits of those lanes (`normal`), 0 in the others (±0 where it is used).
+__attribute__((target("avx512f"))) inline __m512i round_f16_normal(__m512i abs, __mmask16 normal) {
+  const __m512i up = _mm512_add_epi32(_mm512_set1_epi32(0xfff), _mm512_and_si512(_mm512_srli_epi32(abs, 13), _mm512_set1_epi32(1)));
+  return _mm512_maskz_sub_epi32(normal, _mm512_srli_epi32(_mm512_add_epi32(abs, up), 13), _mm512_set1_epi32(112 << 10));
+}
 __attribute__((target("avx512f"))) inline __m256i round_f16_avx512(__m512 x) {
   const __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1);
   const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000));
+  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 normal = f16_normal_lanes(abs);
+  if ((normal | _mm512_testn_epi32_mask(abs, abs)) == 0xffff) return _mm512_cvtepi32_epi16(_mm512_or_si512(sign, round_f16_normal(abs, normal)));
   const __m512i exp = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xff));
   const __m512i mant = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffff));
   const __m512i e = _mm512_sub_epi32(exp, _mm512_set1_epi32(112));
@@ -431,6 +447,15 @@ __attribute__((target("avx512f,avx512bw,avx2"), always_inline)) inline __mmask16
   float a;
   std::memcpy(&a, s + 64 + 4 * b, 4);
   const __m512 v = _mm512_mul_ps(table, _mm512_set1_ps(a));
+  // every value ±0 or normal-range (a real checkpoint's blocks): round_f16_avx512's shorter form, whose only loss
+  // of range is rounding past 65504 to Inf (no such lane is non-finite or non-zero rounding to ±0)
+  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 normal = f16_normal_lanes(abs);
+  if ((normal | _mm512_testn_epi32_mask(abs, abs)) == 0xffff) {
+    const __m512i q = round_f16_normal(abs, normal);
+    h = _mm512_cvtepi32_epi16(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), _mm512_set1_epi32(0x8000)), q));
+    return _mm512_cmpeq_epi32_mask(q, _mm512_set1_epi32(0x7c00));
+  }
   h = round_f16_avx512(v);
   const __m512i vu = _mm512_castps_si512(v), h32 = _mm512_cvtepu16_epi32(h);
   return _mm512_cmpeq_epi32_mask(_mm512_and_si512(vu, _mm512_set1_epi32(0x7f800000)), _mm512_set1_epi32(0x7f800000)) |

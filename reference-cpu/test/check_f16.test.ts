@@ -105,8 +105,16 @@ describe('checkF16 (native fused compare)', () => {
     // odd widths (rows start at odd elements, blocks straddle rows) and whole blocks per row (the 32- and 16-wide steps)
     for (const [out, inn, bs] of [[37, 29, 64], [700, 401, 256], [48, 256, 64], [9, 96, 32]] as const) {
       const n = out * inn, nb = Math.ceil(n / bs);
-      // absmax from 2^-30 (values underflow FP16) to 2^19 (they overflow it)
-      const absmax = Float32Array.from({ length: nb }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30)));
+      // absmax from 2^-30 (values underflow FP16) to 2^19 (they overflow it); as trained weights have them (0.005 …
+      // 0.1: every value ±0 or normal, the AVX-512 table's shorter rounding); and at FP16's edges, where a block's
+      // ±1.0 · absmax is its largest finite value, rounds to Inf from inside the normal range (65520, 65535) or
+      // lies past it (65536), or its smallest non-zero value (1/15 · absmax) straddles the smallest normal 2^-14
+      const edges = [65504, 65519, 65520, 65535, 65536, 2 ** -14 * 15, Math.fround(2 ** -14 * 15 * (1 - 2 ** -20)), 2 ** -14 * 15 * 1.5];
+      const absmax = Float32Array.from({ length: nb }, (_, b) => [
+        () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30)),
+        () => Math.fround(0.005 + r.uniform() * 0.095),
+        () => edges[b % edges.length],
+      ][b % 3]());
       const lw: LinearWeight = {
         out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
         weight: { name: 'b.weight', dtype: 'U8', shape: [Math.ceil(n / 2), 1], bytes: bytes(r, Math.ceil(n / 2)) },
@@ -237,6 +245,24 @@ describe('checkF16 (native fused compare)', () => {
     for (let t = 0; t < 100000; t++) {
       dv.setUint32(0, r.int(2 ** 32));
       xs.push(dv.getFloat32(0));
+    }
+    // runs of 16 whose lanes are all ±0 or normal-range, around ties, the smallest normal and the largest finite
+    // value (AVX-512's shorter form), and the same runs with one lane subnormal, overflowing or NaN (its full rule)
+    for (let t = 0; t < 20000; t++) {
+      const run: number[] = [];
+      for (let k = 0; k < 16; k++) {
+        const pick = r.int(6);
+        if (pick === 0) run.push(r.int(2) ? 0 : -0);
+        else {
+          const e = pick === 1 ? 113 : pick === 2 ? 142 : 113 + r.int(30);
+          const m = pick === 3 ? (r.int(1024) << 13) | 0x1000 | (r.int(2) ? 0 : r.int(0x1000)) : r.int(1 << 23);
+          dv.setUint32(0, (r.int(2) << 31) | (e << 23) | m);
+          run.push(dv.getFloat32(0));
+        }
+      }
+      xs.push(...run);
+      if (t % 4 === 0) run[r.int(16)] = [2 ** -20, 70000, NaN, 2 ** -140][t % 16 >> 2];
+      xs.push(...run);
     }
     const x = Float32Array.from(xs);
     // every level: scalar, and 16 lanes at once with AVX2 or AVX-512 (the bitsandbytes check's rounding); and the
