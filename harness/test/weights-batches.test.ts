@@ -157,4 +157,39 @@ describe('FusedBatches (the weights check\'s fused compares, a batch at a time o
       f.close();
     }
   });
+
+  it('a batch refused at its start while another is in flight: the batches after it keep their buffers until their results are taken', () => {
+    const f = tensorsInFile(12, () => null);
+    try {
+      const pools = [new ReadPool(), new ReadPool()] as const;
+      const poolOf = new Map<string, ReadPool>();
+      let released = 0;
+      // a tensor's buffers are its pool's until finish has its report: a pool marked at 0 then has handed them back
+      const finish = (t: FusedTensor, res: ExactVsF16Read | { readError: string }) => {
+        if (poolOf.get(t.lw.name)!.mark() === 0) released++;
+        return report(t, res);
+      };
+      const b = new FusedBatches(pools, finish, 4);
+      let err: unknown = null;
+      try {
+        for (let k = 0; k < f.lws.length; k++) {
+          b.add((pool) => {
+            const t = f.make(k, pool);
+            poolOf.set(t.lw.name, pool);
+            // tensor 5's job names a weight of another shape than its row source: its batch (4–7) is refused as
+            // it starts, while tensors 0–3 are in flight; tensors 8–11 make the next batch
+            return k === 5 ? { ...t, job: { ...t.job, out: t.job.out + 8 } } : t;
+          });
+        }
+        b.drain();
+      } catch (e) {
+        err = e;
+      }
+      expect((err as Error).message).toMatch(/^checkF16Rows: weight holds/);
+      expect(released, 'no batch ran on buffers already handed back').toBe(0);
+      for (const p of pools) expect(p.mark(), 'every buffer handed back').toBe(0);
+    } finally {
+      f.close();
+    }
+  });
 });

@@ -98,7 +98,9 @@ export class FusedBatches {
     } catch (error) {
       g.pool.release(g.mark);
       this.fail(g.slots[0], error);
-      this.filling = this.group();
+      // the next group draws from this same pool again: the other one holds the batch still in flight, whose
+      // release (collect) hands back everything taken after its mark, a new group's buffers with it
+      this.filling = { pool: g.pool, mark: g.pool.mark(), tensors: [], slots: [] };
       return;
     }
     this.collect();
