@@ -48,14 +48,17 @@ const formed = new WeakMap<LinearWeight, Uint8Array>();
  * the weights check's recycled read buffers, which it meets a weight once with; fresh memory otherwise (whose
  * first touch cost an NVFP4 checkpoint's check more than its compare on this kind of VM).
  */
-export function exactOperands(lw: LinearWeight, alloc: (bytes: number) => Uint8Array = (n) => new Uint8Array(n)): ExactOperands {
+export function exactOperands(lw: LinearWeight, alloc?: (bytes: number) => Uint8Array): ExactOperands {
   const kind = kindOf(lw);
   const weight = lw.weight.bytes;
   if (lw.format !== 'nvfp4' && lw.format !== 'bnb4') return { kind, weight, scale: lw.scale?.bytes ?? NO_SCALE, bo: lw.block[0], bi: lw.block[1] };
-  let scale = formed.get(lw);
+  // scales formed into the caller's buffers are not kept: those go back to their pool when the caller is done, and
+  // a later call for the same weight must not find them reused
+  let scale = alloc === undefined ? formed.get(lw) : undefined;
   if (scale === undefined) {
-    scale = lw.format === 'nvfp4' ? nvfp4ScaleTable(lw, alloc) : bnb4TableAndAbsmax(lw, alloc);
-    formed.set(lw, scale);
+    const into = alloc ?? ((n: number) => new Uint8Array(n));
+    scale = lw.format === 'nvfp4' ? nvfp4ScaleTable(lw, into) : bnb4TableAndAbsmax(lw, into);
+    if (alloc === undefined) formed.set(lw, scale);
   }
   return { kind, weight, scale, bo: 1, bi: lw.block[1] };
 }
@@ -83,7 +86,7 @@ function bnb4TableAndAbsmax(lw: LinearWeight, alloc: (bytes: number) => Uint8Arr
   out.set(q.quantMap);
   if (a.dtype === 'F32') {
     if (a.bytes.length < 4 * nb) throw new InputError(`${a.bytes.length} bytes for ${nb} float32 absmax values`, { file: a.file, tensor: a.name });
-    new Uint8Array(out.buffer, 64, 4 * nb).set(a.bytes.subarray(0, 4 * nb)); // the stored little-endian float32s, as the host holds them
+    bytes.set(a.bytes.subarray(0, 4 * nb), 64); // the stored little-endian float32s, as the host holds them
   }
   else {
     // absmax[b] = fround(fround(nested_quant_map[a[b]] · nested_absmax[⌊b/nested_blocksize⌋]) + nested_offset), natively

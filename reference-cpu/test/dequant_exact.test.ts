@@ -10,7 +10,7 @@ import { InputError } from '../../harness/errors.js';
 import { Rng } from '../../harness/rng.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import * as path from 'node:path';
-import { dequantLinear, dequantRowsExact, kindOf } from '../dequant.js';
+import { dequantLinear, dequantRowsExact, exactOperands, kindOf } from '../dequant.js';
 import { Checkpoint } from '../../harness/io/checkpoint.js';
 import { loadLinear, moduleOf, parseQuantConfig, storedLogicalShape } from '../../harness/formats/linear.js';
 import { quantizedWeights } from '../../harness/weights/check.js';
@@ -190,6 +190,30 @@ describe('native exact dequantization', () => {
       }
     });
   }
+
+  // The weights check forms these scales into its recycled read buffers (exactOperands' alloc): views that may start
+  // anywhere 8-aligned in a larger buffer, and that go back to their pool, so they are never kept for a later call.
+  it('exactOperands into a caller\'s buffer (a view at an offset of a larger one) forms the bytes it forms alone, and keeps none of them', () => {
+    for (const fmt of ['modelopt-nvfp4', 'bnb-fp4', 'bnb-nf4']) {
+      const ck = Checkpoint.open(path.join(import.meta.dirname, '..', '..', 'fixtures', 'formats', `llama-tiny-${fmt}`));
+      try {
+        const qc = parseQuantConfig(ck.config, ck.configFile);
+        const name = quantizedWeights(ck).at(-1)!.name;
+        const load = () => loadLinear(ck, `${moduleOf(name)}.weight`, storedLogicalShape(ck, name), qc);
+        const want = exactOperands(load()).scale;
+        const lw = load();
+        const big = new Uint8Array(want.length + 64).fill(0xee);
+        const got = exactOperands(lw, (n) => big.subarray(24, 24 + n)).scale;
+        expect(got.byteOffset, fmt).toBe(24);
+        expect(Buffer.compare(got, want), fmt).toBe(0);
+        expect(big.subarray(0, 24).every((b) => b === 0xee) && big.subarray(24 + want.length).every((b) => b === 0xee), `${fmt}: nothing written outside`).toBe(true);
+        got.fill(0); // the pool reuses it
+        expect(Buffer.compare(exactOperands(lw).scale, want), `${fmt}: formed again, not the reused buffer`).toBe(0);
+      } finally {
+        ck.close();
+      }
+    }
+  });
 
   it('e2m1-lut (NVFP4) against the exact-rational oracle, blocks of 16, 32 and 10 values (whole SIMD steps, two a block, none), every SIMD level', () => {
     const r = new Rng(78);
