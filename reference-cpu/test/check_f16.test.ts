@@ -547,7 +547,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
 
     // NVFP4 and bitsandbytes weights larger than one read (1 MiB): later chunks start at a row other than 0, where
     // the reference finds a row's codes in its chunk (bitsandbytes' flat codes from that row's first element on)
-    it('nvfp4 [2400×1024] and bitsandbytes [2048×1536] (NF4 in 64s, double quant), each read in more than one chunk: the result is checkF16\'s over the device\'s whole tensor, right device and every fault, every reference level', () => {
+    it('nvfp4 [2400×1024] and bitsandbytes [2048×1536] (NF4 in 64s, double quant) and [1400×1536] (FP4 in 48s), each read in more than one chunk: the result is checkF16\'s over the device\'s whole tensor, right device and every fault, every reference level', () => {
       const r = new Rng(1650);
       const nv: LinearWeight = {
         out: 2400, in: 1024, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
@@ -566,7 +566,15 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
           nested: { absmax: Float32Array.from({ length: Math.ceil(nb / 256) }, () => Math.fround(r.uniform() * 2 ** (r.int(50) - 30))), quantMap: Float32Array.from({ length: 256 }, (_, c) => (c - 127.5) / 127.5), offset: 2 ** -31, blocksize: 256 },
         },
       };
-      for (const lw of [nv, bnb]) {
+      // blocks of 48 (F32 absmax): whole 32-value steps and a 16-value tail a block, from chunks that start past row 0
+      const n48 = 1400 * 1536, nb48 = n48 / 48;
+      const bnb48: LinearWeight = {
+        out: 1400, in: 1536, name: 'b48.weight', format: 'bnb4', encoding: 'bnb-fp4', block: [1, 48], global: null,
+        weight: { name: 'b48.weight', dtype: 'U8', shape: [n48 / 2, 1], bytes: bytes(r, n48 / 2) },
+        scale: { name: 'b48.weight.absmax', dtype: 'F32', shape: [nb48], bytes: new Uint8Array(Float32Array.from({ length: nb48 }, (_, b) => (b % 97 === 0 ? 70000 : b % 89 === 0 ? 2 ** -30 : Math.fround(0.005 + r.uniform() * 0.1))).buffer) },
+        bnb: { quantType: 'fp4', blocksize: 48, quantMap: Float32Array.from({ length: 16 }, (_, c) => (c < 8 ? 1 : -1) * [0, 0.0052, 0.6667, 1, 0.3333, 0.5, 0.1667, 0.25][c % 8]), namedTable: false, dtype: 'bfloat16', nested: null },
+      };
+      for (const lw of [nv, bnb, bnb48]) {
         expect(lw.weight.bytes.length, 'more than one 1 MiB read').toBeGreaterThan(1 << 20);
         const e = exactOperands(lw);
         const fill = inFile(`chunks-${lw.name}`, lw.weight.bytes);

@@ -173,10 +173,10 @@ function againstRead(ck: Checkpoint, tensors: string[], label: string, check: ()
       });
     }
   };
-  // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
-  copy();
   const checks: number[] = [], ratios: number[] = [];
   try {
+    // warm the page cache once, so both passes read from memory (the diff's read-ahead does the same for the next layer)
+    copy();
     for (let p = 0; p < PAIRS; p++) {
       const t0 = performance.now();
       const checked = check();
