@@ -1149,6 +1149,23 @@ struct ThreadBufs {
   }
 };
 
+// Whether any block of FP8 block row starting at block index brow (C blocks) has a scale that can lose range.
+inline bool fp8_block_row_lossy(const Fp8Ref& f8, int64_t brow, int64_t C) {
+  uint8_t any = 0;
+  for (int64_t c = 0; c < C; c++) any |= f8.lossy[f8.id[brow + c]];
+  return any != 0;
+}
+
+// Whether the n bytes at p are all zero (32 at a time with AVX2).
+__attribute__((target("avx2"))) inline bool all_zero(const uint8_t* p, int64_t n) {
+  __m256i acc = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) acc = _mm256_or_si256(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+  uint8_t rest = 0;
+  for (; i < n; i++) rest |= p[i];
+  return rest == 0 && _mm256_testz_si256(acc, acc);
+}
+
 // Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
 void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   const ExactKind kind = j.a.kind;
@@ -1179,6 +1196,8 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
       p.weight_nan += avx2 ? count_bytes_avx2(wc, len, 0x7f, 0x7f) : count_bytes(wc, len, 0x7f, 0x7f);
     }
   }
+  int64_t lossy_row = -1;  // the FP8 block row fp8_block_row_lossy last answered for, and its answer
+  bool lossy_any = true;
   for (int64_t r0 = c0; r0 < c1; r0 += step) {
     const int64_t n = std::min(step, c1 - r0);
     // with fill the device decodes the same chunk by its own rule; without, its own bound tensor's bytes
@@ -1206,6 +1225,12 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
         // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
         // block that does not (the slow path, element by element)
         const uint8_t* wrow = wc + (o - c0) * row_bytes;
+        if (simd == RefSimd::Avx512 && g_vbmi) {
+          // a row whose blocks all passed on their bits, in a block row no scale of which can lose range, is done
+          // without a look at each block (the rows of a block row share the answer: asked once for them)
+          if (o / bo != lossy_row) lossy_row = o / bo, lossy_any = fp8_block_row_lossy(f8, brow, C);
+          if (!lossy_any && all_zero(differ + (o - r0) * C, C)) continue;
+        }
         bool decoded = false;
         for (int64_t c = 0; c < C; c++) {
           const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
