@@ -80,6 +80,17 @@ function tensorsInFile(n: number, faults: (k: number) => Fault, cut = false) {
 const report = (t: FusedTensor, res: ExactVsF16Read | { readError: string }) => ({ ...t.base, res }) as unknown as TensorCheck;
 const resultOf = (c: TensorCheck) => (c as unknown as { res: unknown }).res;
 
+/** Add tensors 0 … n−1 through `prepare`, then drain: what was thrown (null when nothing was). */
+function failureOf(b: FusedBatches, n: number, prepare: (k: number, pool: ReadPool) => FusedTensor): unknown {
+  try {
+    for (let k = 0; k < n; k++) b.add((pool) => prepare(k, pool));
+    b.drain();
+  } catch (e) {
+    return e;
+  }
+  return null;
+}
+
 describe('FusedBatches (the weights check\'s fused compares, a batch at a time on the background thread)', () => {
   it('gives every tensor its own one-at-a-time result, in order, across batches, with non-fused reports between them; every buffer goes back', () => {
     const faults = (k: number): Fault => (k % 7 === 3 ? 'nibble-swap' : k % 11 === 5 ? 'e3m0-table' : null);
@@ -129,19 +140,10 @@ describe('FusedBatches (the weights check\'s fused compares, a batch at a time o
         if (k === 9) throw new Error('finish 9');
         return report(t, res);
       };
-      const b = new FusedBatches(pools, finish, 4);
-      let err: unknown = null;
-      try {
-        for (let k = 0; k < f.lws.length; k++) {
-          b.add((pool) => {
-            if (k === 13) throw new Error('prepare 13');
-            return f.make(k, pool);
-          });
-        }
-        b.drain();
-      } catch (e) {
-        err = e;
-      }
+      const err = failureOf(new FusedBatches(pools, finish, 4), f.lws.length, (k, pool) => {
+        if (k === 13) throw new Error('prepare 13');
+        return f.make(k, pool);
+      });
       // tensor 13's prepare fails first in time, tensor 9's finish (in the batch then in flight) comes before it
       expect((err as Error).message).toBe('finish 9');
       expect(finished).toContain(9);
@@ -169,22 +171,13 @@ describe('FusedBatches (the weights check\'s fused compares, a batch at a time o
         if (poolOf.get(t.lw.name)!.mark() === 0) released++;
         return report(t, res);
       };
-      const b = new FusedBatches(pools, finish, 4);
-      let err: unknown = null;
-      try {
-        for (let k = 0; k < f.lws.length; k++) {
-          b.add((pool) => {
-            const t = f.make(k, pool);
-            poolOf.set(t.lw.name, pool);
-            // tensor 5's job names a weight of another shape than its row source: its batch (4–7) is refused as
-            // it starts, while tensors 0–3 are in flight; tensors 8–11 make the next batch
-            return k === 5 ? { ...t, job: { ...t.job, out: t.job.out + 8 } } : t;
-          });
-        }
-        b.drain();
-      } catch (e) {
-        err = e;
-      }
+      const err = failureOf(new FusedBatches(pools, finish, 4), f.lws.length, (k, pool) => {
+        const t = f.make(k, pool);
+        poolOf.set(t.lw.name, pool);
+        // tensor 5's job names a weight of another shape than its row source: its batch (4–7) is refused as it
+        // starts, while tensors 0–3 are in flight; tensors 8–11 make the next batch
+        return k === 5 ? { ...t, job: { ...t.job, out: t.job.out + 8 } } : t;
+      });
       expect((err as Error).message).toMatch(/^checkF16Rows: weight holds/);
       expect(released, 'no batch ran on buffers already handed back').toBe(0);
       for (const p of pools) expect(p.mark(), 'every buffer handed back').toBe(0);

@@ -72,11 +72,7 @@ uint16_t round_f16(float x) {
 // quiet NaN. Equal to round_f16 on every float32 (tested against harness/formats/dtypes.ts through roundF16).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593: _mm512_undefined_epi32 at -O3
-// When every lane is ±0 or has an exponent of 113…142 (a normal binary16, or ±Inf where it rounds past 65504), the
-// same rule takes a shorter form (the bitsandbytes check's tables, one a block, are such lanes): mant >> 13 under
-// exponent exp − 112 is |x|'s bits >> 13 less 112 << 10, and rounding to nearest, ties to even, adds 0xfff plus
-// the kept last bit before the shift (a carry runs into the exponent, up to 31 << 10: Inf); ±0 keeps its sign.
-// The lanes of |x|'s bits `abs` with an exponent of 113…142.
+// The lanes of |x|'s bits `abs` with an exponent of 113…142 (a normal binary16, or ±Inf where it rounds past 65504).
 __attribute__((target("avx512f"))) inline __mmask16 f16_normal_lanes(__m512i abs) {
   return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(113 << 23)), _mm512_set1_epi32(30 << 23));
 }
@@ -85,6 +81,10 @@ __attribute__((target("avx512f"))) inline __m512i round_f16_normal(__m512i abs, 
   const __m512i up = _mm512_add_epi32(_mm512_set1_epi32(0xfff), _mm512_and_si512(_mm512_srli_epi32(abs, 13), _mm512_set1_epi32(1)));
   return _mm512_maskz_sub_epi32(normal, _mm512_srli_epi32(_mm512_add_epi32(abs, up), 13), _mm512_set1_epi32(112 << 10));
 }
+// When every lane is ±0 or such a lane, the rule takes a shorter form (the bitsandbytes check's tables, one a block,
+// are such lanes): mant >> 13 under exponent exp − 112 is |x|'s bits >> 13 less 112 << 10, and rounding to nearest,
+// ties to even, adds 0xfff plus the kept last bit before the shift (a carry runs into the exponent, up to 31 << 10:
+// Inf); ±0 keeps its sign.
 __attribute__((target("avx512f"))) inline __m256i round_f16_avx512(__m512 x) {
   const __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1);
   const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000));
