@@ -66,6 +66,7 @@ interface ReferenceAddon {
   checkF16RowsStart(jobs: unknown[][]): unknown;
   checkF16RowsWait(handle: unknown): Array<ExactVsF16Read | { readError: string }>;
   roundF16(x: Float32Array): Uint16Array;
+  fp8PlanarGroups(kind: 'fp8-e8m0' | 'fp8-f32', scales: Uint8Array): Int32Array;
   roundF16Values(x: Float32Array): Float32Array;
   attentionScores(q: Float32Array, t: number, H: number, d: number, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, scale: number): Float64Array;
   attentionOutput(p: Float64Array, kv: Float32Array, first: number, last: number, comp: Float32Array, picks: Int32Array, t: number, H: number, d: number, o: Float32Array): void;
@@ -204,6 +205,11 @@ export function waitRowsReading(batch: RowsReadingBatch): Array<ExactVsF16Read |
 /** NaN encodings among stored bytes: E8M0 0xFF, E4M3 0x7F/0xFF, or little-endian float32 NaNs. */
 export function nanCodeCount(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number {
   return native().nanCodes(bytes, kind);
+}
+
+/** Per stored FP8 block scale, how many 16-code groups its table's AVX2 form looks up (−1: none, read a value at a time), for tests. */
+export function fp8PlanarGroups(kind: 'fp8-e8m0' | 'fp8-f32', scales: Uint8Array): Int32Array {
+  return native().fp8PlanarGroups(kind, scales);
 }
 
 /** float32 → binary16 bits by the reference side's native rounding (nearest-even), for tests. */

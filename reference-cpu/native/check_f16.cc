@@ -679,7 +679,7 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 // that block's scale, by exact_row and round_f16). Other kinds: exact_row and compare_elem per row.
 // One row at a time: the device's row (8 KiB at in = 4096) stays in L1 between its decode and the compare; at 8
 // rows the buffer lived in L2 and the check ran 1.3–1.6× slower (measured on [2048×4096] experts). FP8 blocks
-// (VBMI) go 8 rows a step instead: a block is 128 codes of a row, and loading its two 256-byte tables into eight
+// (VBMI, or AVX2's lookups of Fp8Planes) go 8 rows a step instead: a block is 128 codes of a row, and loading its two 256-byte tables into eight
 // registers for every 128 codes cost more than the L2 (both sides load a block's tables once per step; ~1.15×
 // faster on 16 [2048×4096] FP8 weights, side by side).
 constexpr int64_t kRows = 1;
@@ -888,57 +888,235 @@ int64_t mxfp4_row_same(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* sr
 // (exact_row over a row holding codes 0..255 under that scale, then round_f16) and whether the scale can lose
 // range; block r·C + c uses table id[r·C + c]. A tensor holds a handful of distinct E8M0 scales, so a handful of
 // tables are built (at most one per block, for float32 scales).
-struct Fp8Ref {
-  std::vector<uint32_t> id;     // [r·C + c] → table
-  std::vector<uint16_t> f16;    // [table·256 + code]
-  std::vector<uint8_t> lo, hi;  // the same bits' low and high bytes, for the VBMI test
-  std::vector<uint8_t> lossy;   // [table]
-};
-
-Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
-  Fp8Ref t;
-  const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1;
-  t.id.resize(static_cast<size_t>(blocks));
-  std::vector<int64_t> first;  // a block holding each distinct scale
-  std::unordered_map<uint32_t, uint32_t> seen;
-  for (int64_t b = 0; b < blocks; b++) {
-    uint32_t key = 0;
-    std::memcpy(&key, s + b * sz, sz);
-    const auto it = seen.emplace(key, static_cast<uint32_t>(first.size()));
-    if (it.second) first.push_back(b);
-    t.id[b] = it.first->second;
-  }
-  const int64_t T = static_cast<int64_t>(first.size());
-  t.f16.resize(static_cast<size_t>(T) * 256);
-  t.lo.resize(static_cast<size_t>(T) * 256);
-  t.hi.resize(static_cast<size_t>(T) * 256);
-  t.lossy.resize(static_cast<size_t>(T));
-  uint8_t codes[256];
-  for (int c = 0; c < 256; c++) codes[c] = static_cast<uint8_t>(c);
-#pragma omp parallel for schedule(static) if (T >= 64)
-  for (int64_t k = 0; k < T; k++) {
-    float v[256];
-    exact_row(kind, codes, s + first[k] * sz, 0, 256, 1, 256, v);
-    bool lossy = false;
-    for (int c = 0; c < 256; c++) {
-      const uint16_t h = round_f16(v[c]);
-      t.f16[k * 256 + c] = h;
-      t.lo[k * 256 + c] = static_cast<uint8_t>(h & 0xff);
-      t.hi[k * 256 + c] = static_cast<uint8_t>(h >> 8);
-      // NaN codes (0x7F, 0xFF) decode to NaN and never mark a block: a weight holding any is refused, by the caller
-      // before the compare or, when the compare reads the weight itself, after it from weightNanCodes (check.ts
-      // looks at that before anything else in the result)
-      if ((c & 0x7f) != 0x7f && (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0))) lossy = true;
-    }
-    t.lossy[k] = lossy;
-  }
-  return t;
-}
-
 bool g_vbmi = [] {
   __builtin_cpu_init();
   return g_avx512bw && __builtin_cpu_supports("avx512vbmi") != 0;
 }();
+
+// round_f16 over x[0, n) (n a multiple of 16), 16 lanes a step.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
+__attribute__((target("avx512f"))) void round_f16_run_avx512(const float* x, size_t n, uint16_t* h) {
+  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx512(_mm512_loadu_ps(x + i)));
+}
+#pragma GCC diagnostic pop
+__attribute__((target("avx2"))) void round_f16_run_avx2(const float* x, size_t n, uint16_t* h) {
+  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8)));
+}
+
+// A table in the form AVX2 can look up 32 codes a step (vpshufb: 16 bytes, within each 128-bit lane), for CPUs
+// without VBMI. A code's low 7 bits give its FP16 bits but the sign, which is FP16's top bit wherever the table is
+// symmetric. Those below 16·groups are looked up in their group of 16. Those above follow the table's run: the FP16
+// bits of mantissa m at E4M3 exponent e + 1 are those at e plus 1 << 10 wherever both are FP16 normals (a value
+// twice as large, whatever the scale), so they are run[m] + (e << 10), an 8-entry lookup and an add to the high
+// byte. Code 0x7f (NaN) has its own bits. An E8M0 scale leaves only the codes whose values fall below FP16's normals
+// to the groups (16–48 of 128 at scales of 2^-9 … 2^-13), a float32 scale the same; 8 groups where no run is found.
+// The groups are stored telescoped (group g XOR group g + 1, the last as is), so that lookups in every group with an
+// index that is in range (bit 7 clear) for each group at or above the code's own XOR to the code's group's entry:
+// one index, decremented by 16 a group, serves them all.
+// Nothing of this form is assumed: fp8_build runs the lookup itself (fp8_planes_same) over the 256 codes against the
+// table, and keeps the form only if every code gives the table's bits (else kNotPlanar: read a value at a time).
+constexpr uint8_t kNotPlanar = 0xff;
+struct Fp8Planes {
+  uint8_t groups = kNotPlanar;  // 0..8
+  uint8_t nan_lo = 0, nan_hi = 0;
+  alignas(16) uint8_t run_lo[16] = {}, run_hi[16] = {};  // [m], m < 8: the run's bits less (e << 10)
+  alignas(16) uint8_t lo[8][16] = {}, hi[8][16] = {};
+};
+
+// The planar form of one table of 256 FP16 values: the fewest groups above which its codes are a run (unchecked).
+Fp8Planes fp8_planes(const uint16_t* f16) {
+  Fp8Planes p;
+  int groups = 8;
+  for (int g = 0; g < 8; g++) {
+    const int c0 = 16 * g;
+    uint16_t run[8];
+    for (int m = 0; m < 8; m++) run[m] = static_cast<uint16_t>(f16[c0 + m] - ((c0 >> 3) << 10));
+    bool is_run = true;
+    for (int c = c0; c < 0x7f && is_run; c++) is_run = f16[c] == static_cast<uint16_t>(run[c & 7] + ((c >> 3) << 10));
+    if (is_run) {
+      groups = g;
+      for (int m = 0; m < 8; m++) p.run_lo[m] = static_cast<uint8_t>(run[m] & 0xff), p.run_hi[m] = static_cast<uint8_t>(run[m] >> 8);
+      break;
+    }
+  }
+  p.nan_lo = static_cast<uint8_t>(f16[0x7f] & 0xff), p.nan_hi = static_cast<uint8_t>(f16[0x7f] >> 8);
+  for (int g = 0; g < groups; g++) {
+    for (int n = 0; n < 16; n++) {
+      const uint16_t v = f16[16 * g + n], next = g + 1 < groups ? f16[16 * (g + 1) + n] : 0;
+      p.lo[g][n] = static_cast<uint8_t>((v ^ next) & 0xff), p.hi[g][n] = static_cast<uint8_t>((v ^ next) >> 8);
+    }
+  }
+  p.groups = static_cast<uint8_t>(groups);
+  return p;
+}
+
+// fp8_blocks_same_vbmi for CPUs with AVX2 and no VBMI, from a table's planar form t (G = t.groups): 32 codes a step,
+// put in the order whose byte unpacks give the device's word order (qwords 0, 2, 1, 3), looked up as Fp8Planes says.
+// f16: the same table whole, for a tail of fewer than 32.
+template <int G>
+__attribute__((target("avx2"))) void fp8_blocks_same_avx2(const uint8_t* codes, int64_t cstride, const Fp8Planes& t, const uint16_t* f16, const uint16_t* d, int64_t dstride,
+                                                        int64_t n, int64_t rows, bool* same) {
+  __m256i L[G > 0 ? G : 1], H[G > 0 ? G : 1];
+  for (int g = 0; g < G; g++) {
+    L[g] = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[g])));
+    H[g] = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[g])));
+  }
+  const __m256i m7f = _mm256_set1_epi8(0x7f), m80 = _mm256_set1_epi8(static_cast<char>(0x80)), k70 = _mm256_set1_epi8(0x70), k16 = _mm256_set1_epi8(16);
+  const __m256i last_group = _mm256_set1_epi8(static_cast<char>(16 * G - 1)), m7 = _mm256_set1_epi8(7), m3c = _mm256_set1_epi8(0x3c);
+  const __m256i RL = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.run_lo)));
+  const __m256i RH = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.run_hi)));
+  const __m256i nlo = _mm256_set1_epi8(static_cast<char>(t.nan_lo)), nhi = _mm256_set1_epi8(static_cast<char>(t.nan_hi));
+  for (int64_t r = 0; r < rows; r++) {
+    const uint8_t* c = codes + r * cstride;
+    const uint16_t* dr = d + r * dstride;
+    __m256i ne = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m256i b = _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + i)), 0xd8);
+      const __m256i mag = _mm256_and_si256(b, m7f);
+      __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+      __m256i idx = _mm256_add_epi8(mag, k70);
+      for (int g = 0; g < G; g++) {
+        lo = _mm256_xor_si256(lo, _mm256_shuffle_epi8(L[g], idx));
+        hi = _mm256_xor_si256(hi, _mm256_shuffle_epi8(H[g], idx));
+        idx = _mm256_sub_epi8(idx, k16);
+      }
+      if constexpr (G < 8) {
+        // the run's lanes (their lookups above gave 0): run[m] + (e << 10), e << 2 = (mag >> 1) & 0x3c in the high
+        // byte; then code 0x7f's
+        const __m256i run = _mm256_cmpgt_epi8(mag, last_group), m = _mm256_and_si256(mag, m7);
+        lo = _mm256_xor_si256(lo, _mm256_and_si256(run, _mm256_shuffle_epi8(RL, m)));
+        hi = _mm256_xor_si256(hi, _mm256_and_si256(run, _mm256_add_epi8(_mm256_shuffle_epi8(RH, m), _mm256_and_si256(_mm256_srli_epi16(mag, 1), m3c))));
+        const __m256i nan = _mm256_cmpeq_epi8(mag, m7f);
+        lo = _mm256_blendv_epi8(lo, nlo, nan), hi = _mm256_blendv_epi8(hi, nhi, nan);
+      }
+      hi = _mm256_xor_si256(hi, _mm256_and_si256(b, m80));
+      const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dr + i)), d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dr + i + 16));
+      ne = _mm256_or_si256(ne, _mm256_or_si256(_mm256_xor_si256(_mm256_unpacklo_epi8(lo, hi), d0), _mm256_xor_si256(_mm256_unpackhi_epi8(lo, hi), d1)));
+    }
+    uint32_t rest = 0;
+    for (; i < n; i++) rest |= static_cast<uint32_t>(f16[c[i]] ^ dr[i]);
+    same[r] = rest == 0 && _mm256_testz_si256(ne, ne);
+  }
+}
+
+// fp8_blocks_same_avx2 at t's group count; false where t has no planar form.
+bool fp8_planes_same(const Fp8Planes& t, const uint16_t* f16, const uint8_t* codes, int64_t cstride, const uint16_t* d, int64_t dstride, int64_t n, int64_t rows,
+                     bool* same) {
+  switch (t.groups) {
+    case 0: fp8_blocks_same_avx2<0>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 1: fp8_blocks_same_avx2<1>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 2: fp8_blocks_same_avx2<2>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 3: fp8_blocks_same_avx2<3>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 4: fp8_blocks_same_avx2<4>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 5: fp8_blocks_same_avx2<5>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 6: fp8_blocks_same_avx2<6>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 7: fp8_blocks_same_avx2<7>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    case 8: fp8_blocks_same_avx2<8>(codes, cstride, t, f16, d, dstride, n, rows, same); return true;
+    default: return false;
+  }
+}
+
+struct Fp8Ref {
+  std::vector<uint32_t> id;     // [r·C + c] → table
+  std::vector<uint16_t> f16;    // [table·256 + code]
+  std::vector<uint8_t> lo, hi;  // the same bits' low and high bytes, for the VBMI test
+  std::vector<Fp8Planes> planes;  // [table], for the AVX2 test (planar: built)
+  std::vector<uint8_t> lossy;   // [table]
+  // Tables are built where first needed (fp8_ready), by the worker's threads: float32 scales make one a block (512
+  // for [2048×4096]), 0.8 µs each, which on the JS thread was a serial ~30 % of an FP8 check. state[table]: 0 not
+  // built, 1 being built, 2 built (its bits published by the release store that sets 2).
+  ExactKind kind = ExactKind::Fp8E8m0;
+  bool planar = false;         // whether the compare uses the planar forms (AVX2 without VBMI)
+  const uint8_t* s = nullptr;  // the stored scales
+  std::vector<int64_t> first;  // [table] → a block holding its scale
+  std::unique_ptr<std::atomic<uint8_t>[]> state;
+};
+
+// The distinct scales of the tensor's blocks, each a table to be built (fp8_ready).
+Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
+  Fp8Ref t;
+  t.kind = kind, t.s = s;
+  const RefSimd simd = reference_simd();
+  t.planar = simd != RefSimd::Scalar && g_avx2 && !(simd == RefSimd::Avx512 && g_vbmi);
+  const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1;
+  t.id.resize(static_cast<size_t>(blocks));
+  std::unordered_map<uint32_t, uint32_t> seen;
+  for (int64_t b = 0; b < blocks; b++) {
+    uint32_t key = 0;
+    std::memcpy(&key, s + b * sz, sz);
+    const auto it = seen.emplace(key, static_cast<uint32_t>(t.first.size()));
+    if (it.second) t.first.push_back(b);
+    t.id[b] = it.first->second;
+  }
+  const size_t T = t.first.size();
+  t.f16.resize(T * 256);
+  t.lo.resize(T * 256);
+  t.hi.resize(T * 256);
+  t.lossy.resize(T);
+  t.planes.resize(T);
+  t.state.reset(new std::atomic<uint8_t>[T]);
+  for (size_t k = 0; k < T; k++) t.state[k].store(0, std::memory_order_relaxed);
+  return t;
+}
+
+// Table k: the reference's FP16 bits of the 256 codes under its scale (exact_row over a row holding codes 0..255,
+// then round_f16 at the reference's SIMD level), whether the scale can lose range, and the table's planar form.
+void fp8_build(Fp8Ref& t, int64_t k) {
+  static const uint8_t* codes = [] {
+    static uint8_t c[256];
+    for (int i = 0; i < 256; i++) c[i] = static_cast<uint8_t>(i);
+    return c;
+  }();
+  const size_t sz = t.kind == ExactKind::Fp8F32 ? 4 : 1;
+  float v[256];
+  exact_row(t.kind, codes, t.s + t.first[k] * sz, 0, 256, 1, 256, v);
+  uint16_t* h16 = t.f16.data() + k * 256;
+  const RefSimd simd = reference_simd();
+  if (simd == RefSimd::Avx512 && g_avx512bw) round_f16_run_avx512(v, 256, h16);
+  else if (simd != RefSimd::Scalar && g_avx2) round_f16_run_avx2(v, 256, h16);
+  else
+    for (int c = 0; c < 256; c++) h16[c] = round_f16(v[c]);
+  bool lossy = false;
+  for (int c = 0; c < 256; c++) {
+    const uint16_t h = h16[c];
+    t.lo[k * 256 + c] = static_cast<uint8_t>(h & 0xff);
+    t.hi[k * 256 + c] = static_cast<uint8_t>(h >> 8);
+    // NaN codes (0x7F, 0xFF) decode to NaN and never mark a block: a weight holding any is refused, by the caller
+    // before the compare or, when the compare reads the weight itself, after it from weightNanCodes (check.ts
+    // looks at that before anything else in the result)
+    if ((c & 0x7f) != 0x7f && (!std::isfinite(v[c]) || (h & 0x7c00) == 0x7c00 || (v[c] != 0 && (h & 0x7fff) == 0))) lossy = true;
+  }
+  t.lossy[k] = lossy;
+  if (t.planar) {
+    // kept only if its lookup gives the table's bits for all 256 codes
+    Fp8Planes p = fp8_planes(h16);
+    bool same = false;
+    if (!fp8_planes_same(p, h16, codes, 256, h16, 256, 256, 1, &same) || !same) p.groups = kNotPlanar;
+    t.planes[k] = p;
+  }
+}
+
+// Build the tables of block row br's C blocks that no thread has taken, then wait for any another thread is building
+// (two threads on one block row share its tables' work).
+void fp8_ready(Fp8Ref& t, int64_t br, int64_t C) {
+  bool busy = false;
+  for (int64_t c = 0; c < C; c++) {
+    const uint32_t k = t.id[br * C + c];
+    std::atomic<uint8_t>& st = t.state[k];
+    uint8_t idle = 0;
+    if (st.load(std::memory_order_acquire) == 0 && st.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
+      fp8_build(t, k);
+      st.store(2, std::memory_order_release);
+    } else {
+      busy |= st.load(std::memory_order_acquire) != 2;
+    }
+  }
+  for (int64_t c = 0; c < C && busy; c++) {
+    while (t.state[t.id[br * C + c]].load(std::memory_order_acquire) != 2) std::this_thread::yield();  // a table is a microsecond's work
+  }
+}
 
 // Byte j of the 128 bytes of two registers of words, as indices of a two-register byte permute: the words' low
 // bytes are the even bytes (kWordBytes[0]), their high bytes the odd ones (kWordBytes[1]).
@@ -1139,7 +1317,7 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
 // its pages, which is what is slow on this kind of VM.
 struct ThreadBufs {
   std::vector<uint16_t> dev;     // the device's rows of one step
-  std::vector<uint8_t> differ;   // [row of the step][block] (FP8 VBMI)
+  std::vector<uint8_t> differ;   // [row of the step][block] (FP8, VBMI or AVX2)
   std::vector<float> row;        // one exact row
   std::vector<uint8_t> same;     // [block] of one MXFP4 row
   std::vector<uint8_t> chunk;    // the fused read's rows
@@ -1167,17 +1345,45 @@ __attribute__((target("avx2"))) inline bool all_zero(const uint8_t* p, int64_t n
 }
 
 // Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
+// fp8_step_same with AVX2: each block by its table's planar form, or value by value where the table has none.
+void fp8_step_same_avx2(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n, const uint16_t* dev,
+                        uint8_t* differ) {
+  bool same[kFp8Rows];
+  for (int64_t a = r0; a < r0 + n;) {
+    const int64_t br = a / bo, e = std::min(r0 + n, (br + 1) * bo);  // rows [a, e) share block row br
+    for (int64_t c = 0; c < C; c++) {
+      const int64_t i0 = c * bi, w = std::min(in, i0 + bi) - i0;
+      const uint32_t k = f8.id[br * C + c];
+      const Fp8Planes& t = f8.planes[k];
+      const uint16_t* f16 = f8.f16.data() + static_cast<int64_t>(k) * 256;
+      const uint8_t* codes = w0 + (a - r0) * in + i0;
+      const uint16_t* d = dev + (a - r0) * in + i0;
+      if (!fp8_planes_same(t, f16, codes, in, d, in, w, e - a, same)) {
+        for (int64_t r = 0; r < e - a; r++) {
+          uint32_t diff = 0;
+          for (int64_t i = 0; i < w; i++) diff |= static_cast<uint32_t>(f16[codes[r * in + i]] ^ d[r * in + i]);
+          same[r] = diff == 0;
+        }
+      }
+      for (int64_t o = a; o < e; o++) differ[(o - r0) * C + c] = !same[o - a];
+    }
+    a = e;
+  }
+}
+
 void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   const ExactKind kind = j.a.kind;
   const int64_t out = j.a.out, in = j.a.in, bo = j.a.bo, bi = j.a.bi, C = j.C, step = j.step, row_bytes = j.row_bytes;
   const uint8_t *w = j.a.w, *s = j.a.s;
   const bool mx = j.mx, fp8 = j.fp8, fast = j.fast;
-  const Fp8Ref& f8 = j.f8;
+  Fp8Ref& f8 = j.f8;
   Flags& flags = j.flags;
   const LdRowSource* src = j.src;
   const float* f16v = f16_values();
   const RefSimd simd = reference_simd();  // the level setSimd chose (tests run each)
   const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
+  // FP8 blocks compared a step of rows at once, into differ: 64 codes a lookup with VBMI, else 32 with AVX2
+  const bool fp8_vbmi = fp8 && simd == RefSimd::Avx512 && g_vbmi, fp8_avx2 = fp8 && !fp8_vbmi && avx2;
   const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
   uint16_t* dev = ThreadBufs::at_least(tb.dev, step * in);
   uint8_t* differ = fp8 ? ThreadBufs::at_least(tb.differ, step * C) : nullptr;
@@ -1198,12 +1404,17 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   }
   int64_t lossy_row = -1;  // the FP8 block row fp8_block_row_lossy last answered for, and its answer
   bool lossy_any = true;
+  int64_t ready_row = -1;  // the last FP8 block row whose tables this thread made sure of
   for (int64_t r0 = c0; r0 < c1; r0 += step) {
     const int64_t n = std::min(step, c1 - r0);
+    if (fp8) {
+      for (int64_t br = std::max(ready_row + 1, r0 / bo); br <= (r0 + n - 1) / bo; br++) fp8_ready(f8, br, C), ready_row = br;
+    }
     // with fill the device decodes the same chunk by its own rule; without, its own bound tensor's bytes
     if (j.fill.on) src->rows_from(src, wc + (r0 - c0) * row_bytes, r0, n, dev);
     else src->rows(src, r0, n, dev);
-    if (fp8 && simd == RefSimd::Avx512 && g_vbmi) fp8_step_same(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
+    if (fp8_vbmi) fp8_step_same(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
+    else if (fp8_avx2) fp8_step_same_avx2(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
     for (int64_t o = r0; o < r0 + n; o++) {
       const uint16_t* drow = dev + (o - r0) * in;
       const int64_t brow = (o / bo) * C;
@@ -1225,7 +1436,7 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
         // a block passes on its FP16 bits when its scale cannot lose range; the row is decoded exactly only for a
         // block that does not (the slow path, element by element)
         const uint8_t* wrow = wc + (o - c0) * row_bytes;
-        if (simd == RefSimd::Avx512 && g_vbmi) {
+        if (fp8_vbmi || fp8_avx2) {
           // a row whose blocks all passed on their bits, in a block row no scale of which can lose range, is done
           // without a look at each block (the rows of a block row share the answer: asked once for them)
           if (o / bo != lossy_row) lossy_row = o / bo, lossy_any = fp8_block_row_lossy(f8, brow, C);
@@ -1237,7 +1448,7 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
           const uint32_t k = f8.id[brow + c];
           const int64_t b = static_cast<int64_t>(k) * 256;
           uint32_t diff = f8.lossy[k];
-          if (simd == RefSimd::Avx512 && g_vbmi) {
+          if (fp8_vbmi || fp8_avx2) {
             diff |= differ[(o - r0) * C + c];
           } else {
             const uint16_t* tb16 = f8.f16.data() + b;
@@ -1511,15 +1722,27 @@ Napi::Value nan_codes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(count));
 }
 
-// round_f16 over x[0, n) (n a multiple of 16), 16 lanes a step.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593
-__attribute__((target("avx512f"))) void round_f16_run_avx512(const float* x, size_t n, uint16_t* h) {
-  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx512(_mm512_loadu_ps(x + i)));
-}
-#pragma GCC diagnostic pop
-__attribute__((target("avx2"))) void round_f16_run_avx2(const float* x, size_t n, uint16_t* h) {
-  for (size_t i = 0; i < n; i += 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + i), round_f16_avx2(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8)));
+// fp8PlanarGroups(kind, scales) → Int32Array: for each stored scale (an E8M0 byte or a float32 pattern), the group
+// count of its table's planar form (Fp8Planes), −1 where it has none; the form is built whatever the level, on a
+// CPU with AVX2 (which its check runs on). So tests see which tables take which lookup.
+Napi::Value fp8_planar_groups_fn(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const ExactKind kind = exact_kind_arg(info, "fp8PlanarGroups");
+  if ((kind != ExactKind::Fp8E8m0 && kind != ExactKind::Fp8F32) || info.Length() < 2 || !info[1].IsTypedArray() ||
+      info[1].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throw Napi::TypeError::New(env, "fp8PlanarGroups: expected ('fp8-e8m0' | 'fp8-f32', Uint8Array of scales)");
+  }
+  auto sb = info[1].As<Napi::Uint8Array>();
+  const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1, blocks = sb.ElementLength() / sz;
+  Fp8Ref t = fp8_ref(kind, sb.Data(), static_cast<int64_t>(blocks));
+  t.planar = g_avx2;
+  auto out = Napi::Int32Array::New(env, blocks);
+  for (size_t b = 0; b < blocks; b++) {
+    const uint32_t k = t.id[b];
+    if (t.state[k].load(std::memory_order_relaxed) != 2) fp8_build(t, k), t.state[k].store(2, std::memory_order_relaxed);
+    out[b] = t.planes[k].groups == kNotPlanar ? -1 : t.planes[k].groups;
+  }
+  return out;
 }
 
 // roundF16(Float32Array) → Uint16Array: the rounding above at the reference's SIMD level (round_f16_avx512 /
@@ -1599,5 +1822,6 @@ void register_check_f16(Napi::Env env, Napi::Object exports) {
   exports.Set("checkF16RowsWait", Napi::Function::New(env, check_f16_rows_wait));
   exports.Set("nanCodes", Napi::Function::New(env, nan_codes));
   exports.Set("roundF16", Napi::Function::New(env, round_f16_fn));
+  exports.Set("fp8PlanarGroups", Napi::Function::New(env, fp8_planar_groups_fn));
   exports.Set("roundF16Values", Napi::Function::New(env, round_f16_values_fn));
 }

@@ -15,7 +15,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, nanCodeCount, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -282,6 +282,30 @@ describe('checkF16 (native fused compare)', () => {
     } finally {
       setReferenceSimd('auto');
     }
+  });
+});
+
+describe('the FP8 tables\' AVX2 form (Fp8Planes: 16-code groups looked up, the rest a run by exponent)', () => {
+  // From the formats alone: under E8M0 scale 2^k, E4M3 code (e, m), e ≥ 1, is 2^(e−7)·(1 + m/8)·2^k, an FP16 normal
+  // when e − 7 + k ≥ −14 and finite while 448·2^k ≤ 65504 (k ≤ 7). Every code from the first FP16 normal on then has
+  // the bits of the code one exponent down plus 1 << 10, so only the groups of 16 codes (two exponents) holding
+  // subnormal results are looked up: ⌈(−7 − k)/2⌉ of them below k = −8. At k = −8 the E4M3 subnormals m·2^-9 land
+  // on FP16's subnormals m·2^-17 = (m << 7)·2^-24, the same run: none. Above, the E4M3 subnormals are FP16 normals
+  // off the run: one group. Past k = 7 the top codes overflow to Inf: all 8 groups looked up, no run.
+  const expected = (k: number) => (k > 7 ? 8 : k === -8 ? 0 : k > -8 ? 1 : Math.min(8, Math.ceil((-7 - k) / 2)));
+  it('E8M0: every scale byte but NaN\'s takes the groups the formats give (the fused tests\' scales 105 … 144 cover 0 … 8)', () => {
+    const b = Uint8Array.from({ length: 255 }, (_, i) => i);
+    expect(Array.from(fp8PlanarGroups('fp8-e8m0', b))).toEqual(Array.from(b, (x) => expected(x - 127)));
+  });
+  it('float32 scales: a power of two as its E8M0 byte; scales as training leaves them (2^-13 … 2^-1) look up at most 3 groups; a scale that overflows FP16 all 8', () => {
+    const r = new Rng(91);
+    const pow = Float32Array.from({ length: 40 }, (_, i) => 2 ** (i - 30));
+    expect(Array.from(fp8PlanarGroups('fp8-f32', new Uint8Array(pow.buffer)))).toEqual(Array.from(pow, (_, i) => expected(i - 30)));
+    const trained = Float32Array.from({ length: 500 }, () => Math.fround((1 + r.uniform()) * 2 ** -(2 + r.int(12))));
+    const g = Array.from(fp8PlanarGroups('fp8-f32', new Uint8Array(trained.buffer)));
+    expect(Math.max(...g), 'no table left to value-by-value lookups').toBeLessThanOrEqual(3);
+    expect(Math.min(...g)).toBeGreaterThanOrEqual(1);
+    expect(Array.from(fp8PlanarGroups('fp8-f32', new Uint8Array(new Float32Array([448, 65504 / 448, -1e-4]).buffer)))).toEqual([8, 1, 4]);
   });
 });
 

@@ -18,7 +18,7 @@
  *     (the median ratio, and the lowest), and the 43-layer extrapolation (stated as such: layers of the released
  *     model are these widths).
  *
- *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide]
+ *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide] [--only mxfp4,fp8-block,nvfp4,bnb4]
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -123,11 +123,16 @@ function copyOf(set: LinearWeight[]): { total: number; copy: () => void } {
   return { total, copy };
 }
 
+/** the in-memory formats measured: all, or those `--only a,b` names (a developer's profile of one) */
+const FORMATS = ['mxfp4', 'fp8-block', 'nvfp4', 'bnb4'] as const;
+const only = process.argv.indexOf('--only');
+const IN_MEMORY = only < 0 ? FORMATS : FORMATS.filter((f) => (process.argv[only + 1] ?? '').split(',').includes(f));
+
 export async function benchWeightsCheck(wide: boolean): Promise<Record<string, number>> {
   const cache = new LinearCache(loadDeviceNative());
   const out: Record<string, number> = {};
   console.log(`  ${COUNT} × [${O}×${I}]            packed MiB   fused GB/s  ×memcpy   before GB/s  ×memcpy   memcpy GB/s`);
-  for (const format of ['mxfp4', 'fp8-block', 'nvfp4', 'bnb4'] as const) {
+  for (const format of IN_MEMORY) {
     const set = format === 'nvfp4' || format === 'bnb4' ? otherFormats(format) : experts(format);
     const { total, copy } = copyOf(set);
     const [fMs, bMs, cMs] = await timeBlocks([checkAll(cache, set, true), checkAll(cache, set, false), copy], 3);
