@@ -109,16 +109,27 @@ __attribute__((target("avx512f"))) inline __m256i round_f16_avx512(__m512 x) {
 #pragma GCC diagnostic pop
 // The same on 8 lanes, as 32-bit results (each below 2^16), with the same shorter form where every lane is ±0 or
 // has an exponent of 113…142 (0 ≤ |x|'s bits − 113·2^23 < 30·2^23, tested as two signed compares).
+// The lanes of |x|'s bits `abs` with an exponent of 113…142, and (short) whether every lane is such a lane or ±0.
+__attribute__((target("avx2"))) inline __m256i f16_normal_lanes_avx2(__m256i abs, bool& short_form) {
+  const __m256i rel = _mm256_sub_epi32(abs, _mm256_set1_epi32(113 << 23));
+  const __m256i normal = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), rel), _mm256_cmpgt_epi32(_mm256_set1_epi32(30 << 23), rel));
+  short_form = _mm256_movemask_epi8(_mm256_or_si256(normal, _mm256_cmpeq_epi32(abs, _mm256_setzero_si256()))) == -1;
+  return normal;
+}
+// The shorter form's binary16 bits of x (|x|'s bits abs, its `normal` lanes; sign and ±0 kept).
+__attribute__((target("avx2"))) inline __m256i round_f16_normal_avx2(__m256i u, __m256i abs, __m256i normal) {
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
+  const __m256i up = _mm256_add_epi32(_mm256_set1_epi32(0xfff), _mm256_and_si256(_mm256_srli_epi32(abs, 13), _mm256_set1_epi32(1)));
+  const __m256i q = _mm256_and_si256(normal, _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(abs, up), 13), _mm256_set1_epi32(112 << 10)));
+  return _mm256_or_si256(sign, q);
+}
 __attribute__((target("avx2"))) inline __m256i round_f16_avx2_32(__m256 x) {
   const __m256i u = _mm256_castps_si256(x), one = _mm256_set1_epi32(1);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
-  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), rel = _mm256_sub_epi32(abs, _mm256_set1_epi32(113 << 23));
-  const __m256i normal = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), rel), _mm256_cmpgt_epi32(_mm256_set1_epi32(30 << 23), rel));
-  if (_mm256_movemask_epi8(_mm256_or_si256(normal, _mm256_cmpeq_epi32(abs, _mm256_setzero_si256()))) == -1) {
-    const __m256i up = _mm256_add_epi32(_mm256_set1_epi32(0xfff), _mm256_and_si256(_mm256_srli_epi32(abs, 13), one));
-    const __m256i q = _mm256_and_si256(normal, _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(abs, up), 13), _mm256_set1_epi32(112 << 10)));
-    return _mm256_or_si256(sign, q);
-  }
+  const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  bool short_form;
+  const __m256i normal = f16_normal_lanes_avx2(abs, short_form);
+  if (short_form) return round_f16_normal_avx2(u, abs, normal);
   const __m256i exp = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xff));
   const __m256i mant = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffff));
   const __m256i e = _mm256_sub_epi32(exp, _mm256_set1_epi32(112));
@@ -354,9 +365,34 @@ __attribute__((target("avx2"))) inline void e2m1_block(const E2m1Ref& t, const u
   for (int64_t i = c * 16; i < (c + 1) * 16; i++) compare_elem(row[i], drow[i], o * in + i, o * C + c, f16v, flags, p);
 }
 
+// Whether every block of the row passes on its bits and no scale of it can lose range (AVX2, two blocks a step: each
+// 128-bit lane holds one block's table, as mxfp4_pair_eq does), with no branch a block: the rows of a correct device.
+__attribute__((target("avx2"))) bool e2m1_row_clean_avx2(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* code, int64_t C, const uint16_t* drow) {
+  if (C % 2 != 0) return false;
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  __m256i differ = _mm256_setzero_si256();  // the or of every reference ^ device: zero when all bits agree
+  uint8_t lossy = 0;
+  for (int64_t c = 0; c < C; c += 2) {
+    const uint8_t k0 = code[c], k1 = code[c + 1];
+    lossy |= static_cast<uint8_t>(t.lossy[k0] | t.lossy[k1]);
+    // blocks c, c + 1: 8 bytes each, the low nibble first
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 8));
+    const __m128i ln = _mm_and_si128(b, m0f), hn = _mm_and_si128(_mm_srli_epi16(b, 4), m0f);
+    const __m256i idx = _mm256_set_m128i(_mm_unpackhi_epi8(ln, hn), _mm_unpacklo_epi8(ln, hn));
+    const __m256i L = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[k1])), _mm_load_si128(reinterpret_cast<const __m128i*>(t.lo[k0]))), idx);
+    const __m256i H = _mm256_shuffle_epi8(_mm256_set_m128i(_mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[k1])), _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[k0]))), idx);
+    // the unpacks give each block's values 0–7 (then 8–15) in its lane: the device's halves of both blocks likewise
+    const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(drow + c * 16)), d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(drow + c * 16 + 16));
+    differ = _mm256_or_si256(differ, _mm256_xor_si256(_mm256_unpacklo_epi8(L, H), _mm256_permute2x128_si256(d0, d1, 0x20)));
+    differ = _mm256_or_si256(differ, _mm256_xor_si256(_mm256_unpackhi_epi8(L, H), _mm256_permute2x128_si256(d0, d1, 0x31)));
+  }
+  return lossy == 0 && _mm256_testz_si256(differ, differ);
+}
+
 __attribute__((target("avx2"))) void e2m1_row(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow, float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
   const uint8_t* code = s + 4 * 256 + o * C;  // the row's blocks' stored bytes
+  if (e2m1_row_clean_avx2(t, wrow, code, C, drow)) return;
   bool decoded = false;
   for (int64_t c = 0; c < C; c++) e2m1_block(t, wrow, s, o, in, c, code[c], drow, row, decoded, f16v, flags, p);
 }
@@ -549,39 +585,69 @@ __attribute__((target("avx2"))) inline bool lossy8(__m256 v, __m256i h) {
   return _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(nf, inf), under)) != 0;
 }
 
+// Block b's table (as table4_block_avx512): the FP16 bits of its 16 codes' values table[code] · absmax, in code
+// order, and whether a lane can lose range. Where every lane is ±0 or normal-range (a real checkpoint's blocks), the
+// shorter form's only loss of range is rounding past 65504, to Inf.
+__attribute__((target("avx2"))) inline __m256i table4_block_avx2(__m256 t0, __m256 t1, const uint8_t* s, int64_t b, bool& lossy) {
+  float a;
+  std::memcpy(&a, s + 64 + 4 * b, 4);
+  const __m256 va = _mm256_set1_ps(a), v0 = _mm256_mul_ps(t0, va), v1 = _mm256_mul_ps(t1, va);
+  const __m256i u0 = _mm256_castps_si256(v0), u1 = _mm256_castps_si256(v1), m = _mm256_set1_epi32(0x7fffffff);
+  const __m256i a0 = _mm256_and_si256(u0, m), a1 = _mm256_and_si256(u1, m);
+  bool short0, short1;
+  const __m256i n0 = f16_normal_lanes_avx2(a0, short0), n1 = f16_normal_lanes_avx2(a1, short1);
+  if (short0 && short1) {
+    const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(round_f16_normal_avx2(u0, a0, n0), round_f16_normal_avx2(u1, a1, n1)), 0xd8);
+    lossy = _mm256_movemask_epi8(_mm256_cmpeq_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x7c00))) != 0;
+    return h;
+  }
+  const __m256i h0 = round_f16_avx2_32(v0), h1 = round_f16_avx2_32(v1);
+  lossy = lossy8(v0, h0) || lossy8(v1, h1);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
+}
+
 __attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                      float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m256 t0 = _mm256_loadu_ps(reinterpret_cast<const float*>(s)), t1 = _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8);
-  const __m256i byte = _mm256_set1_epi16(0xff);
+  // a table's words → its low bytes then its high bytes, in each lane; then the lanes' halves regrouped (low | high)
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m128i m0f = _mm_set1_epi8(0x0f);
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;
   for (int64_t j = j0; j < j1;) {
-    // as table4_row_avx512: the tables of up to kTable4Group blocks first, then the compares; a table kept as its
-    // low and high bytes, for pshufb
+    // as table4_row_avx512: the tables of up to kTable4Group blocks first, then the compares; a table kept whole
+    // (for a tail) and as its 16 low bytes then 16 high bytes, for pshufb
     const int64_t b0 = j / bi, nb = std::min<int64_t>(kTable4Group, (j1 - 1) / bi - b0 + 1);
     alignas(32) uint16_t hs[kTable4Group][16];
-    alignas(16) uint8_t lo[kTable4Group][16], hi[kTable4Group][16];
+    alignas(32) uint8_t planes[kTable4Group][32];
     uint32_t lossy = 0;
     for (int64_t g = 0; g < nb; g++) {
-      float a;
-      std::memcpy(&a, s + 64 + 4 * (b0 + g), 4);
-      const __m256 va = _mm256_set1_ps(a), v0 = _mm256_mul_ps(t0, va), v1 = _mm256_mul_ps(t1, va);
-      const __m256i h0 = round_f16_avx2_32(v0), h1 = round_f16_avx2_32(v1);
-      lossy |= static_cast<uint32_t>(lossy8(v0, h0) || lossy8(v1, h1)) << g;
-      const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
+      bool l;
+      const __m256i h = table4_block_avx2(t0, t1, s, b0 + g, l);
+      lossy |= static_cast<uint32_t>(l) << g;
       _mm256_store_si256(reinterpret_cast<__m256i*>(hs[g]), h);
-      const __m256i hl = _mm256_and_si256(h, byte), hh = _mm256_srli_epi16(h, 8);
-      _mm_store_si128(reinterpret_cast<__m128i*>(lo[g]), _mm_packus_epi16(_mm256_castsi256_si128(hl), _mm256_extracti128_si256(hl, 1)));
-      _mm_store_si128(reinterpret_cast<__m128i*>(hi[g]), _mm_packus_epi16(_mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(planes[g]), _mm256_permute4x64_epi64(_mm256_shuffle_epi8(h, split), 0xd8));
     }
     for (int64_t g = 0; g < nb; g++) {
       const int64_t b = b0 + g, end = std::min(j1, (b + 1) * bi);
       bool ok = ((lossy >> g) & 1) == 0;
       int64_t k = j;
       if (ok && (j & 1) == 0) {
-        // 8 packed bytes → 16 codes, the high nibble first
-        const __m128i L16 = _mm_load_si128(reinterpret_cast<const __m128i*>(lo[g])), H16 = _mm_load_si128(reinterpret_cast<const __m128i*>(hi[g]));
+        const __m128i L16 = _mm_load_si128(reinterpret_cast<const __m128i*>(planes[g])), H16 = _mm_load_si128(reinterpret_cast<const __m128i*>(planes[g] + 16));
+        const __m256i L32 = _mm256_broadcastsi128_si256(L16), H32 = _mm256_broadcastsi128_si256(H16);
+        // 16 packed bytes → 32 codes, the high nibble first, put in the order whose byte unpacks give the device's
+        // word order (qwords 0, 2, 1, 3)
+        for (; ok && k + 32 <= end; k += 32) {
+          const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + (k - k0) / 2));
+          const __m128i hn = _mm_and_si128(_mm_srli_epi16(c, 4), m0f), ln = _mm_and_si128(c, m0f);
+          const __m256i idx = _mm256_permute4x64_epi64(_mm256_set_m128i(_mm_unpackhi_epi8(hn, ln), _mm_unpacklo_epi8(hn, ln)), 0xd8);
+          const __m256i L = _mm256_shuffle_epi8(L32, idx), H = _mm256_shuffle_epi8(H32, idx);
+          const __m256i* d = reinterpret_cast<const __m256i*>(drow + (k - j0));
+          const __m256i e0 = _mm256_cmpeq_epi16(_mm256_unpacklo_epi8(L, H), _mm256_loadu_si256(d));
+          const __m256i e1 = _mm256_cmpeq_epi16(_mm256_unpackhi_epi8(L, H), _mm256_loadu_si256(d + 1));
+          ok = _mm256_movemask_epi8(_mm256_and_si256(e0, e1)) == -1;
+        }
+        // 8 packed bytes → 16 codes
         for (; ok && k + 16 <= end; k += 16) {
           const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + (k - k0) / 2));
           const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(c, 4), m0f), _mm_and_si128(c, m0f));
