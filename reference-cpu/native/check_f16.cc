@@ -107,9 +107,8 @@ __attribute__((target("avx512f"))) inline __m256i round_f16_avx512(__m512 x) {
   return _mm512_cvtepi32_epi16(_mm512_or_si512(sign, q));
 }
 #pragma GCC diagnostic pop
-// The same on 8 lanes, as 32-bit results (each below 2^16), with the same shorter form where every lane is ±0 or
-// has an exponent of 113…142 (0 ≤ |x|'s bits − 113·2^23 < 30·2^23, tested as two signed compares).
-// The lanes of |x|'s bits `abs` with an exponent of 113…142, and (short) whether every lane is such a lane or ±0.
+// The lanes of |x|'s bits `abs` with an exponent of 113…142 (0 ≤ abs − 113·2^23 < 30·2^23, as two signed compares),
+// and (short_form) whether every lane is such a lane or ±0.
 __attribute__((target("avx2"))) inline __m256i f16_normal_lanes_avx2(__m256i abs, bool& short_form) {
   const __m256i rel = _mm256_sub_epi32(abs, _mm256_set1_epi32(113 << 23));
   const __m256i normal = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_setzero_si256(), rel), _mm256_cmpgt_epi32(_mm256_set1_epi32(30 << 23), rel));
@@ -123,6 +122,8 @@ __attribute__((target("avx2"))) inline __m256i round_f16_normal_avx2(__m256i u, 
   const __m256i q = _mm256_and_si256(normal, _mm256_sub_epi32(_mm256_srli_epi32(_mm256_add_epi32(abs, up), 13), _mm256_set1_epi32(112 << 10)));
   return _mm256_or_si256(sign, q);
 }
+// round_f16_avx512 on 8 lanes, as 32-bit results (each below 2^16), with the same shorter form where every lane is
+// ±0 or has an exponent of 113…142.
 __attribute__((target("avx2"))) inline __m256i round_f16_avx2_32(__m256 x) {
   const __m256i u = _mm256_castps_si256(x), one = _mm256_set1_epi32(1);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
@@ -745,9 +746,9 @@ Napi::Value check_f16(const Napi::CallbackInfo& info) {
 // that block's scale, by exact_row and round_f16). Other kinds: exact_row and compare_elem per row.
 // One row at a time: the device's row (8 KiB at in = 4096) stays in L1 between its decode and the compare; at 8
 // rows the buffer lived in L2 and the check ran 1.3–1.6× slower (measured on [2048×4096] experts). FP8 blocks
-// (VBMI, or AVX2's lookups of Fp8Planes) go 8 rows a step instead: a block is 128 codes of a row, and loading its two 256-byte tables into eight
-// registers for every 128 codes cost more than the L2 (both sides load a block's tables once per step; ~1.15×
-// faster on 16 [2048×4096] FP8 weights, side by side).
+// (VBMI, or AVX2's lookups of Fp8Planes) go 8 rows a step instead: a block is 128 codes of a row, and loading its
+// two 256-byte tables into eight registers for every 128 codes cost more than the L2 (both sides load a block's
+// tables once per step; ~1.15× faster on 16 [2048×4096] FP8 weights, side by side).
 constexpr int64_t kRows = 1;
 constexpr int64_t kFp8Rows = 8;
 
@@ -950,10 +951,6 @@ int64_t mxfp4_row_same(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* sr
   return differ;
 }
 
-// FP8 blocks: per stored scale (an E8M0 byte or a float32 pattern), the reference's FP16 values of the 256 codes
-// (exact_row over a row holding codes 0..255 under that scale, then round_f16) and whether the scale can lose
-// range; block r·C + c uses table id[r·C + c]. A tensor holds a handful of distinct E8M0 scales, so a handful of
-// tables are built (at most one per block, for float32 scales).
 bool g_vbmi = [] {
   __builtin_cpu_init();
   return g_avx512bw && __builtin_cpu_supports("avx512vbmi") != 0;
@@ -1084,6 +1081,10 @@ bool fp8_planes_same(const Fp8Planes& t, const uint16_t* f16, const uint8_t* cod
   }
 }
 
+// FP8 blocks: per stored scale (an E8M0 byte or a float32 pattern), the reference's FP16 values of the 256 codes
+// (exact_row over a row holding codes 0..255 under that scale, then round_f16) and whether the scale can lose
+// range; block r·C + c uses table id[r·C + c]. A tensor holds a handful of distinct E8M0 scales, so a handful of
+// tables are built (at most one per block, for float32 scales).
 struct Fp8Ref {
   std::vector<uint32_t> id;     // [r·C + c] → table
   std::vector<uint16_t> f16;    // [table·256 + code]
@@ -1094,7 +1095,9 @@ struct Fp8Ref {
   // for [2048×4096]), 0.8 µs each, which on the JS thread was a serial ~30 % of an FP8 check. state[table]: 0 not
   // built, 1 being built, 2 built (its bits published by the release store that sets 2).
   ExactKind kind = ExactKind::Fp8E8m0;
-  bool planar = false;         // whether the compare uses the planar forms (AVX2 without VBMI)
+  // the compare's form, fixed at the level the job was made at (only its own tables are built): VBMI's 256-byte
+  // tables, AVX2's planar forms, or neither (scalar: the table a value at a time)
+  bool vbmi = false, planar = false;
   const uint8_t* s = nullptr;  // the stored scales
   std::vector<int64_t> first;  // [table] → a block holding its scale
   std::unique_ptr<std::atomic<uint8_t>[]> state;
@@ -1105,7 +1108,8 @@ Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
   Fp8Ref t;
   t.kind = kind, t.s = s;
   const RefSimd simd = reference_simd();
-  t.planar = simd != RefSimd::Scalar && g_avx2 && !(simd == RefSimd::Avx512 && g_vbmi);
+  t.vbmi = simd == RefSimd::Avx512 && g_vbmi;
+  t.planar = simd != RefSimd::Scalar && g_avx2 && !t.vbmi;
   const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1;
   t.id.resize(static_cast<size_t>(blocks));
   std::unordered_map<uint32_t, uint32_t> seen;
@@ -1118,10 +1122,9 @@ Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
   }
   const size_t T = t.first.size();
   t.f16.resize(T * 256);
-  t.lo.resize(T * 256);
-  t.hi.resize(T * 256);
   t.lossy.resize(T);
-  t.planes.resize(T);
+  if (t.planar) t.planes.resize(T);
+  else if (t.vbmi) t.lo.resize(T * 256), t.hi.resize(T * 256);
   t.state.reset(new std::atomic<uint8_t>[T]);
   for (size_t k = 0; k < T; k++) t.state[k].store(0, std::memory_order_relaxed);
   return t;
@@ -1147,8 +1150,7 @@ void fp8_build(Fp8Ref& t, int64_t k) {
   bool lossy = false;
   for (int c = 0; c < 256; c++) {
     const uint16_t h = h16[c];
-    t.lo[k * 256 + c] = static_cast<uint8_t>(h & 0xff);
-    t.hi[k * 256 + c] = static_cast<uint8_t>(h >> 8);
+    if (t.vbmi) t.lo[k * 256 + c] = static_cast<uint8_t>(h & 0xff), t.hi[k * 256 + c] = static_cast<uint8_t>(h >> 8);
     // NaN codes (0x7F, 0xFF) decode to NaN and never mark a block: a weight holding any is refused, by the caller
     // before the compare or, when the compare reads the weight itself, after it from weightNanCodes (check.ts
     // looks at that before anything else in the result)
@@ -1164,8 +1166,9 @@ void fp8_build(Fp8Ref& t, int64_t k) {
   }
 }
 
-// Build the tables of block row br's C blocks that no thread has taken, then wait for any another thread is building
-// (two threads on one block row share its tables' work).
+// Build the tables of block row br's C blocks that no thread has taken, then wait for those another thread is
+// building (two threads on one block row share its tables' work). fp8_build neither throws nor returns early, so a
+// table taken is always built.
 void fp8_ready(Fp8Ref& t, int64_t br, int64_t C) {
   bool busy = false;
   for (int64_t c = 0; c < C; c++) {
@@ -1410,7 +1413,6 @@ __attribute__((target("avx2"))) inline bool all_zero(const uint8_t* p, int64_t n
   return rest == 0 && _mm256_testz_si256(acc, acc);
 }
 
-// Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
 // fp8_step_same with AVX2: each block by its table's planar form, or value by value where the table has none.
 void fp8_step_same_avx2(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n, const uint16_t* dev,
                         uint8_t* differ) {
@@ -1437,6 +1439,7 @@ void fp8_step_same_avx2(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t
   }
 }
 
+// Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
 void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   const ExactKind kind = j.a.kind;
   const int64_t out = j.a.out, in = j.a.in, bo = j.a.bo, bi = j.a.bi, C = j.C, step = j.step, row_bytes = j.row_bytes;
@@ -1449,7 +1452,7 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   const RefSimd simd = reference_simd();  // the level setSimd chose (tests run each)
   const bool avx2 = g_avx2 && simd != RefSimd::Scalar;
   // FP8 blocks compared a step of rows at once, into differ: 64 codes a lookup with VBMI, else 32 with AVX2
-  const bool fp8_vbmi = fp8 && simd == RefSimd::Avx512 && g_vbmi, fp8_avx2 = fp8 && !fp8_vbmi && avx2;
+  const bool fp8_vbmi = fp8 && f8.vbmi, fp8_avx2 = fp8 && f8.planar;
   const Mxfp4Ref* t = mx ? &mxfp4_ref() : nullptr;
   uint16_t* dev = ThreadBufs::at_least(tb.dev, step * in);
   uint8_t* differ = fp8 ? ThreadBufs::at_least(tb.differ, step * C) : nullptr;
@@ -1800,8 +1803,10 @@ Napi::Value fp8_planar_groups_fn(const Napi::CallbackInfo& info) {
   }
   auto sb = info[1].As<Napi::Uint8Array>();
   const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1, blocks = sb.ElementLength() / sz;
+  if (sb.ElementLength() % sz != 0) throw Napi::RangeError::New(env, "fp8PlanarGroups: float32 scales take 4 bytes each");
   Fp8Ref t = fp8_ref(kind, sb.Data(), static_cast<int64_t>(blocks));
-  t.planar = g_avx2;
+  t.vbmi = false, t.planar = g_avx2;
+  t.planes.resize(t.first.size());
   auto out = Napi::Int32Array::New(env, blocks);
   for (size_t b = 0; b < blocks; b++) {
     const uint32_t k = t.id[b];

@@ -15,7 +15,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, referenceNativeInfo, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -285,7 +285,8 @@ describe('checkF16 (native fused compare)', () => {
   });
 });
 
-describe('the FP8 tables\' AVX2 form (Fp8Planes: 16-code groups looked up, the rest a run by exponent)', () => {
+// (the form is built on CPUs with AVX2 only: the level its lookups run at)
+describe.skipIf(referenceNativeInfo().simd === 'scalar')('the FP8 tables\' AVX2 form (Fp8Planes: 16-code groups looked up, the rest a run by exponent)', () => {
   // From the formats alone: under E8M0 scale 2^k, E4M3 code (e, m), e ≥ 1, is 2^(e−7)·(1 + m/8)·2^k, an FP16 normal
   // when e − 7 + k ≥ −14 and finite while 448·2^k ≤ 65504 (k ≤ 7). Every code from the first FP16 normal on then has
   // the bits of the code one exponent down plus 1 << 10, so only the groups of 16 codes (two exponents) holding
@@ -306,6 +307,7 @@ describe('the FP8 tables\' AVX2 form (Fp8Planes: 16-code groups looked up, the r
     expect(Math.max(...g), 'no table left to value-by-value lookups').toBeLessThanOrEqual(3);
     expect(Math.min(...g)).toBeGreaterThanOrEqual(1);
     expect(Array.from(fp8PlanarGroups('fp8-f32', new Uint8Array(new Float32Array([448, 65504 / 448, -1e-4]).buffer)))).toEqual([8, 1, 4]);
+    expect(() => fp8PlanarGroups('fp8-f32', new Uint8Array(6))).toThrow(/float32 scales take 4 bytes each/);
   });
 });
 
