@@ -1378,6 +1378,9 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   // tensor (1.3× slower over 16 [2048×4096] tensors, measured side by side). Without fill, 64 rows (8-row chunks
   // interleaved the threads' pages too finely); with fill, what one read brings in (kFillChunkBytes).
   j->chunk_rows = j->fill.on ? std::max<int64_t>(1, kFillChunkBytes / (j->row_bytes * j->step)) * j->step : std::max<int64_t>(1, 64 / j->step) * j->step;
+  // FP8 blocks: whole block rows a chunk, so no two threads need the same block row's tables (float32 scales: each
+  // block its own), and none waits for another to build them
+  if (j->fp8) j->chunk_rows = (j->chunk_rows + bo - 1) / bo * bo;
   j->nchunks = (out + j->chunk_rows - 1) / j->chunk_rows;
   return j;
 }
