@@ -4,7 +4,8 @@
  *   - per tensor, a routed expert's MXFP4 [2048×4096] and an FP8-block [2048×4096] attention weight, sixteen of
  *     them (64 MiB of MXFP4: past the last-level cache, as a layer's experts are): the fused pass (the device
  *     emulation's rows pulled into the reference's compare, checkExactVsF16Rows) against the pass it replaced
- *     (the device's whole FP16 tensor, then checkExactVsF16);
+ *     (the device's whole FP16 tensor, then checkExactVsF16); FP8 blocks twice, at DeepSeek-V4's E8M0 scales and at
+ *     float32 ones (DeepSeek-V4-Flash-Base's FP8 experts, V3/R1), where every block has a table of its own;
  *   - NVFP4 (ModelOpt) and bitsandbytes NF4 [2048×4096], sixteen each, the same two ways (their own row sources,
  *     nvfp4RowSource and bnb4RowSource: a bitsandbytes row of 4096 holds 64 whole blocks), each weight's scales
  *     formed again on every run, as a check that meets each weight once forms them;
@@ -18,7 +19,7 @@
  *     (the median ratio, and the lowest), and the 43-layer extrapolation (stated as such: layers of the released
  *     model are these widths).
  *
- *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide] [--only mxfp4,fp8-block,nvfp4,bnb4]
+ *   npm run build:ts && node dist/scripts/bench/weights_check.js [--wide] [--only mxfp4,fp8-block,fp8-f32,nvfp4,bnb4]
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -47,8 +48,8 @@ function bytes(r: Rng, n: number, lo = 0, hi = 255): Uint8Array {
   return b;
 }
 
-function experts(format: 'mxfp4' | 'fp8-block'): LinearWeight[] {
-  const r = new Rng(format === 'mxfp4' ? 15 : 16);
+function experts(format: 'mxfp4' | 'fp8-block' | 'fp8-f32'): LinearWeight[] {
+  const r = new Rng(format === 'mxfp4' ? 15 : format === 'fp8-block' ? 16 : 19);
   const n = O * I;
   return Array.from({ length: COUNT }, (_, e): LinearWeight => {
     const name = `layers.0.ffn.experts.${e}.w1.weight`;
@@ -60,9 +61,13 @@ function experts(format: 'mxfp4' | 'fp8-block'): LinearWeight[] {
     }
     const codes = bytes(r, n);
     for (let i = 0; i < n; i++) if ((codes[i] & 0x7f) === 0x7f) codes[i]--;
-    return { name, out: O, in: I, format, encoding: 'fp8-block', block: [128, 128],
-      weight: { name, dtype: 'F8_E4M3', shape: [O, I], bytes: codes },
-      scale: { name: name.replace('weight', 'scale'), dtype: 'F8_E8M0', shape: [O / 128, I / 128], bytes: bytes(r, (n / 128) / 128, 118, 126) } };
+    const blocks = (n / 128) / 128;
+    // DeepSeek-V4's E8M0 scales (2^-9 … 2^-1), or float32 ones as Flash-Base's FP8 experts and V3 store them (a
+    // block's amax / 448: (1 … 2)·2^-13 … 2^-2), each block its own
+    const scale = format === 'fp8-block'
+      ? { name: name.replace('weight', 'scale'), dtype: 'F8_E8M0' as const, shape: [O / 128, I / 128], bytes: bytes(r, blocks, 118, 126) }
+      : { name: `${name}_scale_inv`, dtype: 'F32' as const, shape: [O / 128, I / 128], bytes: new Uint8Array(Float32Array.from({ length: blocks }, () => (1 + r.uniform()) * 2 ** -(2 + r.int(12))).buffer) };
+    return { name, out: O, in: I, format: 'fp8-block', encoding: 'fp8-block', block: [128, 128], weight: { name, dtype: 'F8_E4M3', shape: [O, I], bytes: codes }, scale };
   });
 }
 
@@ -124,7 +129,7 @@ function copyOf(set: LinearWeight[]): { total: number; copy: () => void } {
 }
 
 /** the in-memory formats measured: all, or those `--only a,b` names (a developer's profile of one) */
-const FORMATS = ['mxfp4', 'fp8-block', 'nvfp4', 'bnb4'] as const;
+const FORMATS = ['mxfp4', 'fp8-block', 'fp8-f32', 'nvfp4', 'bnb4'] as const;
 const only = process.argv.indexOf('--only');
 const IN_MEMORY = only < 0 ? FORMATS : FORMATS.filter((f) => (process.argv[only + 1] ?? '').split(',').includes(f));
 
