@@ -23,8 +23,10 @@ struct Fp8Tables {
 };
 
 // The tables of an FP8-block weight [out, in] with blocks [bo, bi] and its scales (E8M0 bytes, or little-endian
-// f32 with f32s), fault as ld_fp8_scale takes it.
-Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault);
+// f32 with f32s), fault as ld_fp8_scale takes it. team: build many tables (f32 scales: one a block) on an OpenMP
+// team; false where the caller's thread runs beside another team (a row source made while the weights check's
+// worker runs a batch).
+Fp8Tables fp8_tables(const uint8_t* scales, bool f32s, int out, int in, int bo, int bi, int fault, bool team = true);
 
 // Rows [o0, o0 + rows) of the weight (w0: row o0's stored bytes, rows `in` apart) → y [rows][in] f16 bits.
 void fp8_rows(const uint8_t* w0, const Fp8Tables& tab, int in, int bo, int bi, int o0, int rows, uint16_t* y);
