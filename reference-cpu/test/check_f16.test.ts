@@ -314,14 +314,14 @@ describe.skipIf(referenceNativeInfo().simd === 'scalar')('the FP8 tables\' AVX2 
 describe('nanCodes (NaN encodings counted natively)', () => {
   it('counts E8M0 0xFF, E4M3 S.1111.111 and float32 NaNs as a byte-by-byte count does, at every length and SIMD level', () => {
     const r = new Rng(77);
-    for (const n of [0, 1, 31, 32, 33, 1000, 4096 + 7]) {
+    for (const n of [0, 1, 31, 32, 33, 63, 64, 65, 1000, 4096 + 7]) {
       // bytes dense in NaN codes and their neighbours
       const b = Uint8Array.from({ length: n * 4 }, () => [0xff, 0x7f, 0xfe, 0x7e, 0x80, r.int(256)][r.int(6)]);
       const e8m0 = b.filter((x) => x === 0xff).length;
       const e4m3 = b.filter((x) => (x & 0x7f) === 0x7f).length;
       const f = new Float32Array(b.buffer);
       const f32 = f.filter((x) => Number.isNaN(x)).length;
-      for (const level of ['auto', 'scalar'] as const) {
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
         setReferenceSimd(level);
         expect([nanCodeCount(b, 'e8m0'), nanCodeCount(b, 'e4m3'), nanCodeCount(b, 'f32')], `n ${n}, ${level}`).toEqual([e8m0, e4m3, f32]);
       }
