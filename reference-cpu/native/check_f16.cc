@@ -1380,7 +1380,8 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   j->chunk_rows = j->fill.on ? std::max<int64_t>(1, kFillChunkBytes / (j->row_bytes * j->step)) * j->step : std::max<int64_t>(1, 64 / j->step) * j->step;
   // FP8 blocks: whole block rows a chunk, so no two threads need the same block row's tables (float32 scales: each
   // block its own), and none waits for another to build them. A fused read's chunk stays near what one read brings
-  // in (under twice it): rows wider than 8192 (a chunk of fewer rows than a block row) share block rows instead.
+  // in (under twice it): where a read brings in fewer rows than a block row (at 128-row blocks, rows wider than 8192)
+  // threads share block rows instead.
   if (j->fp8 && (!j->fill.on || j->chunk_rows >= bo)) j->chunk_rows = (j->chunk_rows + bo - 1) / bo * bo;
   j->nchunks = (out + j->chunk_rows - 1) / j->chunk_rows;
   return j;
