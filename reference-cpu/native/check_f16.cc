@@ -126,11 +126,11 @@ __attribute__((target("avx2"))) inline __m256i round_f16_normal_avx2(__m256i u, 
 // ±0 or has an exponent of 113…142.
 __attribute__((target("avx2"))) inline __m256i round_f16_avx2_32(__m256 x) {
   const __m256i u = _mm256_castps_si256(x), one = _mm256_set1_epi32(1);
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
   const __m256i abs = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   bool short_form;
   const __m256i normal = f16_normal_lanes_avx2(abs, short_form);
   if (short_form) return round_f16_normal_avx2(u, abs, normal);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000));
   const __m256i exp = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xff));
   const __m256i mant = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffff));
   const __m256i e = _mm256_sub_epi32(exp, _mm256_set1_epi32(112));
@@ -1233,7 +1233,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void fp8_blocks_same_vbmi
 #pragma GCC diagnostic pop
 
 // For the n rows from r0 held in dev ([n][in]): differ[(o − r0)·C + c] = whether row o's block c is not the
-// reference's on its FP16 bits (VBMI), rows of the same block row sharing one load of each block's tables.
+// reference's on its FP16 bits, rows of the same block row sharing one load of each block's tables: VBMI's byte
+// tables (f8.vbmi), else each block by its table's planar form (AVX2), or value by value where the table has none.
 // w0: the stored bytes of row r0 onwards.
 void fp8_step_same(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n,
                    const uint16_t* dev, uint8_t* differ) {
@@ -1241,9 +1242,21 @@ void fp8_step_same(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, 
   for (int64_t a = r0; a < r0 + n;) {
     const int64_t br = a / bo, e = std::min(r0 + n, (br + 1) * bo);  // rows [a, e) share block row br
     for (int64_t c = 0; c < C; c++) {
-      const int64_t i0 = c * bi, i1 = std::min(in, i0 + bi);
-      const int64_t b = static_cast<int64_t>(f8.id[br * C + c]) * 256;
-      fp8_blocks_same_vbmi(w0 + (a - r0) * in + i0, in, f8.lo.data() + b, f8.hi.data() + b, dev + (a - r0) * in + i0, in, i1 - i0, e - a, same);
+      const int64_t i0 = c * bi, w = std::min(in, i0 + bi) - i0;
+      const uint32_t k = f8.id[br * C + c];
+      const uint8_t* codes = w0 + (a - r0) * in + i0;
+      const uint16_t* d = dev + (a - r0) * in + i0;
+      const int64_t kb = static_cast<int64_t>(k) * 256;
+      const uint16_t* f16 = f8.f16.data() + kb;
+      if (f8.vbmi) {
+        fp8_blocks_same_vbmi(codes, in, f8.lo.data() + kb, f8.hi.data() + kb, d, in, w, e - a, same);
+      } else if (!fp8_planes_same(f8.planes[k], f16, codes, in, d, in, w, e - a, same)) {
+        for (int64_t r = 0; r < e - a; r++) {
+          uint32_t diff = 0;
+          for (int64_t i = 0; i < w; i++) diff |= static_cast<uint32_t>(f16[codes[r * in + i]] ^ d[r * in + i]);
+          same[r] = diff == 0;
+        }
+      }
       for (int64_t o = a; o < e; o++) differ[(o - r0) * C + c] = !same[o - a];
     }
     a = e;
@@ -1418,32 +1431,6 @@ __attribute__((target("avx2"))) inline bool all_zero(const uint8_t* p, int64_t n
   return rest == 0 && _mm256_testz_si256(acc, acc);
 }
 
-// fp8_step_same with AVX2: each block by its table's planar form, or value by value where the table has none.
-void fp8_step_same_avx2(const Fp8Ref& f8, const uint8_t* w0, int64_t in, int64_t bo, int64_t bi, int64_t C, int64_t r0, int64_t n, const uint16_t* dev,
-                        uint8_t* differ) {
-  bool same[kFp8Rows];
-  for (int64_t a = r0; a < r0 + n;) {
-    const int64_t br = a / bo, e = std::min(r0 + n, (br + 1) * bo);  // rows [a, e) share block row br
-    for (int64_t c = 0; c < C; c++) {
-      const int64_t i0 = c * bi, w = std::min(in, i0 + bi) - i0;
-      const uint32_t k = f8.id[br * C + c];
-      const Fp8Planes& t = f8.planes[k];
-      const uint16_t* f16 = f8.f16.data() + static_cast<int64_t>(k) * 256;
-      const uint8_t* codes = w0 + (a - r0) * in + i0;
-      const uint16_t* d = dev + (a - r0) * in + i0;
-      if (!fp8_planes_same(t, f16, codes, in, d, in, w, e - a, same)) {
-        for (int64_t r = 0; r < e - a; r++) {
-          uint32_t diff = 0;
-          for (int64_t i = 0; i < w; i++) diff |= static_cast<uint32_t>(f16[codes[r * in + i]] ^ d[r * in + i]);
-          same[r] = diff == 0;
-        }
-      }
-      for (int64_t o = a; o < e; o++) differ[(o - r0) * C + c] = !same[o - a];
-    }
-    a = e;
-  }
-}
-
 // Chunk ci of job j on this thread: read its rows (fill), pull the device's rows, compare.
 void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   const ExactKind kind = j.a.kind;
@@ -1487,8 +1474,7 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
     // with fill the device decodes the same chunk by its own rule; without, its own bound tensor's bytes
     if (j.fill.on) src->rows_from(src, wc + (r0 - c0) * row_bytes, r0, n, dev);
     else src->rows(src, r0, n, dev);
-    if (fp8_vbmi) fp8_step_same(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
-    else if (fp8_avx2) fp8_step_same_avx2(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
+    if (fp8_vbmi || fp8_avx2) fp8_step_same(f8, wc + (r0 - c0) * row_bytes, in, bo, bi, C, r0, n, dev, differ);
     for (int64_t o = r0; o < r0 + n; o++) {
       const uint16_t* drow = dev + (o - r0) * in;
       const int64_t brow = (o / bo) * C;
