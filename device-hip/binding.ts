@@ -5,7 +5,7 @@
  * as do both addons' C++ readers, which throw the same TypeError/RangeError with the same message, never abort.
  * All FP16 data is f16 bits in a Uint16Array; matrices are row-major, weights [out, in].
  */
-import { loadAddon } from '../harness/io/addon.js';
+import { loadAddon, type SimdLevel } from '../harness/io/addon.js';
 import { type DecodeNative, type DeepseekNative, type DeviceOps, type GptOssNative, validatedDecodeNative, validatedDeepseekNative, validatedDeviceOps, validatedGptOssNative } from './ops/surfaces.generated.js';
 
 export type { DecodeNative, DeepseekNative, GptOssNative, HcPreResult, IndexerTopkResult, OssRouterResult, RouterResult } from './ops/surfaces.generated.js';
@@ -37,6 +37,8 @@ export interface DeviceInfo {
   backend: 'emulated' | 'hip';
   /** avx512 differs from avx2 only in the GEMM tile; every level gives the same bits */
   simd: 'avx512' | 'avx2' | 'scalar';
+  /** whether the AVX-512 VBMI kernels run (the CPU has them, the level is avx512, LAYERDIFF_SIMD is not 'avx512') */
+  vbmi: boolean;
   openmpThreads: number;
   compiler: string;
 }
@@ -56,8 +58,8 @@ export interface DeviceNative extends DeviceOps {
   /** The same for a bitsandbytes weight whose rows hold whole blocks of an even size: dequantBnb4ToF16's arguments. */
   bnb4RowSource?: (...args: Parameters<DeviceOps['dequantBnb4ToF16']>) => DeviceRowSource;
   info(): DeviceInfo;
-  /** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
-  setSimd(mode: 'auto' | 'avx2' | 'scalar'): DeviceInfo['simd'];
+  /** Test hook: force a kernel level ('avx512' without VBMI, 'avx2', 'scalar': same bits as the best), 'auto' restores the best. */
+  setSimd(mode: SimdLevel): DeviceInfo['simd'];
   /** Test hook: outputs an op writes in full (table.ts `filled`) start as all-ones bytes; → the setting now. */
   setPoisonOutputs?(on: boolean): boolean;
   /** Test hook: whether an FP8 block at this f32 scale is decoded arithmetically on AVX2 (exact, else looked up). */
@@ -97,7 +99,7 @@ export function validatedDeviceNative(raw: DeviceNative): DeviceNative {
         }),
     info: () => raw.info(),
     setSimd(mode) {
-      if (mode !== 'auto' && mode !== 'avx2' && mode !== 'scalar') throw new RangeError(`setSimd: mode must be 'auto', 'avx2' or 'scalar', got ${String(mode)}`);
+      if (!(['auto', 'avx512', 'avx2', 'scalar'] as const).includes(mode)) throw new RangeError(`setSimd: mode must be 'auto', 'avx512', 'avx2' or 'scalar', got ${String(mode)}`);
       return raw.setSimd(mode);
     },
     ...(raw.setPoisonOutputs === undefined ? {} : { setPoisonOutputs: (on: boolean) => raw.setPoisonOutputs!(on) }),

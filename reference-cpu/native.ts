@@ -4,11 +4,13 @@
  * exact dequantization of stored weights (reference-cpu/native/dequant_exact.cc). Everything else on the
  * reference path is plain TypeScript.
  */
-import { loadAddon } from '../harness/io/addon.js';
+import { loadAddon, type SimdLevel } from '../harness/io/addon.js';
 
 export interface ReferenceNativeInfo {
   /** kernel level; all give the same bits (same accumulation order) */
   simd: 'avx512' | 'avx2' | 'scalar';
+  /** whether the AVX-512 VBMI kernels run (the CPU has them, the level is avx512, LAYERDIFF_SIMD is not 'avx512') */
+  vbmi: boolean;
   openmpThreads: number;
 }
 
@@ -74,7 +76,7 @@ interface ReferenceAddon {
   hcCollapse(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
   info(): ReferenceNativeInfo;
-  setSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'];
+  setSimd(mode: SimdLevel): ReferenceNativeInfo['simd'];
 }
 
 let addon: ReferenceAddon | undefined;
@@ -105,8 +107,8 @@ export function referenceNativeInfo(): ReferenceNativeInfo {
   return native().info();
 }
 
-/** Test hook: force a kernel level ('avx2', 'scalar': same bits as the best), 'auto' restores the best. */
-export function setReferenceSimd(mode: 'auto' | 'avx2' | 'scalar'): ReferenceNativeInfo['simd'] {
+/** Test hook: force a kernel level ('avx512' without VBMI, 'avx2', 'scalar': same bits as the best), 'auto' restores the best. */
+export function setReferenceSimd(mode: SimdLevel): ReferenceNativeInfo['simd'] {
   return native().setSimd(mode);
 }
 

@@ -18,9 +18,19 @@ Simd best_simd() {
 Simd g_simd = best_simd();
 bool g_avx2 = g_simd != Simd::Scalar;
 
-void set_simd_level(Simd s) {
+namespace {
+bool g_vbmi_allowed = true;
+}  // namespace
+
+void set_simd_level(Simd s, bool vbmi) {
   g_simd = s;
   g_avx2 = s != Simd::Scalar;
+  g_vbmi_allowed = vbmi;
+}
+
+bool simd_vbmi() {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+  return g_simd == Simd::Avx512 && vbmi && g_vbmi_allowed;
 }
 
 namespace {
@@ -41,21 +51,24 @@ Napi::Value info_fn(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("backend", "emulated");
   o.Set("simd", simd_name(g_simd));
+  o.Set("vbmi", simd_vbmi());
   o.Set("openmpThreads", omp_get_max_threads());
   o.Set("compiler", compiler());
   return o;
 }
 
-// setSimd('auto' | 'avx2' | 'scalar') → the level now in use. Tests run every level the CPU has and check
-// they give the same bits; a level the CPU lacks falls back to the best it has.
+// setSimd('auto' | 'avx512' | 'avx2' | 'scalar') → the level now in use ('avx512': AVX-512 without the VBMI kernels).
+// Tests run every level the CPU has and check they give the same bits; a level the CPU lacks falls back to the best
+// it has.
 Napi::Value set_simd(const Napi::CallbackInfo& info) {
   need_args(info, 1, "setSimd");
   const std::string mode = info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   const Simd best = best_simd();
   if (mode == "auto") set_simd_level(best);
+  else if (mode == "avx512") set_simd_level(best, false);
   else if (mode == "avx2") set_simd_level(best == Simd::Scalar ? Simd::Scalar : Simd::Avx2);
   else if (mode == "scalar") set_simd_level(Simd::Scalar);
-  else throw_range(info.Env(), "setSimd: mode must be 'auto', 'avx2' or 'scalar', got '" + mode + "'");
+  else throw_range(info.Env(), "setSimd: mode must be 'auto', 'avx512', 'avx2' or 'scalar', got '" + mode + "'");
   return Napi::String::New(info.Env(), simd_name(g_simd));
 }
 

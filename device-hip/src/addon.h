@@ -23,7 +23,10 @@ extern Simd g_simd;
 // g_simd != Scalar: the AVX2+FMA+F16C kernels may run. Kernels without an AVX-512 variant test this.
 extern bool g_avx2;
 Simd best_simd();
-void set_simd_level(Simd s);
+void set_simd_level(Simd s, bool vbmi = true);
+// Whether the AVX-512 VBMI kernels may run: the CPU has VBMI (and BW), g_simd is AVX-512, and setSimd did not ask
+// for AVX-512 without them ('avx512': so tests on a VBMI CPU also run the AVX-512BW kernels other CPUs take).
+bool simd_vbmi();
 
 
 [[noreturn]] inline void throw_type(const Napi::Env& env, const std::string& msg) {

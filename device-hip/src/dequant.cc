@@ -29,11 +29,8 @@ namespace {
 
 enum Kind { MXFP4 = 0, FP8 = 1, BF16 = 2, F16 = 3, F32 = 4 };
 
-// Whether the FP8 rows use the AVX-512 VBMI byte permutes: the CPU has them and g_simd is AVX-512.
-bool fp8_vbmi() {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-  return g_simd == Simd::Avx512 && vbmi;
-}
+// Whether the FP8 rows use the AVX-512 VBMI byte permutes (simd_vbmi).
+bool fp8_vbmi() { return simd_vbmi(); }
 
 inline const uint8_t* mx_scale_row(const uint8_t* scales, int out, int C, int o, int c, int fault) {
   return scales + ld_scale_index((size_t)out, (size_t)C, (size_t)o, (size_t)c, fault);

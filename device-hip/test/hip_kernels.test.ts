@@ -26,6 +26,10 @@ import { sinkhornModel } from './deepseek_model.js';
 import { countNonFinite16, firstF16Mismatch, firstF32Mismatch, fr, fromF16, ldExpf, randomBytes, randomF16, rng, toF16 } from './model.js';
 import { guarded } from './guard.js';
 
+/** Every kernel level (all give the same bits): the widest, AVX-512 without its VBMI kernels (CPUs such as Cascade
+ * Lake take those), AVX2 and scalar; a level the CPU lacks runs as the best it has. */
+const LEVELS = ['auto', 'avx512', 'avx2', 'scalar'] as const;
+
 let N: DeviceNative;
 let K: DeepseekNative;
 let Dec: DecodeNative;
@@ -78,7 +82,7 @@ describe('host reference of the HIP kernels == emulation', () => {
   it('dequant nvfp4 and bitsandbytes 4-bit (the GPU kernels\' element functions): every fault, both global-scale ops, with and without double quant, every SIMD level', () => {
     const rand = rng(4077);
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         N.setSimd(level);
         // nvfp4: an even and an odd count of 16-value blocks a row (the vector rows take two at a time)
         for (const [out, inD] of [[24, 96], [9, 112], [3, 4096]] as const) {
@@ -130,7 +134,7 @@ describe('host reference of the HIP kernels == emulation', () => {
     new Uint32Array(sf.buffer)[8] = 0xffa12345; // a signalling NaN with payload bits the hardware's conversion would keep
     const s = new Uint8Array(sf.buffer);
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         N.setSimd(level);
         for (let f = 0; f <= 11; f++) sameBits16(N.dequantToF16(1, w8, s, true, out, inD, 128, 128, f), H.refDequantToF16(1, w8, s, true, out, inD, 128, 128, f), `${level} fp8 f32 scales fault ${f}`);
       }
@@ -182,7 +186,7 @@ describe('host reference of the HIP kernels == emulation', () => {
     // step's GEMV, its rows decoded per 16-row unit) on one thread and on both, with a ragged last unit
     const shapes = [[1, 64, 3], [7, 512, 41], [16, 4096, 64], [3, 2080, 9], [1, 4096, 257], [4, 2048, 300]] as const;
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         N.setSimd(level);
         for (const [m, k, n] of shapes) {
           const x = randomF16(rand, m * k, 1);
@@ -207,7 +211,7 @@ describe('host reference of the HIP kernels == emulation', () => {
     // past m = 4; blocks that straddle units and leave ragged last blocks in both directions
     const shapes = [[1, 256, 3, 128, 128], [1, 4096, 257, 128, 128], [2, 1003, 45, 32, 64], [4, 2048, 300, 128, 128], [3, 200, 130, 128, 128], [7, 512, 41, 16, 128], [16, 300, 64, 128, 128]] as const;
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         N.setSimd(level);
         for (const [m, k, n, bo, bi] of shapes) {
           const x = randomF16(rand, m * k, 1);
@@ -240,7 +244,7 @@ describe('host reference of the HIP kernels == emulation', () => {
     const shapes = [[1, 256, 3, 64], [1, 4096, 41, 64], [2, 192, 45, 64], [3, 208, 17, 16], [4, 2048, 70, 128], [5, 224, 33, 32], [7, 512, 41, 64], [16, 320, 64, 32]] as const;
     const none = new Float32Array(0);
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         N.setSimd(level);
         for (const [m, k, n, bs] of shapes) {
           const x = randomF16(rand, m * k, 1);

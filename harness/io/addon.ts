@@ -9,12 +9,13 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { packageRoot } from '../version.js';
 
-export type SimdLevel = 'auto' | 'avx2' | 'scalar';
-const SIMD_LEVELS: readonly SimdLevel[] = ['auto', 'avx2', 'scalar'];
+export type SimdLevel = 'auto' | 'avx512' | 'avx2' | 'scalar';
+const SIMD_LEVELS: readonly SimdLevel[] = ['auto', 'avx512', 'avx2', 'scalar'];
 
 /**
  * LAYERDIFF_SIMD: the widest SIMD level both addons' kernels use. 'auto' (the default) is the widest the CPU has;
- * 'avx2' runs this machine as a host without AVX-512 runs (such as the Zen 3 EPYCs of many MI250 nodes),
+ * 'avx512' runs an AVX-512 machine as one without VBMI runs (Skylake-SP, Cascade Lake: AVX-512BW kernels only),
+ * 'avx2' as a host without AVX-512 runs (such as the Zen 3 EPYCs of many MI250 nodes),
  * 'scalar' as one without AVX2. Every level gives the same bits (the tests run each); it changes speed only, so a
  * benchmark or a user can measure what another host kind gets. A value not named here is bad input (exit 2, the CLI
  * checks it before any work).
@@ -43,7 +44,7 @@ export function loadAddon(name: 'ld_device' | 'ld_reference'): unknown {
     if (level !== 'auto') {
       addon.setSimd?.(level);
       // BLAKE3's kernels pick their own level (0 scalar, 1 AVX2, 2 AVX-512; one the CPU lacks is lowered)
-      addon.blake3Level?.(level === 'avx2' ? 1 : 0);
+      if (level !== 'avx512') addon.blake3Level?.(level === 'avx2' ? 1 : 0);
     }
   }
   return addon;

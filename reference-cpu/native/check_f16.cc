@@ -63,6 +63,16 @@ uint16_t round_f16(float x) {
   return static_cast<uint16_t>(sign | q);
 }
 
+// The CPU's vector extensions (the SIMD level in use is reference_simd(), simd_level.h).
+bool g_avx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+bool g_avx512bw = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
+}();
+
 // round_f16 on 16 (AVX-512F) or 8 (AVX2) float32 lanes at once, from the same definition, the cases as lane masks:
 // a normal result (e = exp − 112 ≥ 1) keeps mant >> 13 under exponent e; a subnormal one (e ≤ 0) is the
 // significand with its implicit bit shifted right by 14 − e; both are q = (max(e − 1, 0) << 10) + (m >> shift)
@@ -811,15 +821,6 @@ void mxfp4_block_slow(const Mxfp4Ref& t, const uint8_t* wrow, uint8_t sb, const 
   }
 }
 
-bool g_avx2 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
-}();
-bool g_avx512bw = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512bw") != 0;
-}();
-
 // same[c] ← block c of the row (scale bytes srow[c]) matches bit for bit and its scale cannot lose range (AVX2,
 // two blocks per 256-bit step: vpshufb looks up within each 128-bit lane, so each lane holds one block's table).
 __attribute__((target("avx2"))) inline __m256i mxfp4_pair_eq(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* srow, const uint16_t* drow, int64_t c) {
@@ -950,11 +951,6 @@ int64_t mxfp4_row_same(const Mxfp4Ref& t, const uint8_t* wrow, const uint8_t* sr
   }
   return differ;
 }
-
-bool g_vbmi = [] {
-  __builtin_cpu_init();
-  return g_avx512bw && __builtin_cpu_supports("avx512vbmi") != 0;
-}();
 
 // round_f16 over x[0, n) (n a multiple of 16), 16 lanes a step.
 #pragma GCC diagnostic push
@@ -1108,7 +1104,7 @@ Fp8Ref fp8_ref(ExactKind kind, const uint8_t* s, int64_t blocks) {
   Fp8Ref t;
   t.kind = kind, t.s = s;
   const RefSimd simd = reference_simd();
-  t.vbmi = simd == RefSimd::Avx512 && g_vbmi;
+  t.vbmi = simd == RefSimd::Avx512 && reference_vbmi();
   t.planar = simd != RefSimd::Scalar && g_avx2 && !t.vbmi;
   const size_t sz = kind == ExactKind::Fp8F32 ? 4 : 1;
   t.id.resize(static_cast<size_t>(blocks));

@@ -47,6 +47,7 @@ constexpr int XS = KB + 16;  // x's row stride in a repacked slice (see Avx2::sl
 
 enum class Simd { Scalar, Avx2, Avx512 };
 Simd g_simd = Simd::Scalar;
+bool g_vbmi_allowed = true;  // setSimd('avx512') turns the VBMI kernels off (reference_vbmi)
 
 Simd best_simd() {
   __builtin_cpu_init();
@@ -363,25 +364,36 @@ Napi::Value linear_exact(const Napi::CallbackInfo& info) {
 Napi::Value info_fn(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("simd", simd_name(g_simd));
+  o.Set("vbmi", reference_vbmi());
   o.Set("openmpThreads", omp_get_max_threads());
   return o;
 }
 
-// setSimd('auto' | 'avx2' | 'scalar') → the kernel now in use. Tests run every path the CPU has and
-// check they give the same bits. A request the CPU cannot honour falls back to the best it can.
+// setSimd('auto' | 'avx512' | 'avx2' | 'scalar') → the kernel now in use ('avx512': AVX-512 without the VBMI
+// kernels). Tests run every path the CPU has and check they give the same bits. A request the CPU cannot honour
+// falls back to the best it can.
 Napi::Value set_simd(const Napi::CallbackInfo& info) {
   const std::string mode = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
   const Simd best = best_simd();
-  if (mode == "auto") g_simd = best;
+  if (mode == "auto" || mode == "avx512") g_simd = best;
   else if (mode == "avx2") g_simd = best == Simd::Scalar ? Simd::Scalar : Simd::Avx2;
   else if (mode == "scalar") g_simd = Simd::Scalar;
-  else throw Napi::RangeError::New(info.Env(), "setSimd: mode must be 'auto', 'avx2' or 'scalar'");
+  else throw Napi::RangeError::New(info.Env(), "setSimd: mode must be 'auto', 'avx512', 'avx2' or 'scalar'");
+  g_vbmi_allowed = mode != "avx512";
   return Napi::String::New(info.Env(), simd_name(g_simd));
 }
 
 }  // namespace
 
 RefSimd reference_simd() { return g_simd == Simd::Avx512 ? RefSimd::Avx512 : g_simd == Simd::Avx2 ? RefSimd::Avx2 : RefSimd::Scalar; }
+
+bool reference_vbmi() {
+  static const bool vbmi = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+  }();
+  return g_simd == Simd::Avx512 && vbmi && g_vbmi_allowed;
+}
 
 namespace {
 

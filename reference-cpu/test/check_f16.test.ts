@@ -19,6 +19,10 @@ import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type 
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
+/** Every kernel level (all give the same bits): the widest, AVX-512 without its VBMI kernels (CPUs such as Cascade
+ * Lake take those), AVX2 and scalar; a level the CPU lacks runs as the best it has. */
+const LEVELS = ['auto', 'avx512', 'avx2', 'scalar'] as const;
+
 function tsCompare(lw: LinearWeight, dev: Uint16Array): Omit<ExactVsF16, 'firstReferenceNonFinite'> {
   const ref = dequantLinearTs(lw);
   const [bo, bi] = lw.block;
@@ -134,7 +138,7 @@ describe('checkF16 (native fused compare)', () => {
       const faulty = Object.keys(FAULT_CODES).map((f) => [`fault ${f}`, cache.dequant(lw, f as keyof typeof FAULT_CODES)] as const);
       try {
         // the per-block tables (auto, avx2) and element by element (scalar)
-        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        for (const level of LEVELS) {
           setReferenceSimd(level);
           for (const [what, dev] of [['right', right], ['wrong', wrong], ...faulty] as const) {
             const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
@@ -175,7 +179,7 @@ describe('checkF16 (native fused compare)', () => {
       }
       devices.push(['seeded wrong values', wrong]);
       try {
-        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        for (const level of LEVELS) {
           setReferenceSimd(level);
           for (const [what, dev] of devices) {
             const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
@@ -211,7 +215,7 @@ describe('checkF16 (native fused compare)', () => {
     try {
       for (const dev of [right, wrong]) {
         const got: unknown[] = [];
-        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        for (const level of LEVELS) {
           setReferenceSimd(level);
           got.push(flags(checkExactVsF16(e.kind, e.weight, e.scale, out, inn, 1, 16, dev)));
         }
@@ -269,7 +273,7 @@ describe('checkF16 (native fused compare)', () => {
     // values FP16 storage gives (roundF16Values, the floor pass's), bit for bit the TypeScript roundToF16's
     const want = new Uint32Array(Float32Array.from(x, (v) => roundToF16(v)).buffer);
     try {
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         setReferenceSimd(level);
         const got = roundF16Native(x);
         for (let i = 0; i < x.length; i++) if (got[i] !== f32ToF16Bits(x[i]) && !(Number.isNaN(x[i]) && (got[i] & 0x7e00) === 0x7e00)) expect.fail(`${level} ${x[i]}: 0x${got[i].toString(16)} vs 0x${f32ToF16Bits(x[i]).toString(16)}`);
@@ -321,7 +325,7 @@ describe('nanCodes (NaN encodings counted natively)', () => {
       const e4m3 = b.filter((x) => (x & 0x7f) === 0x7f).length;
       const f = new Float32Array(b.buffer);
       const f32 = f.filter((x) => Number.isNaN(x)).length;
-      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+      for (const level of LEVELS) {
         setReferenceSimd(level);
         expect([nanCodeCount(b, 'e8m0'), nanCodeCount(b, 'e4m3'), nanCodeCount(b, 'f32')], `n ${n}, ${level}`).toEqual([e8m0, e4m3, f32]);
       }
@@ -355,11 +359,11 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
         const f = fault as keyof typeof FAULT_CODES | null;
         const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, f)));
-        for (const devLevel of ['auto', 'avx2', 'scalar'] as const) {
+        for (const devLevel of LEVELS) {
           N.setSimd(devLevel);
           const src = cache.rowSource(lw, f);
           expect(src).not.toBeNull();
-          for (const level of ['auto', 'avx2', 'scalar'] as const) {
+          for (const level of LEVELS) {
             setReferenceSimd(level);
             for (const fast of [true, false]) {
               const got = flags(checkExactVsF16Rows(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, src, fast));
@@ -402,7 +406,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         const src = cache.rowSource(lw, f);
         expect(src).not.toBeNull();
         // every SIMD level of the reference's fast test (AVX-512BW and AVX2 whole-row tests, the per-block one, scalar)
-        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        for (const level of LEVELS) {
           setReferenceSimd(level);
           for (const fast of [true, false]) {
             const got = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src, fast));
@@ -505,7 +509,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         }
         const want = flags(checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], dev));
         const src = N.dequantRowSource!(3, new Uint8Array(dev.buffer, dev.byteOffset, dev.byteLength), null, false, out, inn, 1, 1, 0);
-        for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        for (const level of LEVELS) {
           setReferenceSimd(level);
           for (const fast of [true, false]) {
             const got = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], src, fast));
@@ -616,7 +620,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
           for (const fault of [null, ...Object.keys(FAULT_CODES)] as const) {
             const f = fault as keyof typeof FAULT_CODES | null;
             const want = flags(checkExactVsF16(e.kind, e.weight, e.scale, lw.out, lw.in, e.bo, e.bi, cache.dequant(lw, f)));
-            for (const level of ['auto', 'avx2', 'scalar'] as const) {
+            for (const level of LEVELS) {
               setReferenceSimd(level);
               const got = checkExactVsF16RowsReading(e.kind, buf, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, f), fill);
               expect('readError' in got ? got : got.weightNanCodes).toBe(0);
