@@ -545,9 +545,70 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(co
   return bad == 0 && _mm512_test_epi32_mask(differ, differ) == 0;
 }
 
+// The same test with AVX-512 VBMI (half the vector work a block), for a row whose every block's values are ±0 or
+// normal-range by its absmax alone. With every table value finite, the non-zero codes' |table[c] · a| lie between
+// fl(qmin · a) and fl(qmax · a) (qmin, qmax: the least and greatest non-zero |table[c]|; a float32 product rounds
+// monotonically), so a block with fl(qmin · a) ≥ 2^-14 (FP16's least normal) and fl(qmax · a) < 65520 (the least value
+// that rounds to Inf) has every non-zero code's value normal-range and none rounding to Inf: no lane can lose range,
+// and the shorter rounding (round_f16_normal) is the rule. Such an a is positive, so a value's sign is table[c]'s;
+// codes whose table value is ±0 give that ±0. The bounds are tested 16 blocks at once before any table is formed.
+// A block's table is kept one code a dword, its FP16 bits in both words, so a vpermw index needs the code in bits
+// 1..4 only (bit 0 picks either word): one vpmultishiftqb puts it there for 32 elements from their 16 packed bytes.
+// A row with a block outside those bounds, or a table with a value not finite or none non-zero, is not tested here.
+// 32 elements of a block (p: their packed bytes, d: the device's values) against its table: differ |= reference ^ device.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void table4_step_vbmi(const __m512i at, const __m512i tab, const uint8_t* p, const uint16_t* d, __m512i& differ) {
+  const __m512i idx = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(d), 0xF6);
+}
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) bool table4_row_clean_vbmi(const __m512 table, const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
+                                                                                 const uint16_t* drow) {
+  if (bi % 32 != 0 || in % bi != 0) return false;
+  const __m512i bits = _mm512_castps_si512(table), abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 nonzero = _mm512_test_epi32_mask(abs, abs);
+  if (_mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(0x7f800000)) != 0 || nonzero == 0) return false;
+  const __m512 qabs = _mm512_castsi512_ps(abs);
+  const __m512 qmin = _mm512_set1_ps(_mm512_mask_reduce_min_ps(nonzero, qabs)), qmax = _mm512_set1_ps(_mm512_mask_reduce_max_ps(nonzero, qabs));
+  const int64_t b0 = o * in / bi, nb = in / bi;
+  const float* a = reinterpret_cast<const float*>(s + 64) + b0;
+  for (int64_t g = 0; g < nb; g += 16) {
+    const __mmask16 m = nb - g >= 16 ? 0xffff : static_cast<__mmask16>((1u << (nb - g)) - 1);
+    const __m512 ag = _mm512_maskz_loadu_ps(m, a + g);
+    // ordered compares: a NaN absmax fails them
+    const __mmask16 in_range = _mm512_cmp_ps_mask(_mm512_mul_ps(ag, qmin), _mm512_set1_ps(0x1p-14f), _CMP_GE_OQ) &
+                               _mm512_cmp_ps_mask(_mm512_mul_ps(ag, qmax), _mm512_set1_ps(65520.0f), _CMP_LT_OQ);
+    if ((in_range & m) != m) return false;
+  }
+  const __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m512i signs = _mm512_or_si512(sign, _mm512_srli_epi32(sign, 16));  // table[c]'s sign in both words
+  // round_f16_normal with 112 << 23 taken off before the shift: every lane left is ≥ 1 << 23
+  const __m512i bias = _mm512_set1_epi32(0xfff - (112 << 23)), bit13 = _mm512_set1_epi32(1 << 13), one = _mm512_set1_epi32(1);
+  // per qword of 4 elements (packed bytes p, p + 1 zero-extended from a word): the bit offsets of the even element's
+  // code (p's high nibble), the odd one's (its low nibble: 63 wraps to the qword's zero top bit), then p + 1's
+  const __m512i at = _mm512_set1_epi64(0x0007000B003F0003);
+  const uint8_t* wrow = w + (o * in - k0) / 2;
+  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
+  for (int64_t g = 0; g < nb; g++) {
+    const __m512i v = _mm512_castps_si512(_mm512_mul_ps(qabs, _mm512_set1_ps(a[g])));
+    __m512i x = _mm512_add_epi32(v, bias);
+    x = _mm512_mask_add_epi32(x, _mm512_test_epi32_mask(v, bit13), x, one);
+    const __m512i q = _mm512_maskz_srli_epi32(nonzero, x, 13);
+    const __m512i tab = _mm512_ternarylogic_epi32(q, _mm512_slli_epi32(q, 16), signs, 0xFE);  // q | q << 16 | signs
+    const uint8_t* pb = wrow + g * bi / 2;
+    const uint16_t* db = drow + g * bi;
+    if (bi == 64) {  // bitsandbytes' default, its loop unrolled
+      table4_step_vbmi(at, tab, pb, db, differ);
+      table4_step_vbmi(at, tab, pb + 16, db + 32, differ);
+    } else {
+      for (int64_t k = 0; k < bi / 32; k++) table4_step_vbmi(at, tab, pb + k * 16, db + k * 32, differ);
+    }
+  }
+  return _mm512_test_epi32_mask(differ, differ) == 0;
+}
+
 __attribute__((target("avx512f,avx512bw,avx2"))) void table4_row_avx512(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                                         float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m512 table = _mm512_loadu_ps(reinterpret_cast<const float*>(s));  // little-endian host: the stored float32s
+  if (reference_vbmi() && table4_row_clean_vbmi(table, w, k0, s, o, in, bi, drow)) return;
   if (table4_row_clean_avx512(table, w, k0, s, o, in, bi, drow)) return;
   bool decoded = false;
   const int64_t j0 = o * in, j1 = j0 + in;

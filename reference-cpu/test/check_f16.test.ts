@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { f16ToF32, f32ToF16Bits, roundToF16 } from '../../harness/formats/dtypes.js';
+import { f16ToF32, f32ToF16Bits, NF4_VALUES, roundToF16 } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
@@ -154,6 +154,60 @@ describe('checkF16 (native fused compare)', () => {
       const clean = tsCompare(lw, right);
       if (n > 1 << 18) expect(clean.over!.includes(1) && clean.under!.includes(1), 'the data reaches FP16 overflow and underflow').toBe(true);
     }
+  });
+
+  it('check_f16 on bitsandbytes NF4, rows whose blocks sit inside and at the edges of FP16\'s normal range (the AVX-512 VBMI test of a row from its absmax alone): as the TypeScript loop at every SIMD level, for a right device, one that flushes FP16 subnormals to zero, and ones converting with the normal-range shortcut (for ±0 too or not)', () => {
+    const r = new Rng(1270);
+    const out = 64, inn = 512, bs = 64, n = out * inn, nb = n / bs;
+    const quantMap = Float32Array.from(NF4_VALUES);
+    const nonZero = Array.from(quantMap, Math.abs).filter((q) => q !== 0);
+    const qmin = Math.min(...nonZero), qmax = Math.max(...nonZero);
+    // per row: every block at trained absmax but one, which is trained too or puts the least non-zero code's value
+    // just under or at FP16's least normal (2^-14), or the largest one at, just under or past 65520 (rounding to Inf)
+    const edge = [
+      () => Math.fround(0.005 + r.uniform() * 0.095),
+      () => Math.fround((2 ** -14 / qmin) * (1 - 2 ** -22)),
+      () => Math.fround(2 ** -14 / qmin) * (1 + 2 ** -20),
+      () => Math.fround((2 ** -15 / qmin) * (1 + r.uniform())),
+      () => Math.fround((65520 / qmax) * (1 - 2 ** -22)),
+      () => Math.fround(65520 / qmax),
+      () => Math.fround(65504 / qmax),
+      () => 0,
+    ];
+    const perRow = inn / bs;
+    const absmax = Float32Array.from({ length: nb }, (_, b) => (b % perRow === Math.floor(b / perRow) % perRow ? edge[Math.floor(b / perRow) % edge.length]() : Math.fround(0.005 + r.uniform() * 0.095)));
+    const lw: LinearWeight = {
+      out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
+      weight: { name: 'b.weight', dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
+      scale: { name: 'b.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(absmax.buffer) },
+      bnb: { quantType: 'nf4', blocksize: bs, quantMap, namedTable: true, dtype: 'bfloat16', nested: null },
+    };
+    const e = exactOperands(lw);
+    const values = dequantLinearTs(lw);
+    const right = Uint16Array.from(values, (v) => f32ToF16Bits(v));
+    // a device flushing FP16 subnormals to ±0, and two converting values as if they were normal-range (the
+    // exponent rebiased and the mantissa rounded to nearest, ties to even: the shortcut fast float-to-half code
+    // takes), one for every value, one for all but ±0, so subnormal and overflowing values (and ±0) come out wrong
+    const ftz = right.map((h) => ((h & 0x7c00) === 0 ? h & 0x8000 : h));
+    const u32 = new Uint32Array(Float32Array.from(values).buffer);
+    const short = (u: number) => ((((u & 0x7fffffff) + 0xfff + ((u >>> 13) & 1)) >>> 13) - (112 << 10)) & 0x7fff | ((u >>> 16) & 0x8000);
+    const shortcut = Uint16Array.from(u32, short);
+    const shortcutButZero = Uint16Array.from(u32, (u) => ((u & 0x7fffffff) === 0 ? u >>> 16 : short(u)));
+    try {
+      for (const level of LEVELS) {
+        setReferenceSimd(level);
+        for (const [what, dev] of [['right', right], ['flushing subnormals', ftz], ['normal-range shortcut', shortcut], ['normal-range shortcut but ±0', shortcutButZero]] as const) {
+          const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
+          expect({ ...flags(got), firstReferenceNonFinite: undefined }, `${level} ${what}`).toEqual({ ...flags(tsCompare(lw, dev)), firstReferenceNonFinite: undefined });
+          expect(got.firstBad >= 0, `${level} ${what}`).toBe(what !== 'right');
+        }
+      }
+    } finally {
+      setReferenceSimd('auto');
+    }
+    const clean = tsCompare(lw, right);
+    expect(clean.over!.includes(1), 'blocks rounding to Inf').toBe(true);
+    expect(ftz.some((h, k) => h !== right[k]), 'subnormal values present').toBe(true);
   });
 
   it('check_f16 on NVFP4 (16-value blocks, E4M3 scales times a global one): as the TypeScript loop at every SIMD level, for the device emulation under every fault and for seeded wrong values', () => {
