@@ -175,31 +175,62 @@ struct Bnb4Absmax {
   }
 };
 
-// Blocks [b0, b1) of a bitsandbytes weight whose block size is a multiple of 32, with AVX-512BW: a block's 16
-// values are one f32 multiply of the codes' values by its absmax and one vcvtps2ph (ld_f32_to_f16 for every
-// non-NaN product, as f16_products; a NaN product through the scalar rule), held in both halves of a register, so
-// a vpermw index needs only its low 4 bits right (as mxfp4_row_avx512): b >> 4 | b << 16 puts element 2j's code
-// (the high nibble) in the low word's bits 0..3 and element 2j+1's in the high word's (b | b << 12 under the
-// nibble-order fault). The same values as the scalar loop, 32 a step. pb: block b0's packed bytes; y: its first value.
+// A bitsandbytes block's 16 values with AVX-512: one f32 multiply of the codes' values by its absmax a and one
+// vcvtps2ph (ld_f32_to_f16 for every non-NaN product, as f16_products; a NaN product through the scalar rule),
+// held in both halves of a register, so a vpermw index needs only its low 4 bits right.
+__attribute__((target("avx512f,avx512bw,avx2,f16c"), always_inline)) inline __m512i bnb4_block_table_avx512(const __m512 codes, const float* code, float a) {
+  const __m512 p = _mm512_mul_ps(codes, _mm512_set1_ps(a));
+  __m256i h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) {
+    alignas(32) uint16_t t[16];
+    for (int c = 0; c < 16; c++) t[c] = ld_f32_to_f16(code[c] * a);
+    h = _mm256_load_si256(reinterpret_cast<const __m256i*>(t));
+  }
+  return _mm512_broadcast_i64x4(h);
+}
+
+// Blocks [b0, b1) of a bitsandbytes weight whose block size is a multiple of 32, with AVX-512BW, 32 values a step
+// (bnb4_block_table_avx512's tables, as mxfp4_row_avx512): b >> 4 | b << 16 puts element 2j's code (the high
+// nibble) in the low word's bits 0..3 and element 2j+1's in the high word's (b | b << 12 under the nibble-order
+// fault). The same values as the scalar loop. pb: block b0's packed bytes; y: its first value.
 __attribute__((target("avx512f,avx512bw,avx2,f16c"))) void bnb4_blocks_avx512(const uint8_t* pb0, const Bnb4Absmax& am, const float* code, long long b0,
                                                                                long long b1, int blocksize, bool swap, uint16_t* y) {
+  const Bnb4Absmax a = am;  // a copy: the stores below (vectors may alias anything) would reload its fields each block
   const __m512 codes = _mm512_loadu_ps(code);
   for (long long b = b0; b < b1; b++) {
-    const float a = am(b);
-    const __m512 p = _mm512_mul_ps(codes, _mm512_set1_ps(a));
-    __m256i h = _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    if (_mm512_cmp_ps_mask(p, p, _CMP_UNORD_Q) != 0) {
-      alignas(32) uint16_t t[16];
-      for (int c = 0; c < 16; c++) t[c] = ld_f32_to_f16(code[c] * a);
-      h = _mm256_load_si256(reinterpret_cast<const __m256i*>(t));
-    }
-    const __m512i tab = _mm512_broadcast_i64x4(h);
+    const __m512i tab = bnb4_block_table_avx512(codes, code, a(b));
     const uint8_t* pb = pb0 + (size_t)(b - b0) * (size_t)(blocksize / 2);
     uint16_t* yb = y + (size_t)(b - b0) * (size_t)blocksize;
     for (int q = 0; q < blocksize / 32; q++) {
       const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + q * 16)));
       const __m512i idx = swap ? _mm512_or_si512(v, _mm512_slli_epi32(v, 12)) : _mm512_or_si512(_mm512_srli_epi32(v, 4), _mm512_slli_epi32(v, 16));
       _mm512_storeu_si512(yb + q * 32, _mm512_permutexvar_epi16(idx, tab));
+    }
+  }
+}
+
+// The same with AVX-512 VBMI: a step's 16 packed bytes zero-extended a word to a qword (bytes p, p + 1), and one
+// vpmultishiftqb takes each element's code from its bit offset into its word's low byte: 4 (p's high nibble, the
+// even element), 0, 12, 8 (0, 4, 8, 12 under the nibble-order fault). Bit 4 then holds the next nibble's low bit,
+// which picks between the table's two equal halves.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void bnb4_step_vbmi(const __m512i at, const __m512i tab, const uint8_t* p, uint16_t* y) {
+  const __m512i idx = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  _mm512_storeu_si512(y, _mm512_permutexvar_epi16(idx, tab));
+}
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx2,f16c"))) void bnb4_blocks_vbmi(const uint8_t* pb0, const Bnb4Absmax& am, const float* code, long long b0,
+                                                                                         long long b1, int blocksize, bool swap, uint16_t* y) {
+  const Bnb4Absmax a = am;  // a copy: the stores below (vectors may alias anything) would reload its fields each block
+  const __m512 codes = _mm512_loadu_ps(code);
+  const __m512i at = _mm512_set1_epi64(swap ? 0x000C000800040000LL : 0x0008000C00000004LL);
+  for (long long b = b0; b < b1; b++) {
+    const __m512i tab = bnb4_block_table_avx512(codes, code, a(b));
+    const uint8_t* pb = pb0 + (size_t)(b - b0) * (size_t)(blocksize / 2);
+    uint16_t* yb = y + (size_t)(b - b0) * (size_t)blocksize;
+    if (blocksize == 64) {  // bitsandbytes' default, its loop unrolled
+      bnb4_step_vbmi(at, tab, pb, yb);
+      bnb4_step_vbmi(at, tab, pb + 16, yb + 32);
+    } else {
+      for (int q = 0; q < blocksize / 32; q++) bnb4_step_vbmi(at, tab, pb + q * 16, yb + q * 32);
     }
   }
 }
@@ -234,7 +265,7 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
     const long long whole = (long long)(n / (size_t)blocksize), chunk = 256;
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
     for (long long b0 = 0; b0 < whole; b0 += chunk) {
-      bnb4_blocks_avx512(packed + (size_t)b0 * (blocksize / 2), am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y + (size_t)b0 * blocksize);
+      (simd_vbmi() ? bnb4_blocks_vbmi : bnb4_blocks_avx512)(packed + (size_t)b0 * (blocksize / 2), am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y + (size_t)b0 * blocksize);
     }
     first = whole;
   }
@@ -260,7 +291,7 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
 void bnb4_whole_blocks(const uint8_t* pb, const Bnb4Absmax& am, const float* code, long long b0, long long b1, int blocksize, int fault, uint16_t* y) {
   static const bool bw = __builtin_cpu_supports("avx512bw");
   const bool swap = fault == LD_FAULT_NIBBLE_SWAP;
-  if (g_simd == Simd::Avx512 && bw && blocksize % 32 == 0) return bnb4_blocks_avx512(pb, am, code, b0, b1, blocksize, swap, y);
+  if (g_simd == Simd::Avx512 && bw && blocksize % 32 == 0) return (simd_vbmi() ? bnb4_blocks_vbmi : bnb4_blocks_avx512)(pb, am, code, b0, b1, blocksize, swap, y);
   for (long long b = b0; b < b1; b++) {
     Bnb4Block t;
     f16_products(code, am(b), 16, t.f16);  // ld_bnb4_value_f16 of each code
