@@ -438,11 +438,40 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool e2m1_row_clean_avx512(cons
   return !lossy && _mm512_test_epi32_mask(differ, differ) == 0;
 }
 
+// The same test with AVX-512 VBMI: the row's scale bytes' lossy flags looked up 64 at a time (two vpermi2b over the
+// 256 flags, bit 7 picking between them) instead of two loads a pair, and a pair's vpermw indices from one
+// vpmultishiftqb (its 16 packed bytes zero-extended a word to a qword, bytes p, p + 1: codes at bit offsets 0, 4, 8,
+// 12, the low nibble first) masked to bits 0..3 with bit 4 set for the second block.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) bool e2m1_row_clean_vbmi(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* code, int64_t C, const uint16_t* drow) {
+  if (C % 2 != 0) return false;
+  static_assert(sizeof(bool) == 1, "the lossy flags are read as bytes");
+  const uint8_t* flags = reinterpret_cast<const uint8_t*>(t.lossy);
+  const __m512i f0 = _mm512_loadu_si512(flags), f1 = _mm512_loadu_si512(flags + 64), f2 = _mm512_loadu_si512(flags + 128), f3 = _mm512_loadu_si512(flags + 192);
+  for (int64_t c = 0; c < C; c += 64) {
+    const __mmask64 m = C - c >= 64 ? ~0ULL : (1ULL << (C - c)) - 1;
+    const __m512i k = _mm512_maskz_loadu_epi8(m, code + c);
+    const __m512i f = _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), _mm512_permutex2var_epi8(f0, k, f1), _mm512_permutex2var_epi8(f2, k, f3));
+    if (_mm512_mask_test_epi8_mask(m, f, f) != 0) return false;
+  }
+  const __m512i at = _mm512_set1_epi64(0x000C000800040000);
+  const __m512i nib = _mm512_set1_epi32(0x000f000f);
+  const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(0x00100010), 1);
+  __m512i differ = _mm512_setzero_si512();  // the or of every reference ^ device: zero when all bits agree
+  for (int64_t c = 0; c < C; c += 2) {
+    const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[code[c]]))),
+                                           _mm256_load_si256(reinterpret_cast<const __m256i*>(t.f16[code[c + 1]])), 1);
+    const __m512i codes = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wrow + c * 8))));
+    const __m512i idx = _mm512_ternarylogic_epi32(codes, nib, half, 0xEA);  // (codes & nib) | half
+    differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(drow + c * 16), 0xF6);
+  }
+  return _mm512_test_epi32_mask(differ, differ) == 0;
+}
+
 __attribute__((target("avx512f,avx512bw,avx2"))) void e2m1_row_avx512(const E2m1Ref& t, const uint8_t* wrow, const uint8_t* s, int64_t o, int64_t in, const uint16_t* drow,
                                                                       float* row, const float* f16v, Flags& flags, Partial& p) {
   const int64_t C = in / 16;
   const uint8_t* code = s + 4 * 256 + o * C;
-  if (e2m1_row_clean_avx512(t, wrow, code, C, drow)) return;
+  if (reference_vbmi() ? e2m1_row_clean_vbmi(t, wrow, code, C, drow) : e2m1_row_clean_avx512(t, wrow, code, C, drow)) return;
   const __m512i nib = _mm512_set1_epi32(0x000f000f);
   const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(0x00100010), 1);
   bool decoded = false;
