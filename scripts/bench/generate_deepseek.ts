@@ -7,7 +7,7 @@
  *     same decode with the weights read from the FP16 cache is reported beside it;
  *   - start-up: opening the checkpoint → the first logits of a one-token prompt, weights from the FP16 cache
  *     (digests verified: stat-only once recorded; "first load" hashes the files the manifest vouches for as a
- *     whole, the wide run's in a child with an empty digest cache) against
+ *     whole, the wide run's in children with an empty digest cache each, in the same alternating rounds) against
  *     dequantizing the checkpoint. DeepSeek-V4 binds routed experts lazily, so start-up reads every layer's
  *     other weights and the head but only the experts that token is routed to (6 of 256 per layer at real
  *     width): start-up means "ready to emit the first token", not "every expert in memory";
@@ -205,24 +205,34 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   out['deepseek_v4_wide.convert.s'] = conv.ms / 1000;
   out['deepseek_v4_wide.convert.peak_rss_gib'] = conv.maxRssMiB / 1024;
   out['deepseek_v4_wide.fp16_cache.gib'] = conv.extra!.gib;
-  const start: Record<Source, number[]> = { dequant: [], cache: [] };
-  for (let i = 0; i < STARTUP_ROUNDS; i++) for (const s of ['dequant', 'cache'] as const) start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
-  for (const s of ['dequant', 'cache'] as const) {
+  // Three sides a round, alternating: dequantizing; the FP16 cache with its digests recorded (stat-only); and the
+  // cache's first load, in a digest cache of its own made empty for each run (the files the manifest vouches for as
+  // a whole are hashed in the measured time; routed experts are hashed when first routed to, as always). The page
+  // cache is warm for all three.
+  const sides = ['dequant', 'cache', 'first'] as const;
+  const start: Record<(typeof sides)[number], number[]> = { dequant: [], cache: [], first: [] };
+  for (let i = 0; i < STARTUP_ROUNDS; i++) {
+    for (const s of sides) {
+      if (s !== 'first') {
+        start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
+        continue;
+      }
+      const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'layerdiff-digests-'));
+      try {
+        start[s].push(runChild('startup', ['cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh }).ms);
+      } finally {
+        fs.rmSync(fresh, { recursive: true, force: true });
+      }
+    }
+  }
+  for (const s of sides) {
     const counted = start[s].slice(1); // the first round warms up
-    const key = s === 'dequant' ? 'dequant_at_load' : 'fp16_cache';
+    const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', first: 'fp16_cache_first_load' }[s];
     out[`deepseek_v4_wide.startup.${key}.ms`] = median(counted);
     out[`deepseek_v4_wide.startup.${key}.min_ms`] = Math.min(...counted);
     out[`deepseek_v4_wide.startup.${key}.max_ms`] = Math.max(...counted);
   }
   out['deepseek_v4_wide.startup.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
-  // The cache's first load: a digest cache of its own (empty, so the files the manifest vouches for as a whole are
-  // hashed in the measured time; routed experts are hashed when first routed to, as always), the page cache warm.
-  const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'layerdiff-digests-'));
-  try {
-    out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'] = runChild('startup', ['cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh }).ms;
-  } finally {
-    fs.rmSync(fresh, { recursive: true, force: true });
-  }
   out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
   for (const s of ['dequant', 'cache'] as const) {
     const d = runChild('decode', [s, model, cacheDir], env);
@@ -259,7 +269,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   console.log(`  ${'deepseek-v4-tiny device'.padEnd(40)} ${f('deepseek_v4_tiny.startup.fp16_cache.ms')} ${f('deepseek_v4_tiny.startup.dequant_at_load.ms')}  ${x('deepseek_v4_tiny.startup.fp16_cache_speedup')}  (first load, hashing the cache: ${out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'].toFixed(1)} ms)`);
   if (wide) {
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time)`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
   }
