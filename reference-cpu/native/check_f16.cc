@@ -707,9 +707,82 @@ __attribute__((target("avx2"))) inline __m256i table4_block_avx2(__m256 t0, __m2
   return _mm256_permute4x64_epi64(_mm256_packus_epi32(h0, h1), 0xd8);
 }
 
+// table4_row_clean_vbmi's test with AVX2 (the level MI250 hosts' Zen 3 CPUs run): the same bounds on the absmax
+// (8 blocks at once) and the same shorter rounding of |table[c]| · a, then table4_row_avx2's lookups (the table's
+// low and high bytes for pshufb) with the differences or'ed in a register and tested once a row, for the rows of a
+// correct device (all).
+__attribute__((target("avx2"))) bool table4_row_clean_avx2(const __m256 t0, const __m256 t1, const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
+                                                           const uint16_t* drow) {
+  if (bi % 32 != 0 || in % bi != 0) return false;
+  const __m256i m = _mm256_set1_epi32(0x7fffffff);
+  const __m256i b0i = _mm256_castps_si256(t0), b1i = _mm256_castps_si256(t1);
+  const __m256i abs0 = _mm256_and_si256(b0i, m), abs1 = _mm256_and_si256(b1i, m);
+  float q[16];
+  _mm256_storeu_ps(q, _mm256_castsi256_ps(abs0)), _mm256_storeu_ps(q + 8, _mm256_castsi256_ps(abs1));
+  float qmin = std::numeric_limits<float>::infinity(), qmax = 0;
+  for (const float x : q) {
+    if (!(x <= std::numeric_limits<float>::max())) return false;  // NaN or Inf
+    if (x != 0) qmin = std::min(qmin, x), qmax = std::max(qmax, x);
+  }
+  if (qmax == 0) return false;
+  const int64_t b0 = o * in / bi, nb = in / bi;
+  const float* a = reinterpret_cast<const float*>(s + 64) + b0;
+  const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax), least = _mm256_set1_ps(0x1p-14f), inf_from = _mm256_set1_ps(65520.0f);
+  int64_t g = 0;
+  for (; g + 8 <= nb; g += 8) {
+    const __m256 ag = _mm256_loadu_ps(a + g);
+    // ordered compares: a NaN absmax fails them
+    const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(_mm256_mul_ps(ag, lo), least, _CMP_GE_OQ), _mm256_cmp_ps(_mm256_mul_ps(ag, hi), inf_from, _CMP_LT_OQ));
+    if (_mm256_movemask_ps(ok) != 0xff) return false;
+  }
+  for (; g < nb; g++) {
+    const float pmin = a[g] * qmin, pmax = a[g] * qmax;
+    if (!(pmin >= 0x1p-14f && pmax < 65520.0f)) return false;
+  }
+  const __m256 qabs0 = _mm256_castsi256_ps(abs0), qabs1 = _mm256_castsi256_ps(abs1);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i nz0 = _mm256_xor_si256(_mm256_cmpeq_epi32(abs0, zero), _mm256_set1_epi32(-1)), nz1 = _mm256_xor_si256(_mm256_cmpeq_epi32(abs1, zero), _mm256_set1_epi32(-1));
+  const __m256i sgn = _mm256_set1_epi32(0x8000);
+  const __m256i sign0 = _mm256_and_si256(_mm256_srli_epi32(b0i, 16), sgn), sign1 = _mm256_and_si256(_mm256_srli_epi32(b1i, 16), sgn);
+  // round_f16_normal with 112 << 23 taken off before the shift (as table4_row_clean_vbmi)
+  const __m256i bias = _mm256_set1_epi32(0xfff - (112 << 23)), one = _mm256_set1_epi32(1);
+  const auto half_table = [&](__m256 qabs, __m256 va, __m256i nz, __m256i sign) __attribute__((target("avx2"))) {
+    const __m256i v = _mm256_castps_si256(_mm256_mul_ps(qabs, va));
+    const __m256i x = _mm256_add_epi32(_mm256_add_epi32(v, bias), _mm256_and_si256(_mm256_srli_epi32(v, 13), one));
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(x, 13), nz), sign);
+  };
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  const uint8_t* wrow = w + (o * in - k0) / 2;
+  __m256i differ = _mm256_setzero_si256();  // the or of every reference ^ device: zero when all bits agree
+  for (g = 0; g < nb; g++) {
+    const __m256 va = _mm256_set1_ps(a[g]);
+    // the 16 values' FP16 bits in code order, then per lane their low bytes and high bytes: [lo 0..7 | hi 0..7 |
+    // lo 8..15 | hi 8..15] as qwords, so the low bytes of all 16 are qwords 0, 2 and the high ones 1, 3
+    const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(half_table(qabs0, va, nz0, sign0), half_table(qabs1, va, nz1, sign1)), 0xd8);
+    const __m256i bytes = _mm256_shuffle_epi8(h, split);
+    const __m256i L32 = _mm256_permute4x64_epi64(bytes, 0x88), H32 = _mm256_permute4x64_epi64(bytes, 0xdd);
+    const uint8_t* pb = wrow + g * bi / 2;
+    const uint16_t* db = drow + g * bi;
+    for (int64_t k = 0; k < bi; k += 32) {
+      // as table4_row_avx2: 16 packed bytes → 32 codes, the high nibble first, in the order whose byte unpacks give
+      // the device's word order
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + k / 2));
+      const __m128i hn = _mm_and_si128(_mm_srli_epi16(c, 4), m0f), ln = _mm_and_si128(c, m0f);
+      const __m256i idx = _mm256_permute4x64_epi64(_mm256_set_m128i(_mm_unpackhi_epi8(hn, ln), _mm_unpacklo_epi8(hn, ln)), 0xd8);
+      const __m256i L = _mm256_shuffle_epi8(L32, idx), H = _mm256_shuffle_epi8(H32, idx);
+      const __m256i* d = reinterpret_cast<const __m256i*>(db + k);
+      differ = _mm256_or_si256(differ, _mm256_or_si256(_mm256_xor_si256(_mm256_unpacklo_epi8(L, H), _mm256_loadu_si256(d)),
+                                                       _mm256_xor_si256(_mm256_unpackhi_epi8(L, H), _mm256_loadu_si256(d + 1))));
+    }
+  }
+  return _mm256_testz_si256(differ, differ);
+}
+
 __attribute__((target("avx2"))) void table4_row_avx2(const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi, const uint16_t* drow,
                                                      float* row, const float* f16v, Flags& flags, Partial& p) {
   const __m256 t0 = _mm256_loadu_ps(reinterpret_cast<const float*>(s)), t1 = _mm256_loadu_ps(reinterpret_cast<const float*>(s) + 8);
+  if (table4_row_clean_avx2(t0, t1, w, k0, s, o, in, bi, drow)) return;
   // a table's words → its low bytes then its high bytes, in each lane; then the lanes' halves regrouped (low | high)
   const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m128i m0f = _mm_set1_epi8(0x0f);
