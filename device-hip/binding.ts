@@ -35,9 +35,9 @@ export const DEQUANT_KINDS = { mxfp4: 0, 'fp8-block': 1, bf16: 2, f16: 3, f32: 4
 export interface DeviceInfo {
   /** which backend computes the ops; under 'hip' the fields below describe the host side (f16/bf16/f32 conversions) */
   backend: 'emulated' | 'hip';
-  /** avx512 differs from avx2 only in the GEMM tile; every level gives the same bits */
+  /** the kernel level (avx512, avx2 or scalar: which kernels run, see vbmi); every level gives the same bits */
   simd: 'avx512' | 'avx2' | 'scalar';
-  /** whether the AVX-512 VBMI kernels run (the CPU has them, the level is avx512, LAYERDIFF_SIMD is not 'avx512') */
+  /** whether the AVX-512 VBMI kernels run: the CPU has them, the level is avx512, and the last setSimd (LAYERDIFF_SIMD at load) was not 'avx512' */
   vbmi: boolean;
   openmpThreads: number;
   compiler: string;

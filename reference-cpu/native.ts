@@ -9,7 +9,7 @@ import { loadAddon, type SimdLevel } from '../harness/io/addon.js';
 export interface ReferenceNativeInfo {
   /** kernel level; all give the same bits (same accumulation order) */
   simd: 'avx512' | 'avx2' | 'scalar';
-  /** whether the AVX-512 VBMI kernels run (the CPU has them, the level is avx512, LAYERDIFF_SIMD is not 'avx512') */
+  /** whether the AVX-512 VBMI kernels run: the CPU has them, the level is avx512, and the last setSimd (LAYERDIFF_SIMD at load) was not 'avx512' */
   vbmi: boolean;
   openmpThreads: number;
 }

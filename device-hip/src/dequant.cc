@@ -290,8 +290,8 @@ static void fp8_rows_vbmi(const uint8_t* w0, const Fp8Tables& tab, int in, int b
   }
 }
 
-// Row o of an FP8-block weight (its stored bytes: wrow) through its blocks' tables: VBMI where the CPU has it (and
-// g_simd is AVX-512), else one lookup per element.
+// Row o of an FP8-block weight (its stored bytes: wrow) through its blocks' tables: VBMI where its kernels may run
+// (simd_vbmi), else one lookup per element.
 static void fp8_row(const uint8_t* wrow, const Fp8Tables& tab, int in, int bo, int bi, int o, uint16_t* yrow) {
   const size_t C = (size_t)((in + bi - 1) / bi);
   for (size_t c = 0; c < C; c++) {
@@ -310,8 +310,8 @@ static void fp8_row(const uint8_t* wrow, const Fp8Tables& tab, int in, int bo, i
   }
 }
 
-// Rows [o0, o0 + rows) (w0: row o0's stored bytes, rows `in` apart) into y [rows][in]: VBMI where the CPU has it
-// (and g_simd is AVX-512), else row by row through fp8_row.
+// Rows [o0, o0 + rows) (w0: row o0's stored bytes, rows `in` apart) into y [rows][in]: VBMI where its kernels may
+// run (simd_vbmi), else row by row through fp8_row.
 void fp8_rows(const uint8_t* w0, const Fp8Tables& tab, int in, int bo, int bi, int o0, int rows, uint16_t* y) {
   if (fp8_vbmi()) return fp8_rows_vbmi(w0, tab, in, bo, bi, o0, rows, y);
   for (int r = 0; r < rows; r++) fp8_row(w0 + (size_t)r * in, tab, in, bo, bi, o0 + r, y + (size_t)r * in);

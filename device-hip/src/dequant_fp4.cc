@@ -272,7 +272,7 @@ __attribute__((target("avx2"))) void bnb4_span_avx2(const uint8_t* p, const Bnb4
 // bitsandbytes 4-bit (spec/fp4-formats.md §5): one block of `blocksize` flat elements at a time; its absmax
 // (double-dequantized when stored as codes) is formed once and the block's 16 values looked up. With AVX-512BW and a
 // block size that is a multiple of 32 (bitsandbytes' are powers of two from 32), every whole block runs through
-// bnb4_blocks_avx512; otherwise the block's table is built by f16_products and its values looked up 32 at a time with
+// bnb4_blocks_vbmi (where simd_vbmi) or bnb4_blocks_avx512; otherwise the block's table is built by f16_products and its values looked up 32 at a time with
 // AVX2 from an even element on, the rest (a block size off 32, the last block's tail and padding nibble) one at a time.
 void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
                   const float* nested_map, float nested_offset, int nested_blocksize, size_t n, int blocksize, int fault, uint16_t* y) {

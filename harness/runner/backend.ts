@@ -46,7 +46,8 @@ function emulated(fallback?: string): DeviceBackend {
     name: 'emulated',
     description: `CPU emulation of the MI250 (gfx90a) kernels' numerics on ${os.cpus()[0]?.model ?? os.arch()}; not GPU hardware`,
     emulates: 'AMD Instinct MI250 (CDNA2, gfx90a): FP16 storage, FP32 accumulation',
-    simd: info.simd,
+    // 'avx512+vbmi' where the VBMI kernels run: LAYERDIFF_SIMD=avx512 runs AVX-512 without them (a different kernel set)
+    simd: info.simd === 'avx512' && info.vbmi ? 'avx512+vbmi' : info.simd,
     threads: info.openmpThreads,
     versions: { compiler: info.compiler },
   };

@@ -158,7 +158,6 @@ describe('checkF16 (native fused compare)', () => {
 
   it('check_f16 on bitsandbytes NF4, rows whose blocks sit inside and at the edges of FP16\'s normal range (the AVX-512 VBMI test of a row from its absmax alone): as the TypeScript loop at every SIMD level, for a right device, one that flushes FP16 subnormals to zero, and ones converting with the normal-range shortcut (for ±0 too or not)', () => {
     const r = new Rng(1270);
-    const out = 64, inn = 512, bs = 64, n = out * inn, nb = n / bs;
     const quantMap = Float32Array.from(NF4_VALUES);
     const nonZero = Array.from(quantMap, Math.abs).filter((q) => q !== 0);
     const qmin = Math.min(...nonZero), qmax = Math.max(...nonZero);
@@ -174,54 +173,65 @@ describe('checkF16 (native fused compare)', () => {
       () => Math.fround(65504 / qmax),
       () => 0,
     ];
-    const perRow = inn / bs;
-    const absmax = Float32Array.from({ length: nb }, (_, b) => (b % perRow === Math.floor(b / perRow) % perRow ? edge[Math.floor(b / perRow) % edge.length]() : Math.fround(0.005 + r.uniform() * 0.095)));
-    const lw: LinearWeight = {
-      out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
-      weight: { name: 'b.weight', dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
-      scale: { name: 'b.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(absmax.buffer) },
-      bnb: { quantType: 'nf4', blocksize: bs, quantMap, namedTable: true, dtype: 'bfloat16', nested: null },
-    };
-    const e = exactOperands(lw);
-    const values = dequantLinearTs(lw);
-    const right = Uint16Array.from(values, (v) => f32ToF16Bits(v));
-    // a device flushing FP16 subnormals to ±0, and two converting values as if they were normal-range (the
-    // exponent rebiased and the mantissa rounded to nearest, ties to even: the shortcut fast float-to-half code
-    // takes), one for every value, one for all but ±0, so subnormal and overflowing values (and ±0) come out wrong
-    const ftz = right.map((h) => ((h & 0x7c00) === 0 ? h & 0x8000 : h));
-    const u32 = new Uint32Array(Float32Array.from(values).buffer);
-    const short = (u: number) => ((((u & 0x7fffffff) + 0xfff + ((u >>> 13) & 1)) >>> 13) - (112 << 10)) & 0x7fff | ((u >>> 16) & 0x8000);
-    const shortcut = Uint16Array.from(u32, short);
-    const shortcutButZero = Uint16Array.from(u32, (u) => ((u & 0x7fffffff) === 0 ? u >>> 16 : short(u)));
-    try {
-      for (const level of LEVELS) {
-        setReferenceSimd(level);
-        for (const [what, dev] of [['right', right], ['flushing subnormals', ftz], ['normal-range shortcut', shortcut], ['normal-range shortcut but ±0', shortcutButZero]] as const) {
-          const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
-          expect({ ...flags(got), firstReferenceNonFinite: undefined }, `${level} ${what}`).toEqual({ ...flags(tsCompare(lw, dev)), firstReferenceNonFinite: undefined });
-          expect(got.firstBad >= 0, `${level} ${what}`).toBe(what !== 'right');
+    // rows of 8 blocks (a vector of them with AVX2, a part of one with AVX-512) and of 21 (past either, with a tail):
+    // row r's edge is edge[r % 8], at block ⌊r / 8⌋ of the row, so every edge sits at every block of a row
+    for (const perRow of [8, 21]) {
+      const bs = 64, out = edge.length * perRow, inn = perRow * bs, n = out * inn, nb = n / bs;
+      const absmax = Float32Array.from({ length: nb }, (_, b) => {
+        const row = Math.floor(b / perRow);
+        return b % perRow === Math.floor(row / edge.length) ? edge[row % edge.length]() : Math.fround(0.005 + r.uniform() * 0.095);
+      });
+      const lw: LinearWeight = {
+        out, in: inn, name: 'b.weight', format: 'bnb4', encoding: 'bnb-nf4', block: [1, bs], global: null,
+        weight: { name: 'b.weight', dtype: 'U8', shape: [n / 2, 1], bytes: bytes(r, n / 2) },
+        scale: { name: 'b.weight.absmax', dtype: 'F32', shape: [nb], bytes: new Uint8Array(absmax.buffer) },
+        bnb: { quantType: 'nf4', blocksize: bs, quantMap, namedTable: true, dtype: 'bfloat16', nested: null },
+      };
+      const e = exactOperands(lw);
+      const values = dequantLinearTs(lw);
+      const right = Uint16Array.from(values, (v) => f32ToF16Bits(v));
+      // a device flushing FP16 subnormals to ±0, and two converting values as if they were normal-range (the
+      // exponent rebiased and the mantissa rounded to nearest, ties to even: the shortcut fast float-to-half code
+      // takes), one for every value, one for all but ±0, so subnormal and overflowing values (and ±0) come out wrong
+      const ftz = right.map((h) => ((h & 0x7c00) === 0 ? h & 0x8000 : h));
+      const u32 = new Uint32Array(Float32Array.from(values).buffer);
+      const short = (u: number) => ((((u & 0x7fffffff) + 0xfff + ((u >>> 13) & 1)) >>> 13) - (112 << 10)) & 0x7fff | ((u >>> 16) & 0x8000);
+      const shortcut = Uint16Array.from(u32, short);
+      const shortcutButZero = Uint16Array.from(u32, (u) => ((u & 0x7fffffff) === 0 ? u >>> 16 : short(u)));
+      try {
+        for (const level of LEVELS) {
+          setReferenceSimd(level);
+          for (const [what, dev] of [['right', right], ['flushing subnormals', ftz], ['normal-range shortcut', shortcut], ['normal-range shortcut but ±0', shortcutButZero]] as const) {
+            const got = checkExactVsF16(e.kind, e.weight, e.scale, out, inn, e.bo, e.bi, dev);
+            expect({ ...flags(got), firstReferenceNonFinite: undefined }, `${level} ${what}`).toEqual({ ...flags(tsCompare(lw, dev)), firstReferenceNonFinite: undefined });
+            expect(got.firstBad >= 0, `${level} ${what}`).toBe(what !== 'right');
+          }
         }
+      } finally {
+        setReferenceSimd('auto');
       }
-    } finally {
-      setReferenceSimd('auto');
+      const clean = tsCompare(lw, right);
+      expect(clean.over!.includes(1), 'blocks rounding to Inf').toBe(true);
+      expect(ftz.some((h, k) => h !== right[k]), 'subnormal values present').toBe(true);
     }
-    const clean = tsCompare(lw, right);
-    expect(clean.over!.includes(1), 'blocks rounding to Inf').toBe(true);
-    expect(ftz.some((h, k) => h !== right[k]), 'subnormal values present').toBe(true);
   });
 
   it('check_f16 on NVFP4 (16-value blocks, E4M3 scales times a global one): as the TypeScript loop at every SIMD level, for the device emulation under every fault and for seeded wrong values', () => {
     const N = loadDeviceNative();
     const cache = new LinearCache(N);
     const r = new Rng(960);
-    for (const [out, inn, g, op] of [[40, 96, 1e-6, 'mul'], [600, 448, 7264.9, 'div'], [16, 64, 300, 'mul']] as const) {
+    for (const [out, inn, g, op, tail] of [[40, 96, 1e-6, 'mul', false], [600, 448, 7264.9, 'div', false], [16, 64, 300, 'mul', false], [26, 1440, 300, 'mul', true]] as const) {
       // E4M3 bytes but NaN's; with the global scales, blocks that underflow FP16 (·1e-6), that overflow it (448 · 300),
-      // exact ones and rounded ones (÷7264.9)
+      // exact ones and rounded ones (÷7264.9). `tail`: rows of 90 blocks whose scales keep every value finite (E4M3
+      // 0.125 … 30, times 300) but one, ±128 (overflowing), at block 64 + row: past the 64 scale bytes one lossy-flag
+      // lookup of the AVX-512 VBMI row test takes
       const gv = Math.fround(g);
+      const C = inn / 16;
+      const scales = tail ? Uint8Array.from({ length: out * C }, (_, k) => (k % C === 64 + Math.floor(k / C) ? 0x70 | (r.int(2) << 7) : 0x20 + r.int(0x40) | (r.int(2) << 7))) : bytes(r, (out * inn) / 16, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b));
       const lw: LinearWeight = {
         out, in: inn, name: 'n.weight', format: 'nvfp4', encoding: 'modelopt-nvfp4', block: [1, 16],
         weight: { name: 'n.weight', dtype: 'U8', shape: [out, inn / 2], bytes: bytes(r, (out * inn) / 2) },
-        scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [out, inn / 16], bytes: bytes(r, (out * inn) / 16, (b) => ((b & 0x7f) === 0x7f ? b ^ 1 : b)) },
+        scale: { name: 'n.weight_scale', dtype: 'F8_E4M3', shape: [out, inn / 16], bytes: scales },
         global: { tensor: { name: 'n.weight_scale_2', dtype: 'F32', shape: [], bytes: new Uint8Array(new Float32Array([gv]).buffer) }, value: gv, op },
       };
       const e = exactOperands(lw);
@@ -247,6 +257,7 @@ describe('checkF16 (native fused compare)', () => {
       const clean = tsCompare(lw, devices[0][1]);
       if (g === 1e-6) expect(clean.under!.includes(1), 'the data reaches FP16 underflow').toBe(true);
       if (g === 300) expect(clean.over!.includes(1), 'the data reaches FP16 overflow').toBe(true);
+      if (tail) expect(clean.overBlocks, 'one overflowing block a row, past block 64').toBe(out);
     }
   });
 
