@@ -129,9 +129,12 @@ describe('outputs appear only after a completed run', () => {
   it('a killed run leaves no report', async () => {
     const d = path.join(tmp, 'killed');
     const main = path.join(packageRoot(), 'dist', 'harness', 'cli', 'main.js');
-    const child = spawn(process.execPath, [main, 'diff', '--repeat', '100', '--inject', 'nibble-swap', ...outputs(d).slice(0, 8)], { stdio: 'ignore' });
+    // deepseek-v4-tiny at --repeat 100: ~6 s alone on a 2-core host (llama-tiny's ~1.9 s had come in under the kill
+    // below when the host was idle), so the kill lands well into the stages whatever the load
+    const model = path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
+    const child = spawn(process.execPath, [main, 'diff', model, '--repeat', '100', '--inject', 'nibble-swap', ...outputs(d).slice(0, 8)], { stdio: 'ignore' });
     const done = new Promise<number | null>((res) => child.on('close', (code) => res(code)));
-    await new Promise((res) => setTimeout(res, 2500)); // well into the stages: --repeat 100 takes many seconds
+    await new Promise((res) => setTimeout(res, 2500));
     child.kill('SIGKILL');
     const r = { code: (await done) ?? -1 };
     expect(r.code).toBe(-1);
