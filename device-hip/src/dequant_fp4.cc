@@ -231,14 +231,16 @@ __attribute__((target("avx512f,avx512bw,avx2,f16c"))) void bnb4_blocks_avx512(co
   }
 }
 
-// The same with AVX-512 VBMI: a step's 16 packed bytes zero-extended a word to a qword (bytes p, p + 1), and one
-// vpmultishiftqb takes each element's code from its bit offset into its word's low byte: 4 (p's high nibble, the
-// even element), 0, 12, 8 (0, 4, 8, 12 under the nibble-order fault). Bit 4 then holds the next nibble's low bit,
-// which picks between the table's two equal halves.
+// 32 values of a block (p: their packed bytes) looked up in its table by the indices `at` makes (below) into y.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void bnb4_step_vbmi(const __m512i at, const __m512i tab, const uint8_t* p, uint16_t* y) {
   const __m512i idx = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   _mm512_storeu_si512(y, _mm512_permutexvar_epi16(idx, tab));
 }
+
+// The same with AVX-512 VBMI: a step's 16 packed bytes zero-extended a word to a qword (bytes p, p + 1), and one
+// vpmultishiftqb takes each element's code from its bit offset into its word's low byte: 4 (p's high nibble, the
+// even element), 0, 12, 8 (0, 4, 8, 12 under the nibble-order fault). Bit 4 then holds the next nibble's low bit,
+// which picks between the table's two equal halves.
 __attribute__((target("avx512f,avx512bw,avx512vbmi,avx2,f16c"))) void bnb4_blocks_vbmi(const uint8_t* pb0, const Bnb4Absmax& am, const float* code, long long b0,
                                                                                          long long b1, int blocksize, bool swap, uint16_t* y) {
   const Bnb4Absmax a = am;  // a copy: the stores below (vectors may alias anything) would reload its fields each block

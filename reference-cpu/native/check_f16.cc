@@ -574,6 +574,12 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(co
   return bad == 0 && _mm512_test_epi32_mask(differ, differ) == 0;
 }
 
+// 32 elements of a block (p: their packed bytes, d: the device's values) against its table: differ |= reference ^ device.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void table4_step_vbmi(const __m512i at, const __m512i tab, const uint8_t* p, const uint16_t* d, __m512i& differ) {
+  const __m512i idx = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(d), 0xF6);
+}
+
 // The same test with AVX-512 VBMI (half the vector work a block), for a row whose every block's values are ±0 or
 // normal-range by its absmax alone. With every table value finite, the non-zero codes' |table[c] · a| lie between
 // fl(qmin · a) and fl(qmax · a) (qmin, qmax: the least and greatest non-zero |table[c]|; a float32 product rounds
@@ -584,11 +590,6 @@ __attribute__((target("avx512f,avx512bw,avx2"))) bool table4_row_clean_avx512(co
 // A block's table is kept one code a dword, its FP16 bits in both words, so a vpermw index needs the code in bits
 // 1..4 only (bit 0 picks either word): one vpmultishiftqb puts it there for 32 elements from their 16 packed bytes.
 // A row with a block outside those bounds, or a table with a value not finite or none non-zero, is not tested here.
-// 32 elements of a block (p: their packed bytes, d: the device's values) against its table: differ |= reference ^ device.
-__attribute__((target("avx512f,avx512bw,avx512vbmi"), always_inline)) inline void table4_step_vbmi(const __m512i at, const __m512i tab, const uint8_t* p, const uint16_t* d, __m512i& differ) {
-  const __m512i idx = _mm512_multishift_epi64_epi8(at, _mm512_cvtepu16_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  differ = _mm512_ternarylogic_epi32(differ, _mm512_permutexvar_epi16(idx, tab), _mm512_loadu_si512(d), 0xF6);
-}
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) bool table4_row_clean_vbmi(const __m512 table, const uint8_t* w, int64_t k0, const uint8_t* s, int64_t o, int64_t in, int64_t bi,
                                                                                  const uint16_t* drow) {
   if (bi % 32 != 0 || in % bi != 0) return false;
