@@ -201,6 +201,24 @@ describe('the FP16 cache', () => {
   });
 });
 
+describe('the FP16 cache after a convert', () => {
+  it('convert records every file it hashed (embed, head, layers) for the next load, unless written within the racy window', async () => {
+    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    const db = path.join(tmp, 'cache', 'fingerprints.json');
+    const recorded = (dir: string) => {
+      const entries = fs.existsSync(db) ? (JSON.parse(fs.readFileSync(db, 'utf8')) as { entries: Record<string, { sha256: string }> }).entries : {};
+      const under = fs.realpathSync(dir) + path.sep;
+      return Object.fromEntries(Object.entries(entries).filter(([k]) => k.startsWith(under)).map(([k, e]) => [path.basename(k.split('\0')[0]), e.sha256]));
+    };
+    const racy = path.join(tmp, 'fp16-racy');
+    await writeLlamaFp16Cache(m, N, racy, fp.value);
+    expect(recorded(racy)).toEqual({});
+    const dir = path.join(tmp, 'fp16-recorded');
+    const man = await writeLlamaFp16Cache(m, N, dir, fp.value, undefined, false, { racyMs: 0 });
+    expect(recorded(dir)).toEqual(Object.fromEntries(man.files.map((f) => [f.name, `blake3:${f.blake3}`])));
+  });
+});
+
 describe('sampling', () => {
   it('repetition penalty divides positive and multiplies negative logits of seen tokens (HF)', () => {
     const z = penalize(Float32Array.of(2, -2, 1, 4), [0, 1, 1], 2);
