@@ -115,8 +115,6 @@ export interface CacheTarget {
    * what is there (CacheFiles in verify mode), so the record can vouch for the cache (verifyExistingCache)
    */
   verify?: boolean;
-  /** the digest cache the verified files are recorded in (PartDigests; tests: racyMs) */
-  fpOptions?: Pick<FingerprintOptions, 'racyMs'>;
 }
 
 /** The files of one conversion: each appears complete (temp file, then rename) and is remembered for cleanup. */
@@ -331,7 +329,7 @@ function recordDigests(t: CacheTarget, dir: string, entries: readonly Vouched[])
     return fd;
   };
   try {
-    const trusted = new PartDigests({ protect: t.checkpointDir, ...t.fpOptions });
+    const trusted = new PartDigests({ protect: t.checkpointDir });
     // recorded first (which takes the file's stat key), then checked to be the file read: a ctime only moves
     // forward, so a file that is the one read now was the one read when its key was taken
     for (const v of entries) trusted.record(path.join(dir, v.name), fdOf(v.name), v.label, v.digest, v.readAtMs);
@@ -435,6 +433,7 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
       if (old !== null) fs.renameSync(old, target);
       throw outputError(e, target);
     }
+    made = null; // the new cache is in place: nothing below may remove the folders that hold it
     syncEntries(parent); // the swap itself
     if (old !== null) fs.rmSync(old, { recursive: true, force: true });
     // The whole files were just hashed from disk for the manifest: the first load trusts those digests by stat

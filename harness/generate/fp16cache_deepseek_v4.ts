@@ -41,7 +41,7 @@ import { forEachRowChunk, readRows } from '../models/rows.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache, storedToF16 } from '../../device-hip/linear.js';
 import type { TensorSpec } from '../io/stream_writer.js';
-import { type CacheFiles, CacheStore, type CacheTarget, ChunkedFile, f16Bytes, type Fp16ManifestBase, identityOf, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
+import { type CacheFiles, CacheStore, ChunkedFile, f16Bytes, type Fp16ManifestBase, identityOf, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface ExpertsFileDigest {
   name: string;
@@ -96,13 +96,13 @@ function writeItems(files: CacheFiles, file: string, items: Item[]): void {
 /** A [vocab, hidden] table converted chunk by chunk (never held whole). */
 const writeTable = (N: DeviceNative, m: DeepseekV4Checkpoint, name: string, w: { write(name: string, b: Uint8Array): void }) => writeTableF16(N, m.ck, name, m.cfg.vocab, m.cfg.hidden, w);
 
-export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false, fpOptions?: CacheTarget['fpOptions']): Promise<DeepseekV4Fp16Manifest> {
+export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false): Promise<DeepseekV4Fp16Manifest> {
   // Every tensor is checked against the config before a byte is written: bad input leaves nothing behind.
   m.conformance();
   const c = m.cfg;
   const table = (name: string): TensorSpec => ({ name, dtype: 'F16', shape: [c.vocab, c.hidden] });
   const linears = new LinearCache(N);
-  const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify, fpOptions };
+  const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   return writeCache<DeepseekV4Fp16Manifest>(target, (files) => {
     files.stream(EMBED, [table(m.embedName)], (w) => writeTable(N, m, m.embedName, w));
     // The head before the layers: the files vouched for as a whole are hashed once all are written, and one written

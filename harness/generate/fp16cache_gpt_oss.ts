@@ -13,7 +13,7 @@ import type { TensorSpec } from '../io/stream_writer.js';
 import type { GptOssCheckpoint, GptOssExpert, GptOssLayerWeights } from '../models/gpt_oss.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
-import { CacheStore, type CacheTarget, f16Bytes, type Fp16ManifestBase, layerFile, openCache, writeCache } from './fp16cache.js';
+import { CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, openCache, writeCache } from './fp16cache.js';
 
 export interface GptOssFp16Manifest extends Fp16ManifestBase {
   architecture: 'gpt_oss';
@@ -27,10 +27,10 @@ const STORED = ['input_layernorm', 'post_attention_layernorm', 'q_bias', 'k_bias
 /** The fused expert bias tensors of layer L as stored ([E, 2I] and [E, H]). */
 const biasNames = (L: number) => ({ gate_up: `model.layers.${L}.mlp.experts.gate_up_proj_bias`, down: `model.layers.${L}.mlp.experts.down_proj_bias` });
 
-export async function writeGptOssFp16Cache(m: GptOssCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false, fpOptions?: CacheTarget['fpOptions']): Promise<GptOssFp16Manifest> {
+export async function writeGptOssFp16Cache(m: GptOssCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false): Promise<GptOssFp16Manifest> {
   m.conformance();
   const c = m.cfg;
-  const target = { dir, architecture: 'gpt_oss' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify, fpOptions };
+  const target = { dir, architecture: 'gpt_oss' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   return writeCache<GptOssFp16Manifest>(target, (out) => {
     for (let L = 0; L < c.layers; L++) {
       const w = m.loadLayer(L);

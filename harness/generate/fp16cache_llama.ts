@@ -13,7 +13,7 @@ import {
   buildLlamaF16Layer, buildLlamaF16Norm, LLAMA_NORM_KEYS, type LlamaF16Layer, type LlamaF16Weights, llamaLayerTensorName, llamaLayerTensorShape,
 } from '../../device-hip/llama_decode.js';
 import type { TensorSpec } from '../io/stream_writer.js';
-import { CacheStore, type CacheTarget, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
+import { CacheStore, f16Bytes, type Fp16ManifestBase, layerFile, MANIFEST, openCache, writeCache, writeTableF16 } from './fp16cache.js';
 
 export interface LlamaFp16Manifest extends Fp16ManifestBase {
   architecture: 'llama';
@@ -32,9 +32,9 @@ const cacheFiles = (layers: number) => [EMBED, ...Array.from({ length: layers },
  * Write the cache: each file streamed tensor by tensor, the embedding and an untied head in row chunks, so
  * memory holds one layer's FP16 weights at most (never the whole embedding or head).
  */
-export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false, fpOptions?: CacheTarget['fpOptions']): Promise<LlamaFp16Manifest> {
+export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, dir: string, fingerprint: string, onFile?: (name: string) => void, verify = false): Promise<LlamaFp16Manifest> {
   const { vocab: V, hidden: D } = m.cfg;
-  const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify, fpOptions };
+  const target = { dir, architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   const f16 = (name: string, shape: number[]): TensorSpec => ({ name, dtype: 'F16', shape });
   return writeCache<LlamaFp16Manifest>(target, (files) => {
     files.stream(EMBED, [f16(m.embedName, [V, D])], (w) => writeTableF16(N, m.ck, m.embedName, V, D, w));

@@ -60,6 +60,17 @@ afterAll(() => {
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
+/** `f` with the clock 10 s ahead of the files' timestamps: what it reads is past the digest cache's racy window */
+async function tenSecondsOn<T>(f: () => Promise<T>): Promise<T> {
+  const realNow = Date.now.bind(Date);
+  const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + 10_000);
+  try {
+    return await f();
+  } finally {
+    clock.mockRestore();
+  }
+}
+
 const bits = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 const same = (a: ArrayBufferView, b: ArrayBufferView) => bits(a).equals(bits(b));
 
@@ -654,13 +665,15 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
       await writeDeepseekV4Fp16Cache(m, N, racy, fp);
       expect(Object.keys(entries('convert-racy-digests')).filter((k) => k.startsWith(fs.realpathSync(racy)))).toEqual([]);
 
-      // outside it (racyMs 0 stands for a convert whose files were written long before their read-back)
+      // outside it: the clock 10 s on while converting stands for a convert whose files were written long before
+      // their read-back (a real-width convert writes a layer's routed experts after its file, the head first)
       process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'convert-digests');
       const dir = path.join(tmp, 'convert-records');
-      const man = await writeDeepseekV4Fp16Cache(m, N, dir, fp, undefined, false, { racyMs: 0 });
+      const man = await tenSecondsOn(() => writeDeepseekV4Fp16Cache(m, N, dir, fp));
       const got = entries('convert-digests');
-      const mine = Object.keys(got).filter((k) => k.startsWith(fs.realpathSync(dir) + path.sep));
-      // under each file's final name (not the staging folder's), with the manifest's digest and the file's inode
+      const mine = Object.keys(got);
+      // exactly these (a fresh digest cache): under each file's final name, none under the staging folder's, with the
+      // manifest's digest and the file's inode
       expect(mine.sort()).toEqual(man.files.map((f) => `${fs.realpathSync(path.join(dir, f.name))}\0(whole file)`).sort());
       for (const f of man.files) {
         const abs = fs.realpathSync(path.join(dir, f.name));
@@ -685,7 +698,7 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
       process.env.LAYERDIFF_CACHE_DIR = path.join(tmp, 'convert-keyed-digests');
       process.env.LAYERDIFF_SIGNING_KEY = 'k';
       const keyed = path.join(tmp, 'convert-keyed');
-      const km = await writeDeepseekV4Fp16Cache(m, N, keyed, fp, undefined, false, { racyMs: 0 });
+      const km = await tenSecondsOn(() => writeDeepseekV4Fp16Cache(m, N, keyed, fp));
       expect(Object.values(entries('convert-keyed-digests')).every((e) => typeof e.mac === 'string')).toBe(true);
       expect(vouched(keyed, km, { macKey: 'k' })).toEqual(km.files.map(() => true));
       expect(vouched(keyed, km, { macKey: 'other' })).toEqual(km.files.map(() => false));

@@ -227,7 +227,13 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   const afterConvert = digestEntries(env.LAYERDIFF_CACHE_DIR);
   const whole = JSON.parse(fs.readFileSync(path.join(cacheDir, 'manifest.json'), 'utf8')) as { files: Array<{ name: string }> };
   out['deepseek_v4_wide.convert.whole_files'] = whole.files.length;
-  out['deepseek_v4_wide.convert.whole_files_recorded'] = whole.files.filter((f) => `${fs.realpathSync(path.join(cacheDir, f.name))}\0(whole file)` in afterConvert).length;
+  // (an entry counts only for the file as it is now: an earlier bench run's entries for the same paths are stale)
+  out['deepseek_v4_wide.convert.whole_files_recorded'] = whole.files.filter((f) => {
+    const file = fs.realpathSync(path.join(cacheDir, f.name));
+    const e = afterConvert[`${file}\0(whole file)`] as { ino?: string; mtime_ns?: string; ctime_ns?: string } | undefined;
+    const st = fs.statSync(file, { bigint: true });
+    return e !== undefined && e.ino === String(st.ino) && e.mtime_ns === String(st.mtimeNs) && e.ctime_ns === String(st.ctimeNs);
+  }).length;
   out['deepseek_v4_wide.convert.s'] = conv.ms / 1000;
   out['deepseek_v4_wide.convert.peak_rss_gib'] = conv.maxRssMiB / 1024;
   out['deepseek_v4_wide.fp16_cache.gib'] = conv.extra!.gib;
