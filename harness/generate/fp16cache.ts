@@ -14,8 +14,7 @@
  * and is not used (the caller dequantizes at load instead, with a note); a cache whose files do not match the
  * manifest's digests, or lack a tensor, is corrupt: an InputError naming the file. A file that matched is
  * recorded in the stat-keyed cache checkpoint fingerprints use (PartDigests), so after the first load verifying
- * costs a few stats. A convert records there the whole files it hashed for the manifest (those not written within
- * the racy window of that read), so the first load after it verifies those by stat too.
+ * costs a few stats.
  * A file of which a run reads only a few rows (DeepSeek-V4's 1 GB embedding, for a prompt's tokens) is vouched
  * for chunk by chunk instead (ChunkedFileDigest): its header at the first read, each chunk when a read first
  * touches it, so a load never hashes what it does not use. A manifest of the earlier layout (schema /1, every
@@ -297,45 +296,33 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
 
 /**
  * After `gate --fp16-cache`: the files it compared byte for byte with the conversion go into the stat-keyed digest
- * cache with their digests (recordDigests), whole files and DeepSeek-V4's routed experts alike. So the first
- * `generate` after the gate verifies them by stat instead of hashing again the 3.4 GB (wide fixture) it uses.
+ * cache with their digests (PartDigests: MACed with the signing key when there is one, not for a file changed too
+ * recently), as a load records what it verified, whole files and DeepSeek-V4's routed experts alike. So the first
+ * `generate` after the gate verifies them by stat instead of hashing again the 3.4 GB (wide fixture) it uses. A file
+ * that is no longer the one compared is not recorded, and is then hashed at load as always.
  */
 function recordCompared(t: CacheTarget, files: CacheFiles, whole: readonly CacheFileDigest[], parts: NonNullable<CacheBody<Fp16ManifestBase>['parts']>): void {
-  const entry = (name: string, label: string, digest: string): Vouched => ({ name, label, digest, identity: files.compared.get(name), readAtMs: files.comparedAt.get(name) });
-  recordDigests(t, t.dir, [...whole.map((f) => entry(f.name, WHOLE_FILE, `blake3:${f.blake3}`)), ...parts.map((p) => entry(p.file, p.label, p.digest))]);
-}
-
-/** A digest of a file's bytes (or a part's, by its label), with the file's identity (identityOf) and the time its read began. */
-interface Vouched {
-  name: string;
-  label: string;
-  digest: string;
-  identity: string | undefined;
-  readAtMs: number | undefined;
-}
-
-/**
- * Digests this process took of the cache's own bytes (a convert's read-back, a gate's compare), recorded in the
- * stat-keyed digest cache as a load records what it verified (PartDigests: MACed with the signing key when there is
- * one; not for a file changed within the racy window of its read), so the next load verifies those files by stat.
- * Nothing is recorded if any file is no longer the one read: it is then hashed at load as always. A failure here
- * is a note: only the next load's shortcut is lost.
- */
-function recordDigests(t: CacheTarget, dir: string, entries: readonly Vouched[]): void {
   const fds = new Map<string, number>();
   const fdOf = (name: string): number => {
     let fd = fds.get(name);
-    if (fd === undefined) fds.set(name, (fd = openCacheFile(path.join(dir, name))));
+    if (fd === undefined) fds.set(name, (fd = openCacheFile(path.join(t.dir, name))));
     return fd;
   };
   try {
     const trusted = new PartDigests({ protect: t.checkpointDir });
-    // recorded first (which takes the file's stat key), then checked to be the file read: a ctime only moves
-    // forward, so a file that is the one read now was the one read when its key was taken
-    for (const v of entries) trusted.record(path.join(dir, v.name), fdOf(v.name), v.label, v.digest, v.readAtMs);
-    for (const v of entries) if (v.identity !== identityOf(fdOf(v.name))) return; // changed since: nothing recorded
+    // recorded first (which takes the file's stat key), then checked to be the file compared: a ctime only moves
+    // forward, so a file that is the compared one now was the compared one when its key was taken
+    const named = new Set<string>();
+    const record = (name: string, label: string, digest: string) => {
+      trusted.record(path.join(t.dir, name), fdOf(name), label, digest, files.comparedAt.get(name));
+      named.add(name);
+    };
+    for (const f of whole) record(f.name, WHOLE_FILE, `blake3:${f.blake3}`);
+    for (const p of parts) record(p.file, p.label, p.digest);
+    for (const name of named) if (files.compared.get(name) !== identityOf(fdOf(name))) return; // changed since: nothing recorded
     trusted.flush();
   } catch (e) {
+    // the gate's verdict stands; only the shortcut for the next load is lost
     process.stderr.write(`layerdiff: note: could not record the FP16 cache's digests for the next load: ${(e as Error).message}\n`);
   } finally {
     for (const fd of fds.values()) fs.closeSync(fd);
@@ -410,14 +397,13 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
   const files = new CacheFiles({ ...t, dir: staging });
   try {
     const { verified, chunked, extra } = await body(files);
-    const read: ReadBack = new Map();
     const manifest = {
       schema: FP16_CACHE_SCHEMA,
       tool: { name: 'layerdiff', version: toolVersion() },
       architecture: t.architecture,
       checkpoint: { path: path.resolve(t.checkpointDir), fingerprint: t.fingerprint },
       num_layers: t.numLayers,
-      files: wholeDigests(staging, verified, undefined, read),
+      files: wholeDigests(staging, verified),
       chunked: chunkDigests(staging, chunked),
       ...extra,
       created: new Date().toISOString(),
@@ -433,13 +419,8 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
       if (old !== null) fs.renameSync(old, target);
       throw outputError(e, target);
     }
-    made = null; // the new cache is in place: nothing below may remove the folders that hold it
     syncEntries(parent); // the swap itself
     if (old !== null) fs.rmSync(old, { recursive: true, force: true });
-    // The whole files were just hashed from disk for the manifest: the first load trusts those digests by stat
-    // instead of hashing the files again (2.2 of the 3.4 GB a wide first token reads). A rename keeps a file's
-    // identity, so each is checked to be the file hashed, under its final name.
-    recordDigests(t, target, manifest.files.map((f) => ({ name: f.name, label: WHOLE_FILE, digest: `blake3:${f.blake3}`, ...read.get(f.name)! })));
     return manifest;
   } catch (e) {
     fs.rmSync(staging, { recursive: true, force: true });
@@ -504,15 +485,11 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
 // ---- files vouched for as a whole ---------------------------------------------------------------------------
 
 
-/** Each file hashed by wholeDigests: its identity while hashed (hashUnchanged holds it to that) and when the read began. */
-type ReadBack = Map<string, { identity: string; readAtMs: number }>;
-
 /**
  * The BLAKE3 of each named file in `dir` (every core on each file), read back from disk after writing, or after a
- * compare (`compared`: each file must still be the one compared, and not change while hashed); `read` is told
- * each file's identity and read time.
+ * compare (`compared`: each file must still be the one compared, and not change while hashed).
  */
-function wholeDigests(dir: string, names: readonly string[], compared?: Pinned, read?: ReadBack): CacheFileDigest[] {
+function wholeDigests(dir: string, names: readonly string[], compared?: Pinned): CacheFileDigest[] {
   return names.map((name) => {
     const file = path.join(dir, name);
     const fd = openCacheFile(file);
@@ -520,7 +497,6 @@ function wholeDigests(dir: string, names: readonly string[], compared?: Pinned, 
       const before = identityOf(fd);
       assertCompared(compared, name, before, file);
       const size = fs.fstatSync(fd).size;
-      read?.set(name, { identity: before, readAtMs: Date.now() });
       return { name, size, blake3: hashUnchanged(fd, file, before, size, hashThreads(Number.POSITIVE_INFINITY)) };
     } finally {
       fs.closeSync(fd);

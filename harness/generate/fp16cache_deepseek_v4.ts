@@ -105,14 +105,6 @@ export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: Devic
   const target = { dir, architecture: 'deepseek_v4' as const, numLayers: c.layers, fingerprint, checkpointDir: m.ck.dir, onFile, verify };
   return writeCache<DeepseekV4Fp16Manifest>(target, (files) => {
     files.stream(EMBED, [table(m.embedName)], (w) => writeTable(N, m, m.embedName, w));
-    // The head before the layers: the files vouched for as a whole are hashed once all are written, and one written
-    // within the digest cache's racy window of that read is not recorded for the first load (fp16cache.ts
-    // writeCache). Written last, the 1 GB head always was; now the last is a layer's file, followed by its experts.
-    const head = Object.entries(m.head()).map(([k, t]) => storedItem(N, k, t));
-    files.stream(HEAD, [table(m.headName), ...head.map((i) => i.spec)], (w) => {
-      writeTable(N, m, m.headName, w);
-      for (const i of head) w.write(i.spec.name, i.bytes());
-    });
     const experts: ExpertsFileDigest[] = [];
     for (let L = 0; L < c.layers; L++) {
       const items: Item[] = [];
@@ -123,6 +115,11 @@ export async function writeDeepseekV4Fp16Cache(m: DeepseekV4Checkpoint, N: Devic
       writeItems(files, layerFile(L), items);
       experts.push(writeExperts(files, m, linears, L));
     }
+    const head = Object.entries(m.head()).map(([k, t]) => storedItem(N, k, t));
+    files.stream(HEAD, [table(m.headName), ...head.map((i) => i.spec)], (w) => {
+      writeTable(N, m, m.headName, w);
+      for (const i of head) w.write(i.spec.name, i.bytes());
+    });
     const parts = experts.flatMap((x, L) => x.blake3.map((d, e) => ({ file: x.name, label: expertLabel(L, e), digest: expertDigest(d) })));
     return { verified: wholeFiles(c.layers), chunked: [{ name: EMBED, chunkBytes: EMBED_CHUNK_ROWS * c.hidden * 2 }], parts, extra: { experts } };
   });

@@ -38,13 +38,6 @@ export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, d
   const f16 = (name: string, shape: number[]): TensorSpec => ({ name, dtype: 'F16', shape });
   return writeCache<LlamaFp16Manifest>(target, (files) => {
     files.stream(EMBED, [f16(m.embedName, [V, D])], (w) => writeTableF16(N, m.ck, m.embedName, V, D, w));
-    // the head before the layers, so that it is past the digest cache's racy window when the files are hashed at the
-    // end and its digest is recorded for the first load (fp16cache.ts writeCache)
-    const tied = m.headName === m.embedName;
-    files.stream(HEAD, [f16('model.norm.weight', [D]), ...(tied ? [] : [f16(m.headName, [V, D])])], (w) => {
-      w.write('model.norm.weight', f16Bytes(buildLlamaF16Norm(m, N)));
-      if (!tied) writeTableF16(N, m.ck, m.headName, V, D, w);
-    });
     for (let L = 0; L < m.cfg.layers; L++) {
       const layer = buildLlamaF16Layer(m, N, L);
       const names = LAYER_KEYS.map((k) => llamaLayerTensorName(L, k));
@@ -54,6 +47,11 @@ export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, d
         for (const b of biases) w.write(b.name, f16Bytes(b.data));
       });
     }
+    const tied = m.headName === m.embedName;
+    files.stream(HEAD, [f16('model.norm.weight', [D]), ...(tied ? [] : [f16(m.headName, [V, D])])], (w) => {
+      w.write('model.norm.weight', f16Bytes(buildLlamaF16Norm(m, N)));
+      if (!tied) writeTableF16(N, m.ck, m.headName, V, D, w);
+    });
     return { verified: cacheFiles(m.cfg.layers), extra: { tied_head: tied } };
   });
 }

@@ -6,9 +6,8 @@
  *     hold the same FP16 weights (layers kept, head held in F16), so the cache is the only difference. The
  *     same decode with the weights read from the FP16 cache is reported beside it;
  *   - start-up: opening the checkpoint → the first logits of a one-token prompt, weights from the FP16 cache
- *     (digests verified: stat-only once recorded; "after convert" with the digest cache as the convert left it;
- *     "first load" hashes the files the manifest vouches for as a whole, the wide run's in children with a digest
- *     cache each holding none of the cache's digests, in the same alternating rounds) against
+ *     (digests verified: stat-only once recorded; "first load" hashes the files the manifest vouches for as a
+ *     whole, the wide run's in children with an empty digest cache each, in the same alternating rounds) against
  *     dequantizing the checkpoint. DeepSeek-V4 binds routed experts lazily, so start-up reads every layer's
  *     other weights and the head but only the experts that token is routed to (6 of 256 per layer at real
  *     width): start-up means "ready to emit the first token", not "every expert in memory";
@@ -191,22 +190,19 @@ export function wideGenerationModel(): string {
   return path.join(benchDir(), `deepseek-v4-wide-${WIDE.layers}x${WIDE.experts}`);
 }
 
-/** The entries of the digest cache in `from` (its fingerprints.json), keyed by path and label. */
-function digestEntries(from: string): Record<string, unknown> {
-  const file = path.join(from, 'fingerprints.json');
-  return fs.existsSync(file) ? ((JSON.parse(fs.readFileSync(file, 'utf8')) as { entries?: Record<string, unknown> }).entries ?? {}) : {};
-}
-
 /**
- * A fresh digest cache (a new folder) holding `entries` but those of files under `dir` (none left out without it): the
- * first load's child then hashes the FP16 cache, not the checkpoint's fingerprint again (untimed, but 4 GB read before
- * each run).
+ * A fresh digest cache (a new folder) holding `from`'s entries but those of files under `dir`: the first load's child
+ * then hashes the FP16 cache, not the checkpoint's fingerprint again (untimed, but 4 GB read before each run).
  */
-function digestsWithout(entries: Record<string, unknown>, dir?: string): string {
+function digestsWithout(from: string, dir: string): string {
   const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'layerdiff-digests-'));
-  const under = dir === undefined ? [] : [path.resolve(dir), fs.realpathSync(dir)].map((d) => d + path.sep);
-  const kept = Object.fromEntries(Object.entries(entries).filter(([k]) => !under.some((d) => k.startsWith(d))));
-  fs.writeFileSync(path.join(fresh, 'fingerprints.json'), JSON.stringify({ schema: 'layerdiff.fingerprints/1', entries: kept }));
+  const file = path.join(from, 'fingerprints.json');
+  if (fs.existsSync(file)) {
+    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as { entries?: Record<string, unknown> };
+    const under = [path.resolve(dir), fs.realpathSync(dir)].map((d) => d + path.sep);
+    for (const k of Object.keys(v.entries ?? {})) if (under.some((d) => k.startsWith(d))) delete v.entries![k];
+    fs.writeFileSync(path.join(fresh, 'fingerprints.json'), JSON.stringify(v));
+  }
   return fresh;
 }
 
@@ -222,36 +218,22 @@ async function benchWide(out: Record<string, number>): Promise<void> {
     writeDeepseekV4Wide(model, WIDE);
   }
   const conv = runChild('convert', ['cache', model, cacheDir], env);
-  // the digest cache as the convert left it: the whole files it hashed for the manifest are recorded there, but for
-  // any written within the racy window of that read
-  const afterConvert = digestEntries(env.LAYERDIFF_CACHE_DIR);
-  const whole = JSON.parse(fs.readFileSync(path.join(cacheDir, 'manifest.json'), 'utf8')) as { files: Array<{ name: string }> };
-  out['deepseek_v4_wide.convert.whole_files'] = whole.files.length;
-  // (an entry counts only for the file as it is now: an earlier bench run's entries for the same paths are stale)
-  out['deepseek_v4_wide.convert.whole_files_recorded'] = whole.files.filter((f) => {
-    const file = fs.realpathSync(path.join(cacheDir, f.name));
-    const e = afterConvert[`${file}\0(whole file)`] as { ino?: string; mtime_ns?: string; ctime_ns?: string } | undefined;
-    const st = fs.statSync(file, { bigint: true });
-    return e !== undefined && e.ino === String(st.ino) && e.mtime_ns === String(st.mtimeNs) && e.ctime_ns === String(st.ctimeNs);
-  }).length;
   out['deepseek_v4_wide.convert.s'] = conv.ms / 1000;
   out['deepseek_v4_wide.convert.peak_rss_gib'] = conv.maxRssMiB / 1024;
   out['deepseek_v4_wide.fp16_cache.gib'] = conv.extra!.gib;
-  // Four sides a round, alternating: dequantizing; the FP16 cache with its digests recorded (stat-only, as every load
-  // after the first); the first load after the convert, in a digest cache of its own made for each run as the convert
-  // left it (routed experts hashed when first routed to; a whole file the convert wrote within the racy window of its
-  // read hashed too); and the cache's first load in a digest cache holding the checkpoint's digests but none of the
-  // cache's (a cache copied from elsewhere: every file the manifest vouches for as a whole is hashed in the measured
-  // time). The page cache is warm for all four.
-  const sides = ['dequant', 'cache', 'converted', 'first'] as const;
-  const start: Record<(typeof sides)[number], number[]> = { dequant: [], cache: [], converted: [], first: [] };
+  // Three sides a round, alternating: dequantizing; the FP16 cache with its digests recorded (stat-only); and the
+  // cache's first load, in a digest cache of its own made for each run, holding the checkpoint's digests but none of
+  // the cache's (as after a convert: the files the manifest vouches for as a whole are hashed in the measured time;
+  // routed experts are hashed when first routed to, as always). The page cache is warm for all three.
+  const sides = ['dequant', 'cache', 'first'] as const;
+  const start: Record<(typeof sides)[number], number[]> = { dequant: [], cache: [], first: [] };
   for (let i = 0; i < STARTUP_ROUNDS; i++) {
     for (const s of sides) {
-      if (s === 'dequant' || s === 'cache') {
+      if (s !== 'first') {
         start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
         continue;
       }
-      const fresh = s === 'converted' ? digestsWithout(afterConvert) : digestsWithout(digestEntries(env.LAYERDIFF_CACHE_DIR), cacheDir);
+      const fresh = digestsWithout(env.LAYERDIFF_CACHE_DIR, cacheDir);
       try {
         start[s].push(runChild('startup', ['cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh }).ms);
       } finally {
@@ -261,13 +243,12 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   }
   for (const s of sides) {
     const counted = start[s].slice(1); // the first round warms up
-    const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', converted: 'fp16_cache_after_convert', first: 'fp16_cache_first_load' }[s];
+    const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', first: 'fp16_cache_first_load' }[s];
     out[`deepseek_v4_wide.startup.${key}.ms`] = median(counted);
     out[`deepseek_v4_wide.startup.${key}.min_ms`] = Math.min(...counted);
     out[`deepseek_v4_wide.startup.${key}.max_ms`] = Math.max(...counted);
   }
   out['deepseek_v4_wide.startup.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
-  out['deepseek_v4_wide.startup.fp16_cache_after_convert_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_after_convert.ms'];
   out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
   for (const s of ['dequant', 'cache'] as const) {
     const d = runChild('decode', [s, model, cacheDir], env);
@@ -304,8 +285,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   console.log(`  ${'deepseek-v4-tiny device'.padEnd(40)} ${f('deepseek_v4_tiny.startup.fp16_cache.ms')} ${f('deepseek_v4_tiny.startup.dequant_at_load.ms')}  ${x('deepseek_v4_tiny.startup.fp16_cache_speedup')}  (first load, hashing the cache: ${out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'].toFixed(1)} ms)`);
   if (wide) {
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, after convert`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_after_convert.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_after_convert_speedup')}  (the first load after convert: ${out['deepseek_v4_wide.convert.whole_files_recorded']} of ${out['deepseek_v4_wide.convert.whole_files']} whole files recorded by it, the rest and the routed experts hashed; ${f('deepseek_v4_wide.startup.fp16_cache_after_convert.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_after_convert.max_ms', 0).trim()} ms)`);
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (no digest of the cache recorded, a copied cache: all computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
   }
