@@ -419,6 +419,7 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
       if (old !== null) fs.renameSync(old, target);
       throw outputError(e, target);
     }
+    made = null; // the new cache is in place: a failure below (the folder's sync) must not remove the folders holding it
     syncEntries(parent); // the swap itself
     if (old !== null) fs.rmSync(old, { recursive: true, force: true });
     return manifest;
