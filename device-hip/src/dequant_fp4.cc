@@ -271,10 +271,52 @@ __attribute__((target("avx2"))) void bnb4_span_avx2(const uint8_t* p, const Bnb4
   }
 }
 
+// Blocks [b0, b1) of a bitsandbytes weight whose block size is a multiple of 64, with AVX2, 64 values a step (where
+// bnb4_span_avx2 takes 32 with 128-bit shuffles): the block's table made in registers (f16_products' multiply and
+// vcvtps2ph, a NaN product through the scalar rule) and split into its low and high bytes, each in both lanes. One
+// vpermd puts the step's packed dwords 0, 2, 4, 6 in the low lane and 1, 3, 5, 7 in the high, so that the in-lane
+// byte unpacks of codes, then of looked-up bytes, give the 64 values in order (elements 0..15, 16..31, 32..47,
+// 48..63, one store each). The same values as bnb4_span_avx2.
+__attribute__((target("avx2,f16c"))) void bnb4_blocks_avx2(const uint8_t* pb0, const Bnb4Absmax& am, const float* code, long long b0, long long b1,
+                                                           int blocksize, bool swap, uint16_t* y) {
+  const Bnb4Absmax a = am;  // a copy: the stores below (vectors may alias anything) would reload its fields each block
+  const __m256 c0 = _mm256_loadu_ps(code), c1 = _mm256_loadu_ps(code + 8);
+  const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7), m0f = _mm256_set1_epi8(0x0F);
+  for (long long b = b0; b < b1; b++) {
+    const float ab = a(b);
+    const __m256 va = _mm256_set1_ps(ab);
+    const __m256 p0 = _mm256_mul_ps(c0, va), p1 = _mm256_mul_ps(c1, va);
+    __m128i h0 = _mm256_cvtps_ph(p0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), h1 = _mm256_cvtps_ph(p1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    if (_mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(p0, p0, _CMP_UNORD_Q), _mm256_cmp_ps(p1, p1, _CMP_UNORD_Q))) != 0) {
+      alignas(16) uint16_t t[16];
+      for (int c = 0; c < 16; c++) t[c] = ld_f32_to_f16(code[c] * ab);
+      h0 = _mm_load_si128(reinterpret_cast<const __m128i*>(t)), h1 = _mm_load_si128(reinterpret_cast<const __m128i*>(t + 8));
+    }
+    // [low bytes of values 0..7 | their high bytes], the same for 8..15; then all 16 low bytes, all 16 high bytes
+    const __m128i s0 = _mm_shuffle_epi8(h0, split), s1 = _mm_shuffle_epi8(h1, split);
+    const __m256i tl = _mm256_broadcastsi128_si256(_mm_unpacklo_epi64(s0, s1)), th = _mm256_broadcastsi128_si256(_mm_unpackhi_epi64(s0, s1));
+    const uint8_t* pb = pb0 + (size_t)(b - b0) * (size_t)(blocksize / 2);
+    uint16_t* yb = y + (size_t)(b - b0) * (size_t)blocksize;
+    for (int q = 0; q < blocksize / 64; q++) {
+      const __m256i v = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + q * 32)), order);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f), low = _mm256_and_si256(v, m0f);
+      const __m256i ev = swap ? low : high, od = swap ? high : low;  // the element each byte puts first, and the other
+      const __m256i idx[2] = {_mm256_unpacklo_epi8(ev, od), _mm256_unpackhi_epi8(ev, od)};
+      __m256i* dst = reinterpret_cast<__m256i*>(yb + q * 64);
+      for (int h = 0; h < 2; h++) {
+        const __m256i L = _mm256_shuffle_epi8(tl, idx[h]), H = _mm256_shuffle_epi8(th, idx[h]);
+        _mm256_storeu_si256(dst + 2 * h, _mm256_unpacklo_epi8(L, H));
+        _mm256_storeu_si256(dst + 2 * h + 1, _mm256_unpackhi_epi8(L, H));
+      }
+    }
+  }
+}
+
 // bitsandbytes 4-bit (spec/fp4-formats.md §5): one block of `blocksize` flat elements at a time; its absmax
 // (double-dequantized when stored as codes) is formed once and the block's 16 values looked up. With AVX-512BW and a
 // block size that is a multiple of 32 (bitsandbytes' are powers of two from 32), every whole block runs through
-// bnb4_blocks_vbmi (where simd_vbmi) or bnb4_blocks_avx512; otherwise the block's table is built by f16_products and its values looked up 32 at a time with
+// bnb4_blocks_vbmi (where simd_vbmi) or bnb4_blocks_avx512; with AVX2 and a multiple of 64, bnb4_blocks_avx2; otherwise the block's table is built by f16_products and its values looked up 32 at a time with
 // AVX2 from an even element on, the rest (a block size off 32, the last block's tail and padding nibble) one at a time.
 void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_codes, const float* quant_map, const float* nested_absmax,
                   const float* nested_map, float nested_offset, int nested_blocksize, size_t n, int blocksize, int fault, uint16_t* y) {
@@ -290,6 +332,13 @@ void dequant_bnb4(const uint8_t* packed, const uint8_t* absmax, int absmax_is_co
 #pragma omp parallel for schedule(static) if (n >= (1 << 15))
     for (long long b0 = 0; b0 < whole; b0 += chunk) {
       (simd_vbmi() ? bnb4_blocks_vbmi : bnb4_blocks_avx512)(packed + (size_t)b0 * (blocksize / 2), am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y + (size_t)b0 * blocksize);
+    }
+    first = whole;
+  } else if (g_avx2 && blocksize % 64 == 0) {
+    const long long whole = (long long)(n / (size_t)blocksize), chunk = 256;
+#pragma omp parallel for schedule(static) if (n >= (1 << 15))
+    for (long long b0 = 0; b0 < whole; b0 += chunk) {
+      bnb4_blocks_avx2(packed + (size_t)b0 * (blocksize / 2), am, code, b0, std::min(whole, b0 + chunk), blocksize, swap, y + (size_t)b0 * blocksize);
     }
     first = whole;
   }
@@ -316,6 +365,7 @@ void bnb4_whole_blocks(const uint8_t* pb, const Bnb4Absmax& am, const float* cod
   static const bool bw = __builtin_cpu_supports("avx512bw");
   const bool swap = fault == LD_FAULT_NIBBLE_SWAP;
   if (g_simd == Simd::Avx512 && bw && blocksize % 32 == 0) return (simd_vbmi() ? bnb4_blocks_vbmi : bnb4_blocks_avx512)(pb, am, code, b0, b1, blocksize, swap, y);
+  if (g_avx2 && blocksize % 64 == 0) return bnb4_blocks_avx2(pb, am, code, b0, b1, blocksize, swap, y);
   for (long long b = b0; b < b1; b++) {
     Bnb4Block t;
     f16_products(code, am(b), 16, t.f16);  // ld_bnb4_value_f16 of each code
