@@ -302,13 +302,14 @@ __attribute__((target("avx2,f16c"))) void bnb4_blocks_avx2(const uint8_t* pb0, c
       const __m256i v = _mm256_permutevar8x32_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + q * 32)), order);
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f), low = _mm256_and_si256(v, m0f);
       const __m256i ev = swap ? low : high, od = swap ? high : low;  // the element each byte puts first, and the other
-      const __m256i idx[2] = {_mm256_unpacklo_epi8(ev, od), _mm256_unpackhi_epi8(ev, od)};
       __m256i* dst = reinterpret_cast<__m256i*>(yb + q * 64);
-      for (int h = 0; h < 2; h++) {
-        const __m256i L = _mm256_shuffle_epi8(tl, idx[h]), H = _mm256_shuffle_epi8(th, idx[h]);
-        _mm256_storeu_si256(dst + 2 * h, _mm256_unpacklo_epi8(L, H));
-        _mm256_storeu_si256(dst + 2 * h + 1, _mm256_unpackhi_epi8(L, H));
-      }
+      const auto store32 = [&](__m256i idx, __m256i* out) __attribute__((target("avx2"))) {
+        const __m256i L = _mm256_shuffle_epi8(tl, idx), H = _mm256_shuffle_epi8(th, idx);
+        _mm256_storeu_si256(out, _mm256_unpacklo_epi8(L, H));
+        _mm256_storeu_si256(out + 1, _mm256_unpackhi_epi8(L, H));
+      };
+      store32(_mm256_unpacklo_epi8(ev, od), dst);
+      store32(_mm256_unpackhi_epi8(ev, od), dst + 2);
     }
   }
 }
