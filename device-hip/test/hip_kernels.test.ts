@@ -97,8 +97,10 @@ describe('host reference of the HIP kernels == emulation', () => {
           }
         }
         // bitsandbytes: blocks of 64 straddling rows and an odd count (the last byte's low nibble is padding), 32,
-        // 256 with a short last block, 48 (off 32: vector and one-at-a-time parts) and 33 (odd: blocks starting odd)
-        for (const [rows, cols, bs] of [[37, 29, 64], [16, 64, 32], [7, 300, 256], [5, 96, 48], [3, 55, 33]] as const) {
+        // 256 with a short last block, 48 (off 32: vector and one-at-a-time parts) and 33 (odd: blocks starting odd);
+        // 128 and 4096 (several 64-value steps a block), and 512 blocks of 64 (the vector kernels' 256-block chunks on
+        // both threads)
+        for (const [rows, cols, bs] of [[37, 29, 64], [16, 64, 32], [7, 300, 256], [5, 96, 48], [3, 55, 33], [8, 376, 128], [3, 2730, 4096], [64, 512, 64]] as const) {
           const n = rows * cols;
           const wb = randomBytes(rand, Math.ceil(n / 2));
           const nb = Math.ceil(n / bs);
