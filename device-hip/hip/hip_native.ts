@@ -59,9 +59,12 @@ function buildDir(): string {
 let addon: HipAddon | null | undefined;
 
 /** The ld_hip addon, or null when `npm run build:native` has not built it. */
+/** The hip addon's file (what the weights check's reuse key hashes with the code object). */
+export const hipAddonFile = (): string => path.join(buildDir(), 'ld_hip.node');
+
 export function loadHipAddon(): HipAddon | null {
   if (addon !== undefined) return addon;
-  const file = path.join(buildDir(), 'ld_hip.node');
+  const file = hipAddonFile();
   addon = fs.existsSync(file) ? (createRequire(import.meta.url)(file) as HipAddon) : null;
   return addon;
 }

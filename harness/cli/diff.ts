@@ -14,12 +14,12 @@ import { assertFileTarget, assertOutsideModel, checkOutputs } from '../io/writer
 import { writeReproBundle } from '../repro/bundle.js';
 import { assertNewOrEmptyDir } from '../repro/files.js';
 import { GoldenWriter, openGolden } from '../repro/golden.js';
-import { selectBackend } from '../runner/backend.js';
+import { type DeviceBackend, selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { numericsBuild, reusedCheck, storeCheck, type WeightsCheckKey } from '../weights/reuse.js';
+import { numericsBuild, recordCheck, reusedCheck, type WeightsCheckKey } from '../weights/reuse.js';
 import { openCheckpointContentDigest } from '../gate/fingerprint.js';
 import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { scaleCodeOf } from '../formats/linear.js';
@@ -140,9 +140,10 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       // shapes against the config first, so a wrong weight shape is named as such, not as a scale it then contradicts
       model.conformance();
       let wp: ProgressLine | null = null;
-      // a check this checkpoint (same bytes) already passed with this numerics build is reused, unless a fault is injected
-      const reuseKey = faults === null && a.recheckWeights !== true ? weightsReuseKey(ck, backend.native.info().backend, layers, model.numLayers) : null;
-      weights = reuseKey === null ? null : reusedCheck(reuseKey);
+      // a check this checkpoint (same bytes) already passed with this numerics build is reused, unless a fault is
+      // injected or --recheck-weights asks to run it (whose result then replaces what the key stored)
+      const reuseKey = faults === null ? weightsReuseKey(ck, backend, layers, model.numLayers) : null;
+      weights = reuseKey === null || a.recheckWeights === true ? null : reusedCheck(reuseKey, ck.dir);
       try {
         weights ??= checkWeights(ck, backend.native, {
           layers,
@@ -157,9 +158,9 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       } finally {
         (wp as ProgressLine | null)?.done(); // set inside the callback, which TS cannot see: it would narrow wp to null
       }
+      if (reuseKey !== null) recordCheck(reuseKey, weights, false, ck.dir);
       assertNoNanCodes(ck, weights);
       assertInjectApplies(a.inject, faults, weights);
-      if (reuseKey !== null) storeCheck(reuseKey, weights, false);
     }
 
     const staging = a.dump !== undefined ? path.join(a.dump, `.layerdiff-partial-${process.pid}`) : null;
@@ -289,9 +290,11 @@ export function checkInjectFor(text: string | undefined, faults: FaultPlan | nul
  * The reuse key of a weights check: the checkpoint's content digest (every byte its acceptance fingerprint covers,
  * BLAKE3 on every core: harness/gate/fingerprint.ts), the numerics build, the layers checked.
  */
-function weightsReuseKey(ck: Checkpoint, backend: string, layers: { from: number; to: number } | null, numLayers: number): WeightsCheckKey {
+function weightsReuseKey(ck: Checkpoint, backend: DeviceBackend, layers: { from: number; to: number } | null, numLayers: number): WeightsCheckKey {
   const fp = openCheckpointContentDigest(ck, { progress: process.stderr.isTTY === true });
-  return { fingerprint: fp.value, numerics: numericsBuild(backend), layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
+  const { name, simd, arch, versions } = backend.identity;
+  const numerics = numericsBuild({ name, simd, arch, versions, files: backend.files });
+  return { fingerprint: fp.value, numerics, layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
 }
 
 /**

@@ -109,7 +109,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('golden', { type: 'string', describe: 'compare against a golden run in DIR instead of recomputing the reference' })
           .option('drill', { type: 'boolean', default: true, describe: 'drill into failing layers sub-stage by sub-stage (--no-drill to skip)' })
           .option('weights', { type: 'boolean', default: true, describe: 'check every quantized weight before any activation runs (--no-weights to skip)' })
-          .option('recheck-weights', { type: 'boolean', describe: 'run the weights check even if this checkpoint (same fingerprint) already passed it with this numerics build' }),
+          .option('recheck-weights', { type: 'boolean', describe: 'run the weights check even if this checkpoint (same fingerprint) already passed it with this numerics build; its result replaces the stored one' }),
       async (a) => {
         const r = await runDiffCommand({
           model: a.model ?? DEFAULT_MODEL(),

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { type DecodeNative, type DeepseekNative, type DeviceNative, type GptOssNative, loadDecodeNative, loadDeepseekNative, loadDeviceNative, loadGptOssNative } from '../../device-hip/binding.js';
-import { type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
+import { hipAddonFile, type HipProbe, hipProblem, hipVersion, openHipNative, probeHip } from '../../device-hip/hip/hip_native.js';
 
 export interface DeviceIdentity {
   /** saved: `layerdiff compare` read the device side from disk; `description` says whose run it was */
@@ -37,6 +37,8 @@ export interface DeviceBackend {
   decode: DecodeNative;
   /** gpt-oss's own ops (router, SwiGLU); null from a hip addon built before they were wired */
   gptOss: GptOssNative | null;
+  /** the backend's own native files beyond the emulation's addons (hip: ld_hip.node and the code object it loaded) */
+  files: readonly string[];
 }
 
 function emulated(fallback?: string): DeviceBackend {
@@ -52,7 +54,7 @@ function emulated(fallback?: string): DeviceBackend {
     versions: { compiler: info.compiler },
   };
   if (fallback !== undefined) identity.fallback = fallback;
-  return { native, deepseek: loadDeepseekNative(), decode: loadDecodeNative(), gptOss: loadGptOssNative(), identity };
+  return { native, deepseek: loadDeepseekNative(), decode: loadDecodeNative(), gptOss: loadGptOssNative(), identity, files: [] };
 }
 
 function hip(p: HipProbe): DeviceBackend {
@@ -62,6 +64,7 @@ function hip(p: HipProbe): DeviceBackend {
     deepseek,
     decode,
     gptOss,
+    files: [hipAddonFile(), codeObject],
     identity: {
       name: 'hip',
       description:

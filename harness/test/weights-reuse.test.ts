@@ -1,15 +1,18 @@
 /**
  * Reusing a passed weights-first check (harness/weights/reuse.ts, issue 15): a second diff of the same bytes
  * with the same numerics build reuses the stored check and says so; any change to the checkpoint's bytes, the
- * layers, an injected fault or --recheck-weights runs it again; a failed check is never stored; with a signing
- * key a tampered or unsigned entry is ignored.
+ * layers, the kernel level, the backend's files or the modules that run, an injected fault or --recheck-weights
+ * runs it again; a failed check is never stored and removes its key's pass; with a signing key a tampered or
+ * unsigned entry is ignored; an entry that is not a passed check's in every field is ignored, not a crash; a
+ * cache folder inside the model directory is neither written nor read.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import type { DiffArgs } from '../cli/diff.js';
-import { weightsCacheDir } from '../weights/reuse.js';
+import { moduleDigest, numericsBuild, recordCheck, reusedCheck, weightsCacheDir, type WeightsCheckKey } from '../weights/reuse.js';
+import { loadDeviceNative } from '../../device-hip/binding.js';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { describeWeights } from '../../reports/format.js';
 import { LLAMA_TINY, quietDiff } from './cli.js';
@@ -71,5 +74,101 @@ describe('weights check reuse', () => {
     j.run.at = '2000-01-01T00:00:00.000Z';
     fs.writeFileSync(f, JSON.stringify(j));
     expect((await weightsOf()).reused).toBeUndefined();
+  });
+
+  it('another kernel level (LAYERDIFF_SIMD, or another CPU sharing the cache) runs the check again', async () => {
+    await weightsOf();
+    const N = loadDeviceNative();
+    N.setSimd('scalar');
+    try {
+      expect((await weightsOf()).reused).toBeUndefined();
+      expect((await weightsOf()).reused).toBeDefined(); // and is stored under its own key
+    } finally {
+      N.setSimd('auto');
+    }
+    expect((await weightsOf()).reused).toBeDefined();
+  });
+
+  it('the numerics build changes with the backend, its GPU and files, and the modules; not with tests or dependencies', () => {
+    const dir = fs.mkdtempSync(path.join(tmp, 'numerics-'));
+    const co = path.join(dir, 'ld_kernels_gfx90a.co');
+    fs.writeFileSync(co, 'code object 1');
+    const hip = { name: 'hip', arch: 'gfx90a:sramecc+:xnack-', versions: { hip_runtime: '6.2' }, files: [co] };
+    const base = numericsBuild(hip);
+    expect(numericsBuild({ ...hip })).toBe(base);
+    expect(numericsBuild({ ...hip, arch: 'gfx942:sramecc+:xnack-' })).not.toBe(base);
+    expect(numericsBuild({ ...hip, versions: { hip_runtime: '6.3' } })).not.toBe(base);
+    expect(numericsBuild({ name: 'emulated', simd: 'avx2' })).not.toBe(numericsBuild({ name: 'emulated', simd: 'avx512+vbmi' }));
+    fs.writeFileSync(co, 'code object 2, rebuilt');
+    expect(numericsBuild(hip)).not.toBe(base);
+    // the modules: a decoder's line changes the digest; a test, a dependency or a declaration file does not
+    const root = path.join(dir, 'tree');
+    const put = (rel: string, text: string) => (fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true }), fs.writeFileSync(path.join(root, rel), text));
+    put('device-hip/linear.js', 'const faultCode = (f) => 0;');
+    put('harness/weights/check.js', 'export {}');
+    const before = moduleDigest(root);
+    put('device-hip/test/x.test.js', 'it()');
+    put('device-hip/node_modules/a/index.js', 'x');
+    put('harness/weights/check.d.ts', 'export {}');
+    put('fixtures/gen.js', 'x');
+    expect(moduleDigest(root)).toBe(before);
+    put('device-hip/linear.js', 'const faultCode = (f) => 2;');
+    expect(moduleDigest(root)).not.toBe(before);
+  });
+
+  it('a stored entry that is not a passed check in every field is ignored (the check runs), never a crash', async () => {
+    type Fields = Record<string, unknown>;
+    type Entry = { run?: Fields; report: Fields & { tensors: Fields[] } };
+    const edits: Array<(j: Entry) => void> = [
+      (j) => delete j.run,
+      (j) => (j.run!.at = 5),
+      (j) => ((j.report as Fields).tensors = null),
+      (j) => (j.report.tensors = j.report.tensors.slice(1)),
+      (j) => (j.report.tensors[0].exact = false),
+      (j) => (j.report.tensors[0].matches = null),
+      (j) => (j.report.tensors[0].scale = null),
+      (j) => (j.report.checked = String(j.report.checked)),
+      (j) => (j.report.by_format = { 'deepseek-mxfp4': null }),
+      (j) => ((j as Fields).report = [j.report]),
+      (j) => (j.report.reused = { at: 'x' }),
+    ];
+    for (const edit of edits) {
+      process.env.LAYERDIFF_CACHE_DIR = fs.mkdtempSync(path.join(tmp, 'cache-'));
+      await weightsOf();
+      const [file] = fs.readdirSync(weightsCacheDir());
+      const f = path.join(weightsCacheDir(), file);
+      const j = JSON.parse(fs.readFileSync(f, 'utf8')) as Entry;
+      edit(j);
+      fs.writeFileSync(f, JSON.stringify(j));
+      const again = await weightsOf();
+      expect(again.reused, String(edit)).toBeUndefined();
+      expect(again.exact).toBe(again.checked);
+    }
+  });
+
+  it('a check that runs and fails removes the pass its key stored; a pass stores it again', async () => {
+    const pass = await weightsOf();
+    const [file] = fs.readdirSync(weightsCacheDir());
+    const key = (JSON.parse(fs.readFileSync(path.join(weightsCacheDir(), file), 'utf8')) as { key: WeightsCheckKey }).key;
+    const dir = LLAMA_TINY();
+    expect(reusedCheck(key, dir)).not.toBeNull();
+    const failed = { ...pass, exact: pass.checked - 1, mismatched: 1, tensors: pass.tensors.map((t, i) => (i === 0 ? { ...t, exact: false, bad_blocks: 1 } : t)) };
+    recordCheck(key, failed, false, dir);
+    expect(fs.readdirSync(weightsCacheDir())).toEqual([]);
+    expect(reusedCheck(key, dir)).toBeNull();
+    recordCheck(key, pass, false, dir);
+    expect(reusedCheck(key, dir)?.checked).toBe(pass.checked);
+    recordCheck(key, failed, true, dir); // a faulted run neither stores nor removes
+    expect(reusedCheck(key, dir)).not.toBeNull();
+  });
+
+  it('a cache folder inside the model directory is neither written nor read', async () => {
+    const dir = path.join(tmp, 'inside');
+    copyCheckpoint(LLAMA_TINY(), dir);
+    const before = fs.readdirSync(dir).sort();
+    process.env.LAYERDIFF_CACHE_DIR = path.join(dir, '.cache');
+    expect((await weightsOf({ model: dir })).reused).toBeUndefined();
+    expect((await weightsOf({ model: dir })).reused).toBeUndefined();
+    expect(fs.readdirSync(dir).sort()).toEqual(before);
   });
 });
