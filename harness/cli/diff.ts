@@ -19,7 +19,8 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { numericsBuild, recordCheck, reusedCheck, type WeightsCheckKey } from '../weights/reuse.js';
+import { numericsKey, recordCheck, reusedCheck, type WeightsCheckKey } from '../weights/reuse.js';
+import { backendBuild } from '../runner/build.js';
 import { openCheckpointContentDigest } from '../gate/fingerprint.js';
 import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { scaleCodeOf } from '../formats/linear.js';
@@ -292,9 +293,7 @@ export function checkInjectFor(text: string | undefined, faults: FaultPlan | nul
  */
 function weightsReuseKey(ck: Checkpoint, backend: DeviceBackend, layers: { from: number; to: number } | null, numLayers: number): WeightsCheckKey {
   const fp = openCheckpointContentDigest(ck, { progress: process.stderr.isTTY === true });
-  const { name, simd, arch, versions } = backend.identity;
-  const numerics = numericsBuild({ name, simd, arch, versions, files: backend.files });
-  return { fingerprint: fp.value, numerics, layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
+  return { fingerprint: fp.value, numerics: numericsKey(backendBuild(backend), backend.identity.simd), layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
 }
 
 /**

@@ -103,7 +103,7 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
   const paths = new Set(loaded.map((l) => l.p.model.path));
   if (paths.size > 1) process.stderr.write(`layerdiff: note: the shards ran the checkpoint from ${paths.size} paths (same fingerprint); the record names shard 1's, ${first.model.path}\n`);
   const record = buildRecord({
-    toolVersion: first.tool.version, model: first.model, device: first.device, policy: first.policy, promptSource: first.prompt_set.source,
+    toolVersion: first.tool.version, build: first.tool.build, model: first.model, device: first.device, policy: first.policy, promptSource: first.prompt_set.source,
     summaries, weights: first.acceptance.weights, started: new Date(Math.min(...loaded.map((l) => Date.parse(l.p.created)))), key,
   });
   writeRecord(a.record, record);
@@ -156,6 +156,8 @@ function differences(a: ShardPartial, b: ShardPartial): string[] {
   const pol = (['metric', 'fail_above', 'warn_above'] as const).filter((k) => a.policy[k] !== b.policy[k]);
   if (pol.length > 0) d.push(`the policy (${pol.map((k) => `${k} ${b.policy[k]} ≠ ${a.policy[k]}`).join(', ')})`);
   if (a.tool.version !== b.tool.version) d.push(`the tool version (${b.tool.version} ≠ ${a.tool.version})`);
+  // the record carries one build, which generation must match: shards of two builds ran two device paths
+  else if (a.tool.build !== b.tool.build) d.push(`the build (${short(b.tool.build)}… ≠ ${short(a.tool.build)}…)`);
   // by content: the same prompts read from a file at another path (another checkout) are the same set
   if (a.prompt_set.digest !== b.prompt_set.digest || canonicalJson(a.prompt_set.prompts) !== canonicalJson(b.prompt_set.prompts)) {
     d.push(`the prompt set (${b.prompt_set.source} ${short(b.prompt_set.digest)}… ≠ ${a.prompt_set.source} ${short(a.prompt_set.digest)}…)`);

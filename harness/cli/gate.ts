@@ -27,6 +27,7 @@ import { quickFingerprint } from '../io/fingerprint.js';
 import { assertOutsideModel, checkOutputDir, checkOutputFile, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
+import { backendBuild } from '../runner/build.js';
 import { openModel } from '../runner/model.js';
 import { assertNewOrEmptyDir, StagedDir } from '../repro/files.js';
 import { GOLDEN_MANIFEST, GoldenReader, GoldenWriter } from '../repro/golden.js';
@@ -264,7 +265,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       writePartialDir(a.out, signPartial(
         {
           schema: PARTIAL_SCHEMA,
-          tool: { name: 'layerdiff', version: toolVersion() },
+          tool: { name: 'layerdiff', version: toolVersion(), build: backendBuild(backend) },
           model: modelEntry,
           device: backend.identity,
           policy,
@@ -293,7 +294,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       human.write(`FP16 cache ${a.fp16Cache}: every byte equals the device path's dequantization of the checkpoint; bound into the record\n`);
     }
     const record = buildRecord({
-      toolVersion: toolVersion(), model: modelEntry, device: backend.identity, policy, promptSource: source, summaries, weights: weightsEntry,
+      toolVersion: toolVersion(), build: backendBuild(backend), model: modelEntry, device: backend.identity, policy, promptSource: source, summaries, weights: weightsEntry,
       started: new Date(started), key: signingKey(), fp16Cache,
     });
     writeRecord(a.record!, record);

@@ -25,6 +25,7 @@ import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
 import { checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
+import { backendBuild } from '../runner/build.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
 import { gateCommand, shq } from './gate.js';
 import { MAX_PROMPT_CHARS, maxPositions } from './input.js';
@@ -120,7 +121,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       const fp = await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
-        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),
+        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, build: backendBuild(backend), policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });

@@ -73,6 +73,8 @@ export { reportDigest };
 
 export interface RecordInput {
   toolVersion: string;
+  /** the gate's build (backendBuild) */
+  build: string;
   model: AcceptanceRecord['model'];
   device: DeviceIdentity;
   policy: Policy;
@@ -95,7 +97,7 @@ export function buildRecord(r: RecordInput): AcceptanceRecord {
     {
       schema: RECORD_SCHEMA,
       verdict: 'pass',
-      tool: { name: 'layerdiff', version: r.toolVersion },
+      tool: { name: 'layerdiff', version: r.toolVersion, build: r.build },
       model: r.model,
       device: r.device,
       policy: r.policy,

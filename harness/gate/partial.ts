@@ -39,7 +39,8 @@ export interface PartialPrompt {
 
 export interface ShardPartial {
   schema: typeof PARTIAL_SCHEMA;
-  tool: { name: 'layerdiff'; version: string };
+  /** the shard's tool: version and build (harness/runner/build.ts), which the merged record carries */
+  tool: { name: 'layerdiff'; version: string; build: string };
   model: AcceptanceRecord['model'];
   device: DeviceIdentity;
   policy: Policy;
@@ -75,7 +76,7 @@ export function readPartial(dir: string): ShardPartial {
     throw new InputError('not valid JSON', { file });
   }
   const ok =
-    p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' &&
+    p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' && typeof p.tool.build === 'string' && /^sha256:[0-9a-f]{64}$/.test(p.tool.build) &&
     typeof p.model?.fingerprint === 'string' && Array.isArray(p.model.files) && typeof p.device?.name === 'string' &&
     typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) &&
     Number.isInteger(p.shard?.index) && Number.isInteger(p.shard?.count) && p.shard.count >= 1 && p.shard.count <= MAX_SHARDS &&

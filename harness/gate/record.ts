@@ -58,7 +58,11 @@ export interface NumericSummary {
 export interface AcceptanceRecord {
   schema: typeof RECORD_SCHEMA;
   verdict: 'pass';
-  tool: { name: 'layerdiff'; version: string };
+  /**
+   * the tool that ran the gate: its version and its build (harness/runner/build.ts: the modules, both addons, the
+   * backend and its native files), which generation must run under too; a record made before builds were recorded has none
+   */
+  tool: { name: 'layerdiff'; version: string; build?: string };
   model: { path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[] };
   device: DeviceIdentity;
   policy: Policy;
@@ -140,6 +144,8 @@ export interface VerifyInput {
   modelDir: string;
   fingerprint: Fingerprint;
   device: DeviceIdentity;
+  /** this process's build with that device (backendBuild) */
+  build: string;
   policy: Policy;
   key: string | null;
   /** the `layerdiff gate …` command that writes a matching record */
@@ -193,6 +199,7 @@ export function recordProblems(r: unknown): string[] {
   if (r.schema !== RECORD_SCHEMA) p.push(`schema ${JSON.stringify(r.schema)}`);
   if (r.verdict !== 'pass') p.push(`verdict ${JSON.stringify(r.verdict)}`);
   if (!isObj(r.tool) || typeof r.tool.version !== 'string') p.push('tool.version missing');
+  else if (r.tool.build !== undefined && (typeof r.tool.build !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(r.tool.build))) p.push(`tool.build ${JSON.stringify(r.tool.build)}`);
   if (!isObj(r.device) || typeof r.device.name !== 'string') p.push('device.name missing');
   if (!isObj(r.policy) || typeof r.policy.metric !== 'string' || typeof r.policy.fail_above !== 'number' || typeof r.policy.warn_above !== 'number') p.push('policy incomplete');
   if (typeof r.created !== 'string') p.push('created missing');
@@ -307,8 +314,14 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
     add('policy', `the policy differs from the accepted one (${polDiff.map((k) => `${k} ${polField(v.policy, k)} ≠ recorded ${polField(rec.policy, k)}`).join(', ')})`);
   }
 
-  // The record vouches for the device path of the tool that ran the gate; another version is other code.
+  // The record vouches for the device path of the tool that ran the gate; another version, or another build of the
+  // same version (its modules, addons or the backend's native files changed), is other code.
   if (rec.tool.version !== toolVersion()) add('tool', `the record was made by layerdiff ${rec.tool.version}, this is ${toolVersion()}`);
+  else if (rec.tool.build !== v.build) {
+    add('tool', rec.tool.build === undefined
+      ? 'the record names no build of layerdiff (made before builds were recorded)'
+      : `the record was made by another build of layerdiff ${toolVersion()} (${shortHash(rec.tool.build)}… ≠ this ${shortHash(v.build)}…: its modules, native addons or the backend's files differ)`);
+  }
 
   if (reasons.length > 0) locked(reasons, what);
   return rec;

@@ -2,7 +2,7 @@
  * The sharded gate: the prompt assignment (checked against a hand computation of the greedy rule); N = 1, 2
  * and 3 shards of the built-in prompt set merged into a record equal to the single gate's in every field
  * that names neither time nor shard, with per-prompt reports equal but for timings; every inconsistent
- * set refused (missing, duplicated, another checkpoint, policy, tool version, prompt set or shard count,
+ * set refused (missing, duplicated, another checkpoint, policy, tool version or build, prompt set or shard count,
  * an edited row or report, a tampered or unverifiable signature); a failing prompt refused with exit 1;
  * the reference/device split through golden runs; and the scheduler examples' scripts, played locally.
  */
@@ -226,6 +226,15 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     copyDir(three[1], dev);
     editPartial(dev, (p) => (p.device.versions = { ...p.device.versions, compiler: 'clang 17' }));
     expect(mergeError([three[0], dev, three[2]])).toMatch(/the device \(versions: /);
+    // another build of the same version (its modules, addons or the backend's files): the record carries one build
+    const build = path.join(tmp, 'other-build');
+    copyDir(three[1], build);
+    editPartial(build, (p) => (p.tool.build = `sha256:${'0'.repeat(64)}`));
+    expect(mergeError([three[0], build, three[2]])).toMatch(/the build \(000000000000… ≠ [0-9a-f]{12}…\)/);
+    const none = path.join(tmp, 'no-build');
+    copyDir(three[1], none);
+    editPartial(none, (p) => delete (p.tool as { build?: string }).build);
+    expect(mergeError([three[0], none, three[2]])).toMatch(/not a layerdiff\.partial\/1 partial result/);
     const two = (await built(2))[1];
     expect(mergeError([three[0], two])).toMatch(/the shard count \(2 ≠ 3\)/);
   });
@@ -333,7 +342,11 @@ describe('the scheduler examples', () => {
     const r = play(2, work, {}, ['--metric', 'max_abs', '--fail-above', '0.1', '--warn-above', '0.01']);
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toMatch(/shard 1\/2: exit 0[\s\S]*shard 2\/2: exit 0[\s\S]*record written/);
-    expect(timeless(readJson(path.join(work, 'acceptance.json')))).toEqual(timeless(single));
+    const made = readJson<AcceptanceRecord>(path.join(work, 'acceptance.json'));
+    expect(made.tool.build).toMatch(/^sha256:[0-9a-f]{64}$/);
+    // the shards ran the compiled modules and the single gate this test's TypeScript ones: two builds of one source
+    const unbuilt = (x: AcceptanceRecord) => timeless({ ...x, tool: { ...x.tool, build: null } });
+    expect(unbuilt(made)).toEqual(unbuilt(single));
   });
 
   it('as a Kubernetes Indexed Job does (JOB_COMPLETION_INDEX from 0), and as a Slurm array a failing set exits 1 without a record', () => {

@@ -295,6 +295,20 @@ describe('generate stays locked without a matching record (exit 3)', () => {
     expect(await lockReasons({ record: rec })).toEqual(['invalid']);
   });
 
+  it('another build of the same version (modules, addons or the backend\'s files), or a record that names none (tool)', async () => {
+    const rec = path.join(tmp, 'records', 'build.json');
+    fs.copyFileSync(record, rec);
+    expect(JSON.parse(fs.readFileSync(rec, 'utf8')).tool.build).toMatch(/^sha256:[0-9a-f]{64}$/);
+    editJson(rec, (r) => (r.tool.build = `sha256:${'0'.repeat(64)}`));
+    expect(await lockReasons({ record: rec })).toEqual(['tool']);
+    await expect(runGenerate(genArgs({ record: rec }), quiet)).rejects.toThrow(/another build of layerdiff .*000000000000… ≠ this [0-9a-f]{12}…/);
+    editJson(rec, (r) => delete r.tool.build);
+    expect(await lockReasons({ record: rec })).toEqual(['tool']);
+    await expect(runGenerate(genArgs({ record: rec }), quiet)).rejects.toThrow(/names no build of layerdiff/);
+    editJson(rec, (r) => ((r.tool as { build?: unknown }).build = 5));
+    expect(await lockReasons({ record: rec })).toEqual(['invalid']);
+  });
+
   it('a changed shard byte (weights), naming the shard, even when the edit keeps the mtime', async () => {
     const changed = path.join(tmp, 'changed');
     copyCheckpoint(model, changed);

@@ -11,7 +11,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import type { DiffArgs } from '../cli/diff.js';
-import { moduleDigest, numericsBuild, recordCheck, reusedCheck, weightsCacheDir, type WeightsCheckKey } from '../weights/reuse.js';
+import { numericsKey, recordCheck, reusedCheck, weightsCacheDir, type WeightsCheckKey } from '../weights/reuse.js';
+import { buildOf, moduleDigest } from '../runner/build.js';
 import { loadDeviceNative } from '../../device-hip/binding.js';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { describeWeights } from '../../reports/format.js';
@@ -89,18 +90,21 @@ describe('weights check reuse', () => {
     expect((await weightsOf()).reused).toBeDefined();
   });
 
-  it('the numerics build changes with the backend, its GPU and files, and the modules; not with tests or dependencies', () => {
+  it('the build changes with the backend, its GPU and files, and the modules (not tests or dependencies); the key with the kernel level', () => {
     const dir = fs.mkdtempSync(path.join(tmp, 'numerics-'));
     const co = path.join(dir, 'ld_kernels_gfx90a.co');
     fs.writeFileSync(co, 'code object 1');
     const hip = { name: 'hip', arch: 'gfx90a:sramecc+:xnack-', versions: { hip_runtime: '6.2' }, files: [co] };
-    const base = numericsBuild(hip);
-    expect(numericsBuild({ ...hip })).toBe(base);
-    expect(numericsBuild({ ...hip, arch: 'gfx942:sramecc+:xnack-' })).not.toBe(base);
-    expect(numericsBuild({ ...hip, versions: { hip_runtime: '6.3' } })).not.toBe(base);
-    expect(numericsBuild({ name: 'emulated', simd: 'avx2' })).not.toBe(numericsBuild({ name: 'emulated', simd: 'avx512+vbmi' }));
+    const base = buildOf(hip);
+    expect(base).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(buildOf({ ...hip })).toBe(base);
+    expect(buildOf({ ...hip, arch: 'gfx942:sramecc+:xnack-' })).not.toBe(base);
+    expect(buildOf({ ...hip, versions: { hip_runtime: '6.3' } })).not.toBe(base);
+    expect(buildOf({ ...hip, name: 'emulated' })).not.toBe(base);
+    expect(numericsKey(base, 'avx2')).not.toBe(numericsKey(base, 'avx512+vbmi'));
+    expect(numericsKey(base, 'avx2')).not.toBe(numericsKey(buildOf({ ...hip, arch: 'gfx942' }), 'avx2'));
     fs.writeFileSync(co, 'code object 2, rebuilt');
-    expect(numericsBuild(hip)).not.toBe(base);
+    expect(buildOf(hip)).not.toBe(base);
     // the modules: a decoder's line changes the digest; a test, a dependency or a declaration file does not
     const root = path.join(dir, 'tree');
     const put = (rel: string, text: string) => (fs.mkdirSync(path.dirname(path.join(root, rel)), { recursive: true }), fs.writeFileSync(path.join(root, rel), text));

@@ -6,10 +6,10 @@
  * fault, under $LAYERDIFF_CACHE_DIR or ~/.cache/layerdiff/weights/ (never inside the model directory: there the
  * check runs and nothing is stored). Its key is the checkpoint's content digest (BLAKE3 of every byte the
  * acceptance fingerprint covers: openCheckpointContentDigest in harness/gate/fingerprint.ts, itself cached by file
- * identity), the numerics build (numericsBuild, below: everything that decides either side's bits) and the layers
- * checked. A check that runs and fails removes what its key stored, so a pass can never outlive a check of the same
- * key that failed (a change the key does not see, a recheck). A stored check is a hint, as the fingerprint cache is:
- * with LAYERDIFF_SIGNING_KEY it is MACed and an entry without a valid MAC is ignored; without a key, anyone who can
+ * identity), the numerics key (numericsKey, below: the build and the kernel level) and the layers checked. A check
+ * that runs and fails removes what its key stored, so a pass can never outlive a check of the same key that failed
+ * (a change the key does not see, a recheck). A stored check is a hint, as the fingerprint cache is: with
+ * LAYERDIFF_SIGNING_KEY it is MACed and an entry without a valid MAC is ignored; without a key, anyone who can
  * write the cache could claim a pass. That is acceptable for `diff`, whose verdict never rests on the weights
  * check (every stage still runs, and a wrong decoder fails there), and `gate` never reuses: the acceptance run
  * checks again. An entry that is not a passed check's record in every field is ignored like a missing one.
@@ -18,10 +18,9 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FORMATS } from '../formats/registry.js';
 import { isInside, realish, writeFileAtomic } from '../io/writer.js';
-import { packageRoot, toolVersion } from '../version.js';
+import { toolVersion } from '../version.js';
 import type { TensorCheck, WeightsReport } from './check.js';
 
 const SCHEMA = 'layerdiff.weights-check/2';
@@ -42,71 +41,13 @@ interface Stored {
   mac?: string;
 }
 
-/** What decides the device side's bits beyond this package's own code: the backend as the report names it, and its files. */
-export interface NumericsBackend {
-  /** 'emulated' or 'hip' */
-  name: string;
-  /** the emulation's kernel level ('avx512+vbmi', 'avx512', 'avx2', 'scalar') */
-  simd?: string;
-  /** the GPU's gfx architecture, its HIP runtime and driver, the code object's name */
-  arch?: string;
-  versions?: Record<string, string>;
-  /** the backend's own native files (hip: ld_hip.node and the code object it loaded) */
-  files?: readonly string[];
-}
-
-const fileDigests = new Map<string, string>();
-/** SHA-256 of a file's bytes ('absent' when there is none), once per process and file identity (a rebuilt file is hashed again). */
-function fileDigest(file: string): string {
-  const st = fs.statSync(file, { throwIfNoEntry: false });
-  if (st === undefined) return 'absent';
-  const id = `${file}\0${st.dev}\0${st.ino}\0${st.size}\0${st.mtimeMs}\0${st.ctimeMs}`;
-  let d = fileDigests.get(id);
-  if (d === undefined) {
-    d = createHash('sha256').update(fs.readFileSync(file)).digest('hex');
-    fileDigests.set(id, d);
-  }
-  return d;
-}
-
-/** The folders whose modules take part in a check: the device emulation's and the reference's, and the harness that binds and compares. */
-const CODE_DIRS = ['harness', 'device-hip', 'reference-cpu'];
-/** Not code that runs in a check: dependencies, native build outputs (hashed as files), tests. */
-const NOT_CODE = new Set(['node_modules', 'build', 'test']);
-
 /**
- * SHA-256 over the modules under `root` that take part in a check (CODE_DIRS, .js and .ts but declarations), each by
- * its path and bytes: the TypeScript side of both decoders (operand binding, fault codes, format recognition, the
- * compare's reading) changes the bits as much as the addons do, and the package version does not change with it.
+ * The numerics key of a check: the build (harness/runner/build.ts: addons, backend and its files, the modules that
+ * run) and the emulation's kernel level, which chooses other kernels (every level is tested to give the same bits,
+ * but a check vouches for the kernels it ran; a cache folder may be shared by hosts of different CPUs).
  */
-export function moduleDigest(root: string): string {
-  const h = createHash('sha256');
-  const walk = (dir: string): void => {
-    const entries = fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) : [];
-    for (const e of entries) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory() && !NOT_CODE.has(e.name)) walk(p);
-      else if (e.isFile() && /\.(js|ts)$/.test(e.name) && !e.name.endsWith('.d.ts')) h.update(`${path.relative(root, p)}\0`).update(fs.readFileSync(p)).update('\0');
-    }
-  };
-  for (const d of CODE_DIRS) walk(path.join(root, d));
-  return h.digest('hex');
-}
-
-let codeCache: string | null = null;
-/** moduleDigest of the modules this process runs: the compiled JavaScript under dist/, or the TypeScript under vitest. */
-const codeDigest = (): string => (codeCache ??= moduleDigest(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..')));
-
-/**
- * The numerics build: both native addons' bytes, the backend (its kind, kernel level, GPU architecture and runtime,
- * its own native files), the modules this process runs, and the tool version. Any of them can change a decoded bit,
- * and a cache folder may be shared by hosts of different CPUs or GPUs.
- */
-export function numericsBuild(backend: NumericsBackend): string {
-  const addons = ['ld_device', 'ld_reference'].map((name) => `${name}:${fileDigest(path.join(packageRoot(), 'device-hip', 'build', 'Release', `${name}.node`))}`);
-  const files = (backend.files ?? []).map((f) => `${path.basename(f)}:${fileDigest(f)}`);
-  const what = { addons, backend: { name: backend.name, simd: backend.simd ?? null, arch: backend.arch ?? null, versions: backend.versions ?? null, files }, code: codeDigest(), tool: toolVersion() };
-  return `sha256:${createHash('sha256').update(JSON.stringify(what)).digest('hex')}`;
+export function numericsKey(build: string, simd: string | undefined): string {
+  return `sha256:${createHash('sha256').update(`${build}\n${simd ?? 'none'}`).digest('hex')}`;
 }
 
 export function weightsCacheDir(): string {
