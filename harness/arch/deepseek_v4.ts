@@ -49,6 +49,7 @@ export const DEEPSEEK_V4: Architecture = {
       weights: cache !== null ? 'fp16-cache' : 'dequant-at-load',
       how: 'KV cache (window ring + compressed entries)',
       close: () => cache?.close(),
+      unchanged: cache !== null ? () => cache!.unchanged() : undefined,
     };
   },
 

@@ -62,7 +62,7 @@ export const GPT_OSS: Architecture = {
     const device = new GptOssDevice(m, r.backend.native, r.backend.gptOss!, r.backend.deepseek, null);
     if (r.fp16Cache !== undefined) {
       const c = await loadGptOssFp16Cache(r.fp16Cache, m, r.fingerprint!, { useCache: r.verifyFull === true ? 'write' : true }, r.fp16CacheDigest);
-      if (c.ok) return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device, c.layer), weights: 'fp16-cache', how: 'KV cache', close: c.close };
+      if (c.ok) return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device, c.layer), weights: 'fp16-cache', how: 'KV cache', close: c.close, unchanged: c.unchanged };
       r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
     }
     return { decoder: new GptOssDeviceDecoder(m, r.backend.native, r.backend.decode, device), weights: 'dequant-at-load', how: 'KV cache', ...done };

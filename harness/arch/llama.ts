@@ -44,14 +44,13 @@ export const LLAMA: Architecture = {
     const m = new LlamaCheckpoint(r.ck);
     const done = { close: () => {} };
     if (r.backend === null) return { decoder: new LlamaReferenceDecoder(m), weights: 'fp32-reference', how: 'KV cache', ...done };
-    let w = null;
     if (r.fp16Cache !== undefined) {
       const c = await loadLlamaFp16Cache(r.fp16Cache, m, r.fingerprint!, { useCache: r.verifyFull === true ? 'write' : true }, r.fp16CacheDigest);
-      if (c.ok) w = c.weights;
-      else r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
+      if (c.ok) return { decoder: new LlamaDeviceDecoder(m, r.backend.native, r.backend.decode, c.weights), weights: 'fp16-cache', how: 'KV cache', close: c.close, unchanged: c.unchanged };
+      r.note(staleCacheNote(r.fp16Cache, r.model, c.why));
     }
-    const decoder = new LlamaDeviceDecoder(m, r.backend.native, r.backend.decode, w ?? buildLlamaF16(m, r.backend.native));
-    return { decoder, weights: w !== null ? 'fp16-cache' : 'dequant-at-load', how: 'KV cache', ...done };
+    const decoder = new LlamaDeviceDecoder(m, r.backend.native, r.backend.decode, buildLlamaF16(m, r.backend.native));
+    return { decoder, weights: 'dequant-at-load', how: 'KV cache', ...done };
   },
 
   async writeFp16Cache(ck, N, dir, fingerprint, progress, verify) {

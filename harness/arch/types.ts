@@ -21,8 +21,12 @@ export interface DecoderRequest {
   fingerprint: string | null;
   /** --fp16-cache DIR, when given */
   fp16Cache?: string;
-  /** the cache's list digest the acceptance record binds (generate checked it): the loader re-checks it on open */
-  fp16CacheDigest?: string;
+  /**
+   * the cache's list digest the acceptance record binds (generate checked it): the loader re-checks it on open.
+   * null: generate found no current manifest the record binds, so the loader must not find one either (a manifest
+   * swapped between the two reads is refused, not used unchecked); absent outside generate's record check.
+   */
+  fp16CacheDigest?: string | null;
   /** `--verify full`: every byte of the FP16 cache that is trusted is hashed, none taken from the digest cache */
   verifyFull?: boolean;
   /** a note for stderr (a stale cache, …) */
@@ -38,6 +42,8 @@ export interface OpenedDecoder {
   how: string;
   /** release what the decoder holds open (cache files); the checkpoint is closed by the caller */
   close(): void;
+  /** throws when a file the decoder computes from changed since it was verified (CacheStore.unchanged); absent: nothing to check */
+  unchanged?: () => void;
 }
 
 /** The FP16 cache's manifest as convert reports it: the files verified whole, plus any loaded on first use. */

@@ -290,7 +290,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     if (a.fp16Cache !== undefined) {
       const entry = architectureFor(ck);
       const man = await entry.writeFp16Cache(ck, backend.native, a.fp16Cache, fp.value, () => () => {}, true);
-      fp16Cache = { path: path.resolve(a.fp16Cache), files_digest: cacheListDigest(man) };
+      fp16Cache = { path: path.resolve(a.fp16Cache), files_digest: cacheListDigest(man, path.join(a.fp16Cache, MANIFEST)) };
       human.write(`FP16 cache ${a.fp16Cache}: every byte equals the device path's dequantization of the checkpoint; bound into the record\n`);
     }
     const record = buildRecord({

@@ -18,7 +18,7 @@ import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
-import { cacheListDigest, type Fp16ManifestBase, MANIFEST } from '../generate/fp16cache.js';
+import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
@@ -113,11 +113,14 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
     let fingerprint: string | null = null;
-    let fp16CacheDigest: string | undefined;
+    let fp16CacheDigest: string | null | undefined;
+    let shardPins: Map<string, string> | null = null;
     const backend = a.path === 'device' ? selectBackend(a.device) : null;
     if (backend !== null) {
       // the tokenizer's bytes are read now, so the fingerprint covers the very bytes it is built from
       if (hasTokenizer(ck.dir)) for (const f of ['tokenizer.json', 'tokenizer_config.json']) ck.readMeta(f);
+      // pinned before they are hashed: a shard written after this is caught after the next forward pass (afterForward)
+      shardPins = ck.shardIdentities();
       const fp = await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
@@ -155,6 +158,12 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     const streams = prompts.map(() => new TextStream(decode));
     const result = generate(decoder, prompts, {
       maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk),
+      // a shard the record vouched for, or an FP16 cache file, edited in place while generating stops the run before
+      // a token is chosen from what the forward pass computed
+      afterForward: () => {
+        if (shardPins !== null) ck.unchangedSince(shardPins);
+        opened?.unchanged?.();
+      },
       onToken: (seq, tok) => {
         const delta = streams[seq].push(tok);
         if (B === 1) {
@@ -197,18 +206,22 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
  * The FP16 cache `generate --fp16-cache DIR` is to read must be the one the record vouches for
  * (`gate --fp16-cache DIR`: every byte compared with the checkpoint): its manifest's list digest is the
  * record's `fp16_cache.files_digest`, and every file is then checked against the manifest as it is read.
- * Returns that digest (the loader re-checks it), or undefined where the loader will not use the cache
- * anyway (no manifest, or one of another checkpoint: it notes that and dequantizes the validated weights).
+ * Returns that digest (the loader re-checks it), or null where the loader should not use the cache anyway (no
+ * manifest, or one of another checkpoint: it notes that and dequantizes the validated weights): the loader then
+ * refuses a manifest it finds current (swapped in between the two reads) instead of using it unchecked.
  */
-function boundCacheDigest(dir: string, fingerprint: string, record: AcceptanceRecord, fix: string): string | undefined {
+function boundCacheDigest(dir: string, fingerprint: string, record: AcceptanceRecord, fix: string): string | null {
+  const mf = path.join(dir, MANIFEST);
+  const text = readManifestText(dir);
+  if (text === null) return null;
   let man: Fp16ManifestBase & { experts?: unknown[] };
   try {
-    man = JSON.parse(fs.readFileSync(path.join(dir, MANIFEST), 'utf8')) as typeof man;
+    man = JSON.parse(text) as typeof man;
   } catch {
-    return undefined;
+    return null; // the loader names it
   }
-  if (man?.checkpoint?.fingerprint !== fingerprint || !Array.isArray(man.files)) return undefined;
-  const digest = cacheListDigest(man);
+  if (man?.checkpoint?.fingerprint !== fingerprint) return null;
+  const digest = cacheListDigest(man, mf);
   if (record.fp16_cache?.files_digest !== digest) {
     const why = record.fp16_cache === undefined ? 'the record was written without gate --fp16-cache' : `it vouches for ${record.fp16_cache.path} with other contents`;
     throw new RecordMismatch(`the optimized path is locked: the acceptance record does not vouch for the FP16 cache ${dir} (${why}). To unlock it, run: ${fix} --fp16-cache ${shq(dir)}`, ['fp16-cache']);

@@ -14,6 +14,8 @@ export interface GenerateOptions {
   eos: ReadonlySet<number>;
   /** called for every token as it is chosen */
   onToken?: (seq: number, token: number) => void;
+  /** called after each forward pass, before its logits are used: throws to stop before a token is chosen from them */
+  afterForward?: () => void;
 }
 
 export interface GenerateResult {
@@ -37,6 +39,7 @@ export function generate(decoder: Decoder, prompts: readonly (readonly number[])
 
   let t = performance.now();
   let logits = decoder.prefill(prompts, Math.max(...prompts.map((p) => p.length)) + o.maxNewTokens);
+  o.afterForward?.();
   res.prefillMs = performance.now() - t;
   t = performance.now();
   let active = prompts.map((_, i) => i);
@@ -56,6 +59,7 @@ export function generate(decoder: Decoder, prompts: readonly (readonly number[])
     });
     if (fed.length === 0) break;
     logits = decoder.step(fed, next);
+    o.afterForward?.();
     res.steps++;
     active = fed;
   }

@@ -34,6 +34,7 @@ import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
 import { outputError, partialName, partialPid, realish, removePartials, syncEntries, syncFolder, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
+import { identityOf } from '../io/regular.js';
 import { toolVersion } from '../version.js';
 import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
@@ -228,10 +229,7 @@ class CacheFileCheck {
  * the use is refused rather than used unverified.
  */
 export type Pinned = Map<string, string>;
-export function identityOf(fd: number): string {
-  const st = fs.fstatSync(fd, { bigint: true });
-  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
-}
+export { identityOf };
 
 /** openRegularForRead, its failure an InputError naming the file. */
 function openCacheFile(file: string): number {
@@ -255,14 +253,42 @@ function openRegularForRead(file: string): number {
 }
 
 /**
+ * The text of DIR's manifest, or null where there is none: read through one descriptor opened without following a
+ * symlink and without blocking (a FIFO named manifest.json would hang a plain read, and serve each reader other
+ * text), and only from a regular file.
+ */
+export function readManifestText(dir: string): string | null {
+  const mf = path.join(dir, MANIFEST);
+  let fd: number;
+  try {
+    fd = openRegularForRead(mf);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    const why = code === 'ELOOP' ? 'a symbolic link' : code === 'EISDIR' ? 'a directory' : code === undefined ? 'not a regular file' : code;
+    throw new InputError(`cannot be read as the FP16 cache's manifest (${why}); rerun layerdiff convert`, { file: mf });
+  }
+  try {
+    return fs.readFileSync(fd, 'utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
  * The digest of a cache's file list as its manifest gives it (every file: name, size, BLAKE3; DeepSeek-V4's
  * chunked files with their per-chunk digests, DeepSeek-V4's experts files with their per-expert digests): what
  * an acceptance record binds (`fp16_cache.files_digest`, a SHA-256 of the list: records keep one digest kind).
  * Since every file is verified against the manifest when read, a cache whose list digest is the record's
  * holds exactly the bytes the gate compared.
  */
-export function cacheListDigest(man: Fp16ManifestBase & { experts?: unknown[] }): string {
-  const entries = [...man.files.map((f) => ['file', f]), ...(man.chunked ?? []).map((f) => ['chunked', f]), ...(man.experts ?? []).map((f) => ['experts', f])].map((e) => canonicalJson(e));
+export function cacheListDigest(man: Fp16ManifestBase & { experts?: unknown[] }, file: string): string {
+  const list = (x: unknown, what: string): unknown[] => {
+    if (x === undefined && what !== 'files') return [];
+    if (!Array.isArray(x)) throw new InputError(`its ${what} is not a list (edited manifest?); rerun layerdiff convert`, { file });
+    return x;
+  };
+  const entries = [...list(man.files, 'files').map((f) => ['file', f]), ...list(man.chunked, 'chunked').map((f) => ['chunked', f]), ...list(man.experts, 'experts').map((f) => ['experts', f])].map((e) => canonicalJson(e));
   return `sha256:${createHash('sha256').update(entries.sort().join('\n')).digest('hex')}`;
 }
 
@@ -444,17 +470,22 @@ export interface CacheExpectation {
   /** the files it must vouch for chunk by chunk, exactly these (none when absent) */
   chunked?: string[];
   checkpointDir: string;
-  /** the list digest (cacheListDigest) an acceptance record binds: the manifest read here must have it */
-  listDigest?: string;
+  /**
+   * the list digest (cacheListDigest) an acceptance record binds: the manifest read here must have it. null: the
+   * record binds none that the manifest read before had (generate then expected this cache to be stale or absent),
+   * so a manifest found current here was swapped in between and is refused. Absent: no record is involved (bench).
+   */
+  listDigest?: string | null;
 }
 
 /** Read and check the manifest; on a match, verify the vouched-for files' digests. Stale → ok: false; corrupt → InputError. */
 export async function openCache<M extends Fp16ManifestBase>(dir: string, want: CacheExpectation, fpOptions: FingerprintOptions = {}): Promise<CacheOpen<M>> {
   const mf = path.join(dir, MANIFEST);
-  if (!fs.existsSync(mf)) return { ok: false, why: `${dir} holds no ${MANIFEST} (not written by layerdiff convert, or the conversion did not finish)` };
+  const text = readManifestText(dir);
+  if (text === null) return { ok: false, why: `${dir} holds no ${MANIFEST} (not written by layerdiff convert, or the conversion did not finish)` };
   let man: M;
   try {
-    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as M;
+    man = JSON.parse(text) as M;
   } catch {
     throw new InputError('not valid JSON', { file: mf });
   }
@@ -465,7 +496,7 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
   // Same checkpoint bytes but another architecture or depth: the manifest was edited.
   if (man.architecture !== want.architecture) throw new InputError(`manifest says architecture ${JSON.stringify(man.architecture)}, the checkpoint is ${want.architecture}`, { file: mf });
   if (man.num_layers !== want.numLayers) throw new InputError(`manifest says ${man.num_layers} layers, the checkpoint has ${want.numLayers}`, { file: mf });
-  if (want.listDigest !== undefined && cacheListDigest(man) !== want.listDigest) throw new InputError('changed after the acceptance record was checked against it; no FP16 weights read from it', { file: mf });
+  if (want.listDigest !== undefined && (want.listDigest === null || cacheListDigest(man, mf) !== want.listDigest)) throw new InputError('changed after the acceptance record was checked against it; no FP16 weights read from it', { file: mf });
 
   // Every file read later must be one the manifest vouches for, and nothing outside the folder.
   const expected = [...want.files].sort();
@@ -679,7 +710,8 @@ export class ChunkedFile {
  */
 export class CacheStore {
   private readonly files: SafetensorsFolder;
-  private readonly held = new Set<string>();
+  /** each file handed out, and its identity then (the pinned one, where verification pinned it) */
+  private readonly held = new Map<string, string>();
 
   constructor(
     readonly dir: string,
@@ -692,12 +724,27 @@ export class CacheStore {
     const f = this.files.get(file);
     if (!this.held.has(file)) {
       const want = this.pinned.get(file);
-      if (want !== undefined && identityOf(f.descriptor) !== want) {
+      const now = identityOf(f.descriptor);
+      if (want !== undefined && now !== want) {
         throw new InputError('is not the file that was verified against the FP16 cache manifest (replaced or edited since); run again once nothing writes to the cache', { file: path.join(this.dir, file) });
       }
-      this.held.add(file);
+      this.held.set(file, now);
     }
     return f;
+  }
+
+  /**
+   * Every file this store handed out bytes of is still the file it was then. The weights are mapped, and a mapping
+   * shows later writes to its file: a file edited in place after it was verified would be computed with, unverified.
+   * Generation asks after each forward pass, before that pass's logits are used (GenerateOptions.afterForward), so
+   * no token computed while a file changed is emitted; a write changes the file's ctime, which no one can set back.
+   */
+  unchanged(): void {
+    for (const [file, id] of this.held) {
+      if (identityOf(this.files.get(file).descriptor) !== id) {
+        throw new InputError('changed while in use (edited in place?): generation stopped before using what was computed from it; run again once nothing writes to the cache', { file: path.join(this.dir, file) });
+      }
+    }
   }
 
   info(file: string, name: string, dtype: DType, shape: readonly number[]): TensorInfo {

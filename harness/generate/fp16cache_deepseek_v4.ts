@@ -153,7 +153,7 @@ function writeExperts(files: CacheFiles, m: DeepseekV4Checkpoint, linears: Linea
 export type DeepseekV4Fp16CacheLoad = { ok: true; weights: DeepseekV4Fp16Weights } | { ok: false; why: string };
 
 /** Open the cache for `m` (stale → ok: false; corrupt → InputError). Layers and experts are read later, on use. */
-export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<DeepseekV4Fp16CacheLoad> {
+export async function loadDeepseekV4Fp16Cache(dir: string, m: DeepseekV4Checkpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string | null): Promise<DeepseekV4Fp16CacheLoad> {
   const { layers, experts: E } = m.cfg;
   const want = { architecture: 'deepseek_v4' as const, numLayers: layers, fingerprint, files: wholeFiles(layers), chunked: [EMBED], checkpointDir: m.ck.dir, listDigest };
   const c = await openCache<DeepseekV4Fp16Manifest>(dir, want, fpOptions);
@@ -265,6 +265,11 @@ export class DeepseekV4Fp16Weights implements DeepseekV4Weights {
   /** Bytes of every cache file (the caller decides from it whether layers can stay in memory). */
   totalBytes(): number {
     return [...this.manifest.files, ...this.manifest.chunked, ...this.manifest.experts].reduce((s, f) => s + f.size, 0);
+  }
+
+  /** The cache files read so far are still the ones verified (CacheStore.unchanged). */
+  unchanged(): void {
+    this.store.unchanged();
   }
 
   close(): void {

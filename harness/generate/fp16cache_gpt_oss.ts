@@ -59,10 +59,10 @@ export async function writeGptOssFp16Cache(m: GptOssCheckpoint, N: DeviceNative,
   });
 }
 
-export type GptOssFp16CacheLoad = { ok: true; layer: (L: number) => GptOssLayerWeights; close: () => void } | { ok: false; why: string };
+export type GptOssFp16CacheLoad = { ok: true; layer: (L: number) => GptOssLayerWeights; unchanged: () => void; close: () => void } | { ok: false; why: string };
 
 /** Open the cache for `m` (stale → ok: false; corrupt → InputError); layers are read from it on request. */
-export async function loadGptOssFp16Cache(dir: string, m: GptOssCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<GptOssFp16CacheLoad> {
+export async function loadGptOssFp16Cache(dir: string, m: GptOssCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string | null): Promise<GptOssFp16CacheLoad> {
   const c = m.cfg;
   const want = { architecture: 'gpt_oss' as const, numLayers: c.layers, fingerprint, files: files(c.layers), checkpointDir: m.ck.dir, listDigest };
   const opened = await openCache<GptOssFp16Manifest>(dir, want, fpOptions);
@@ -116,5 +116,5 @@ export async function loadGptOssFp16Cache(dir: string, m: GptOssCheckpoint, fing
       },
     };
   };
-  return { ok: true, layer, close: () => store.close() };
+  return { ok: true, layer, unchanged: () => store.unchanged(), close: () => store.close() };
 }

@@ -56,14 +56,16 @@ export async function writeLlamaFp16Cache(m: LlamaCheckpoint, N: DeviceNative, d
   });
 }
 
-export type LlamaFp16CacheLoad = { ok: true; weights: LlamaF16Weights; manifest: LlamaFp16Manifest } | { ok: false; why: string };
+/** `unchanged`: the mapped files are still the verified ones (CacheStore.unchanged); `close` releases them. */
+export type LlamaFp16CacheLoad = { ok: true; weights: LlamaF16Weights; manifest: LlamaFp16Manifest; unchanged: () => void; close: () => void } | { ok: false; why: string };
 
-export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string): Promise<LlamaFp16CacheLoad> {
+export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, fingerprint: string, fpOptions: FingerprintOptions = {}, listDigest?: string | null): Promise<LlamaFp16CacheLoad> {
   const want = { architecture: 'llama' as const, numLayers: m.cfg.layers, fingerprint, files: cacheFiles(m.cfg.layers), checkpointDir: m.ck.dir, listDigest };
   const c = await openCache<LlamaFp16Manifest>(dir, want, fpOptions);
   if (!c.ok) return c;
   const man = c.manifest;
   const { vocab: V, hidden: D } = m.cfg;
+  // held open while the weights are used: their descriptors are what unchanged() checks
   const store = new CacheStore(dir, c.pinned);
   try {
     const embed = store.f16(EMBED, m.embedName, [V, D]);
@@ -79,8 +81,9 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
     const tied = m.headName === m.embedName;
     if (man.tied_head !== tied) throw new InputError(`says tied_head ${String(man.tied_head)}, but the checkpoint's head is ${tied ? 'the embedding' : m.headName} (edited manifest?); rerun layerdiff convert`, { file: path.join(dir, MANIFEST) });
     const head = tied ? embed : store.f16(HEAD, m.headName, [V, D]);
-    return { ok: true, weights: { embed, layers, norm, head }, manifest: man };
-  } finally {
+    return { ok: true, weights: { embed, layers, norm, head }, manifest: man, unchanged: () => store.unchanged(), close: () => store.close() };
+  } catch (e) {
     store.close();
+    throw e;
   }
 }

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { willNeed } from './prefetch.js';
 import { InputError } from '../errors.js';
-import { readRegularBytes } from './regular.js';
+import { identityOf, readRegularBytes } from './regular.js';
 import { type DeferredRead, SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
@@ -116,6 +116,21 @@ export class Checkpoint {
 
   private shard(file: string): SafetensorsFile {
     return this.shards.get(file);
+  }
+
+  /** Each shard's identity now (identityOf its descriptor): taken before the fingerprint hashes them, for unchangedSince. */
+  shardIdentities(): Map<string, string> {
+    return new Map(this.shardFiles.map((s) => [s, identityOf(this.shard(s).descriptor)]));
+  }
+
+  /**
+   * Every shard is still the file it was when `pins` were taken (shardIdentities). Shards are read, or mapped, as
+   * they are used: one written in place after the fingerprint vouched for it would be computed with, unverified.
+   */
+  unchangedSince(pins: ReadonlyMap<string, string>): void {
+    for (const [s, id] of pins) {
+      if (identityOf(this.shard(s).descriptor) !== id) throw new InputError('changed while in use (edited in place?): stopped before using what was computed from it; run again once nothing writes to the checkpoint', { file: path.join(this.dir, s) });
+    }
   }
 
   /** The `generator` metadata its shards agree on (e.g. a repro bundle's), or null. */

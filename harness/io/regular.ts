@@ -16,6 +16,15 @@ function kind(st: fs.Stats): string {
   return 'not a regular file';
 }
 
+/**
+ * Which file a descriptor reads, as it is now: device, inode, size, mtime and ctime. A write changes the ctime, which
+ * no one can set back, so a file pinned by this before it is verified and found with it later was not written since.
+ */
+export function identityOf(fd: number): string {
+  const st = fs.fstatSync(fd, { bigint: true });
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
+
 /** Open `file` read-only; it must be a regular file. The caller closes the descriptor. */
 export function openRegular(file: string): number {
   let fd: number;

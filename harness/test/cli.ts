@@ -42,6 +42,23 @@ export function flipBits(file: string, at: number, mask = 0x01): void {
   fs.writeFileSync(file, b);
 }
 
+/**
+ * Write a file's last `n` bytes back as they were, in place, and set its mtime back: the content is unchanged, but
+ * the file was written (its ctime moved), as an edit that restores its mtime leaves it.
+ */
+export function rewriteInPlace(file: string, n = 64): void {
+  const st = fs.statSync(file);
+  const fd = fs.openSync(file, 'r+');
+  try {
+    const b = Buffer.alloc(n);
+    fs.readSync(fd, b, 0, n, st.size - n);
+    fs.writeSync(fd, b, 0, n, st.size - n);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.utimesSync(file, st.atime, st.mtime);
+}
+
 export const LLAMA_TINY = () => path.join(packageRoot(), 'fixtures', 'llama-tiny');
 
 /** runDiffCommand in-process with the table on stdout suppressed (the tests read the report record). */

@@ -27,7 +27,7 @@ import { Kit } from '../../device-hip/deepseek_v4/kit.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { wrongShape } from '../../fixtures/inject.js';
 import { Rng } from '../rng.js';
-import { cli, flipBits, hashTree, LLAMA_TINY } from './cli.js';
+import { cli, flipBits, hashTree, LLAMA_TINY, rewriteInPlace } from './cli.js';
 import { Blake3 } from '../io/blake3.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
@@ -557,6 +557,24 @@ describe('layerdiff convert / generate --fp16-cache on DeepSeek-V4 (CLI)', () =>
       expect(() => ce.weights.embedRows([1])).toThrow(/embed\.safetensors.*not the file that was verified/);
     } finally {
       ce.weights.close();
+    }
+  });
+
+  it('a file in use edited in place (a layer file, an experts file after an expert was read): unchanged() names it', async () => {
+    for (const [name, use] of [['layer.00000.safetensors', (w: DeepseekV4Fp16Weights) => w.loadLayer(0)], ['layer.00001.experts.safetensors', (w: DeepseekV4Fp16Weights) => w.loadLayer(1).expert(2)]] as const) {
+      const dir = path.join(tmp, `in-use-${name}`);
+      fs.cpSync(cacheDir, dir, { recursive: true });
+      const c = await loadDeepseekV4Fp16Cache(dir, m, fp, { racyMs: 0 });
+      if (!c.ok) throw new Error(c.why);
+      try {
+        use(c.weights);
+        c.weights.unchanged();
+        // the same bytes written back in place: the file's ctime changes, whatever its mtime is set back to
+        rewriteInPlace(path.join(dir, name));
+        expect(() => c.weights.unchanged()).toThrow(new RegExp(`${name.replace(/\./g, '\\.')}.*changed while in use`));
+      } finally {
+        c.weights.close();
+      }
     }
   });
 

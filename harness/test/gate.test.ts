@@ -18,7 +18,7 @@ import { hashFilesInWorkers } from '../gate/hash_workers.js';
 import { type AcceptanceRecord, canonicalJson, RecordMismatch, recordHmac } from '../gate/record.js';
 import { copyCheckpoint, nanWeight, scaleBf16Tensor } from '../../fixtures/inject.js';
 import { shardName, writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { cli, hashTree, LLAMA_TINY } from './cli.js';
+import { cli, hashTree, LLAMA_TINY, rewriteInPlace } from './cli.js';
 
 // One OpenMP thread (see generate.test.ts): many tiny kernels, and a loaded runner makes a 2-thread team spin.
 process.env.OMP_NUM_THREADS ??= '1';
@@ -309,6 +309,21 @@ describe('generate stays locked without a matching record (exit 3)', () => {
     expect(await lockReasons({ record: rec })).toEqual(['invalid']);
   });
 
+  it('a shard written in place while generate runs stops it before a token is chosen from what it computed', async () => {
+    const shard = path.join(model, 'model-00002-of-00002.safetensors');
+    let tokens = 0;
+    // the first streamed text rewrites the shard's last bytes with what they were (content unchanged, mtime set back)
+    const out = new Writable({
+      write: (_c, _e, cb) => {
+        if (tokens++ === 0) rewriteInPlace(shard);
+        cb();
+      },
+    });
+    await expect(runGenerate(genArgs({ maxNewTokens: 8, temperature: 0 }), { stdout: out, stderr: sink() })).rejects.toThrow(/model-00002-of-00002\.safetensors.*changed while in use/);
+    expect(tokens).toBe(1);
+    expect(await lockReasons()).toEqual([]); // the same bytes: the record still vouches for them
+  });
+
   it('a changed shard byte (weights), naming the shard, even when the edit keeps the mtime', async () => {
     const changed = path.join(tmp, 'changed');
     copyCheckpoint(model, changed);
@@ -382,6 +397,15 @@ describe('the CLI, end to end', () => {
     const cached = run(['--fp16-cache', cacheDir16], path.join(tmp, 'cli', 'b.json'));
     expect(cached.weights).toBe('fp16-cache');
     expect(cached.outputs).toEqual(plain.outputs);
+    // a hand-edited manifest list is one line naming the manifest (exit 2), not an internal error
+    const mf = path.join(cacheDir16, 'manifest.json');
+    const kept = fs.readFileSync(mf, 'utf8');
+    fs.writeFileSync(mf, JSON.stringify({ ...JSON.parse(kept), chunked: {} }));
+    const edited = cli(['generate', model, '--prompt', 'Hi', '--record', rec, '--max-new-tokens', '2', '--fp16-cache', cacheDir16], env);
+    expect(edited.code).toBe(2);
+    expect(edited.stderr.trim().split('\n')).toHaveLength(1);
+    expect(edited.stderr).toMatch(/manifest\.json.*chunked is not a list/);
+    fs.writeFileSync(mf, kept);
     const ref = run(['--path', 'reference'], path.join(tmp, 'cli', 'c.json'));
     expect(ref.weights).toBe('fp32-reference');
 

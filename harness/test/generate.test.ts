@@ -4,6 +4,7 @@
  * the reference; reference: 1e-5 relative), batching invariance, the FP16 cache against dequant at load,
  * sampling semantics and reproducibility, streaming detokenization, DeepSeek-V4 reference generation.
  */
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -13,6 +14,7 @@ import { InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import type { Decoder } from '../contracts/decoder.js';
 import { generate, TextStream } from '../generate/engine.js';
+import { cacheListDigest, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { argmax, penalize, Sampler, topPDistribution } from '../generate/sampler.js';
@@ -198,6 +200,75 @@ describe('the FP16 cache', () => {
     flipBits(path.join(dir, 'layer.00002.safetensors'), -3, 0x40);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(InputError);
     await expect(loadLlamaFp16Cache(dir, m, fp.value)).rejects.toThrow(/layer\.00002\.safetensors.*digest/);
+  });
+
+  it('binds the manifest the record checked: a current one where the record bound none is refused; a FIFO, a symlink or an edited list is one clear error', async () => {
+    const dir = path.join(tmp, 'fp16-bound');
+    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    const man = await writeLlamaFp16Cache(m, N, dir, fp.value);
+    const mf = path.join(dir, MANIFEST);
+    const digest = cacheListDigest(man, mf);
+    // generate found no manifest the record binds (null) or another list: a current manifest now was swapped in
+    await expect(loadLlamaFp16Cache(dir, m, fp.value, {}, null)).rejects.toThrow(/manifest\.json.*changed after the acceptance record was checked/);
+    await expect(loadLlamaFp16Cache(dir, m, fp.value, {}, `sha256:${'0'.repeat(64)}`)).rejects.toThrow(/changed after the acceptance record/);
+    const bound = await loadLlamaFp16Cache(dir, m, fp.value, {}, digest);
+    expect(bound.ok).toBe(true);
+    if (bound.ok) bound.close();
+    // an edited list is bad input, not an internal error
+    for (const edit of [{ chunked: {} }, { experts: {} }, { files: 'x' }]) {
+      expect(() => cacheListDigest({ ...man, ...edit } as unknown as typeof man, mf)).toThrow(InputError);
+      expect(() => cacheListDigest({ ...man, ...edit } as unknown as typeof man, mf)).toThrow(/manifest\.json.*is not a list/);
+    }
+    // a FIFO manifest is never opened for reading (it would hang, and could serve each reader other text); a symlink neither
+    const kept = path.join(tmp, 'manifest.kept.json');
+    fs.renameSync(mf, kept);
+    try {
+      execFileSync('mkfifo', [mf]);
+      expect(() => readManifestText(dir)).toThrow(/manifest\.json.*cannot be read as the FP16 cache's manifest \(not a regular file\)/);
+      await expect(loadLlamaFp16Cache(dir, m, fp.value, {}, digest)).rejects.toThrow(InputError);
+      fs.rmSync(mf);
+      fs.symlinkSync(kept, mf);
+      expect(() => readManifestText(dir)).toThrow(/\(a symbolic link\)/);
+      fs.rmSync(mf);
+      expect(readManifestText(dir)).toBeNull();
+    } finally {
+      fs.rmSync(mf, { force: true });
+      fs.renameSync(kept, mf);
+    }
+  });
+
+  it('a cache file edited in place while generating stops generation before a token is chosen from what it computed', async () => {
+    const dir = path.join(tmp, 'fp16-in-use');
+    const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
+    await writeLlamaFp16Cache(m, N, dir, fp.value);
+    const opts = { maxNewTokens: 6, sampling: { temperature: 0, topP: 0.9, repetitionPenalty: 1.1 }, seed: 1, eos: new Set<number>() };
+    const run = async (onToken?: (n: number) => void) => {
+      const got = await loadLlamaFp16Cache(dir, m, fp.value);
+      if (!got.ok) throw new Error(got.why);
+      let n = 0;
+      try {
+        return generate(new LlamaDeviceDecoder(m, N, K, got.weights), [prompts[0]], { ...opts, afterForward: got.unchanged, onToken: () => onToken?.(++n) });
+      } finally {
+        got.close();
+      }
+    };
+    const clean = await run();
+    expect(clean.tokens[0]).toHaveLength(6);
+    // after the second token, one layer's bytes are rewritten in place (the same length; the mtime set back)
+    const layer = path.join(dir, 'layer.00001.safetensors');
+    const before = fs.statSync(layer);
+    const emitted: number[] = [];
+    await expect(run((n) => {
+      emitted.push(n);
+      if (n !== 2) return;
+      const fd = fs.openSync(layer, 'r+');
+      const b = Buffer.alloc(4096);
+      fs.readSync(fd, b, 0, b.length, before.size - b.length);
+      fs.writeSync(fd, b.map((x) => x ^ 0x40), 0, b.length, before.size - b.length);
+      fs.closeSync(fd);
+      fs.utimesSync(layer, before.atime, before.mtime);
+    })).rejects.toThrow(/layer\.00001\.safetensors.*changed while in use/);
+    expect(emitted).toEqual([1, 2]);
   });
 });
 
