@@ -58,10 +58,10 @@ function buildDir(): string {
 
 let addon: HipAddon | null | undefined;
 
-/** The ld_hip addon, or null when `npm run build:native` has not built it. */
-/** The hip addon's file (what the weights check's reuse key hashes with the code object). */
+/** The hip addon's file (part of the build, harness/runner/build.ts, with the code object it loads). */
 export const hipAddonFile = (): string => path.join(buildDir(), 'ld_hip.node');
 
+/** The ld_hip addon, or null when `npm run build:native` has not built it. */
 export function loadHipAddon(): HipAddon | null {
   if (addon !== undefined) return addon;
   const file = hipAddonFile();

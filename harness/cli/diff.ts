@@ -19,7 +19,7 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
-import { numericsKey, recordCheck, reusedCheck, type WeightsCheckKey } from '../weights/reuse.js';
+import { numericsKey, recordCheck, reusedCheck, weightsCacheInside, type WeightsCheckKey } from '../weights/reuse.js';
 import { backendBuild } from '../runner/build.js';
 import { openCheckpointContentDigest } from '../gate/fingerprint.js';
 import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
@@ -143,7 +143,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       let wp: ProgressLine | null = null;
       // a check this checkpoint (same bytes) already passed with this numerics build is reused, unless a fault is
       // injected or --recheck-weights asks to run it (whose result then replaces what the key stored)
-      const reuseKey = faults === null ? weightsReuseKey(ck, backend, layers, model.numLayers) : null;
+      const reuseKey = faults === null && !weightsCacheInside(ck.dir) ? weightsReuseKey(ck, backend, layers, model.numLayers) : null;
       weights = reuseKey === null || a.recheckWeights === true ? null : reusedCheck(reuseKey, ck.dir);
       try {
         weights ??= checkWeights(ck, backend.native, {

@@ -129,7 +129,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
       if (a.fp16Cache !== undefined) fp16CacheDigest = boundCacheDigest(a.fp16Cache, fp.value, record, gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy));
-      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${fp16CacheDigest !== undefined ? ', FP16 cache vouched for' : ''})\n`);
+      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${typeof fp16CacheDigest === 'string' ? ', FP16 cache vouched for' : ''})\n`);
     }
 
     const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir, (n) => ck.readMeta(n)) : null;
@@ -156,7 +156,16 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     const B = prompts.length;
     const decode = (ids: number[]) => (tk !== null ? tk.decode(ids, { skipSpecialTokens: true }) : ids.join(' ') + ' ');
     const streams = prompts.map(() => new TextStream(decode));
-    const result = generate(decoder, prompts, {
+    let midLine = false; // a streamed line not yet ended: a run stopped by an error ends it before the error line
+    const gen = (o: Parameters<typeof generate>[2]) => {
+      try {
+        return generate(decoder, prompts, o);
+      } catch (e) {
+        if (midLine) io.stdout.write('\n');
+        throw e;
+      }
+    };
+    const result = gen({
       maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk),
       // a shard the record vouched for, or an FP16 cache file, edited in place while generating stops the run before
       // a token is chosen from what the forward pass computed
@@ -168,6 +177,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         const delta = streams[seq].push(tok);
         if (B === 1) {
           if (delta !== '') io.stdout.write(delta);
+          midLine ||= delta !== '';
         } else if (delta !== '') {
           io.stdout.write(`[${seq + 1}] ${JSON.stringify(delta)}\n`);
         }

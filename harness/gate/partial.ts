@@ -75,6 +75,9 @@ export function readPartial(dir: string): ShardPartial {
   } catch {
     throw new InputError('not valid JSON', { file });
   }
+  if (p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' && p.tool.build === undefined) {
+    throw new InputError('--merge: the shard names no build of layerdiff (run before builds were recorded); run the shard again', { file });
+  }
   const ok =
     p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' && typeof p.tool.build === 'string' && /^sha256:[0-9a-f]{64}$/.test(p.tool.build) &&
     typeof p.model?.fingerprint === 'string' && Array.isArray(p.model.files) && typeof p.device?.name === 'string' &&

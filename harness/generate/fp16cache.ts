@@ -265,7 +265,8 @@ export function readManifestText(dir: string): string | null {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    const why = code === 'ELOOP' ? 'a symbolic link' : code === 'EISDIR' ? 'a directory' : code === undefined ? 'not a regular file' : code;
+    // a directory opens read-only and then fails the regular-file test, as a FIFO or a device does
+    const why = code === 'ELOOP' ? 'a symbolic link' : code === undefined ? 'not a regular file' : code;
     throw new InputError(`cannot be read as the FP16 cache's manifest (${why}); rerun layerdiff convert`, { file: mf });
   }
   try {
@@ -285,7 +286,7 @@ export function readManifestText(dir: string): string | null {
 export function cacheListDigest(man: Fp16ManifestBase & { experts?: unknown[] }, file: string): string {
   const list = (x: unknown, what: string): unknown[] => {
     if (x === undefined && what !== 'files') return [];
-    if (!Array.isArray(x)) throw new InputError(`its ${what} is not a list (edited manifest?); rerun layerdiff convert`, { file });
+    if (!Array.isArray(x)) throw new InputError(`its "${what}" entry is not a list (edited manifest?); rerun layerdiff convert`, { file });
     return x;
   };
   const entries = [...list(man.files, 'files').map((f) => ['file', f]), ...list(man.chunked, 'chunked').map((f) => ['chunked', f]), ...list(man.experts, 'experts').map((f) => ['experts', f])].map((e) => canonicalJson(e));
@@ -737,7 +738,9 @@ export class CacheStore {
    * Every file this store handed out bytes of is still the file it was then. The weights are mapped, and a mapping
    * shows later writes to its file: a file edited in place after it was verified would be computed with, unverified.
    * Generation asks after each forward pass, before that pass's logits are used (GenerateOptions.afterForward), so
-   * no token computed while a file changed is emitted; a write changes the file's ctime, which no one can set back.
+   * no token computed while a file changed is emitted. A write, a truncate or a metadata change moves the ctime, which
+   * no one can set back; a process writing through its own shared mapping to pages it had dirtied already moves no
+   * time, and is caught by the next run's digests only (README, Security model).
    */
   unchanged(): void {
     for (const [file, id] of this.held) {

@@ -17,8 +17,10 @@ function kind(st: fs.Stats): string {
 }
 
 /**
- * Which file a descriptor reads, as it is now: device, inode, size, mtime and ctime. A write changes the ctime, which
- * no one can set back, so a file pinned by this before it is verified and found with it later was not written since.
+ * Which file a descriptor reads, as it is now: device, inode, size, mtime and ctime. A write, a truncate or a metadata
+ * change moves the ctime, which no one can set back, so a file pinned by this before it is verified and found with it
+ * later was not written since, but through a shared mapping whose pages were already dirty (the kernel moves the
+ * times on a page's first write only).
  */
 export function identityOf(fd: number): string {
   const st = fs.fstatSync(fd, { bigint: true });

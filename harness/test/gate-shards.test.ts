@@ -234,7 +234,11 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     const none = path.join(tmp, 'no-build');
     copyDir(three[1], none);
     editPartial(none, (p) => delete (p.tool as { build?: string }).build);
-    expect(mergeError([three[0], none, three[2]])).toMatch(/not a layerdiff\.partial\/1 partial result/);
+    expect(mergeError([three[0], none, three[2]])).toMatch(/names no build of layerdiff \(run before builds were recorded\)/);
+    const bad = path.join(tmp, 'bad-build');
+    copyDir(three[1], bad);
+    editPartial(bad, (p) => (p.tool.build = 'sha256:x'));
+    expect(mergeError([three[0], bad, three[2]])).toMatch(/not a layerdiff\.partial\/1 partial result/);
     const two = (await built(2))[1];
     expect(mergeError([three[0], two])).toMatch(/the shard count \(2 ≠ 3\)/);
   });

@@ -217,7 +217,7 @@ describe('the FP16 cache', () => {
     // an edited list is bad input, not an internal error
     for (const edit of [{ chunked: {} }, { experts: {} }, { files: 'x' }]) {
       expect(() => cacheListDigest({ ...man, ...edit } as unknown as typeof man, mf)).toThrow(InputError);
-      expect(() => cacheListDigest({ ...man, ...edit } as unknown as typeof man, mf)).toThrow(/manifest\.json.*is not a list/);
+      expect(() => cacheListDigest({ ...man, ...edit } as unknown as typeof man, mf)).toThrow(/manifest\.json.*entry is not a list/);
     }
     // a FIFO manifest is never opened for reading (it would hang, and could serve each reader other text); a symlink neither
     const kept = path.join(tmp, 'manifest.kept.json');

@@ -17,6 +17,7 @@ import { loadDeviceNative } from '../../device-hip/binding.js';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { describeWeights } from '../../reports/format.js';
 import { LLAMA_TINY, quietDiff } from './cli.js';
+import { packageRoot } from '../version.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-wreuse-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -40,6 +41,18 @@ describe('weights check reuse', () => {
     expect([second.checked, second.exact, second.tensors.length]).toEqual([first.checked, first.exact, first.tensors.length]);
     expect(describeWeights(second)).toMatch(/reused from the check of .* same numerics build/);
     expect((await weightsOf({ recheckWeights: true })).reused).toBeUndefined();
+  });
+
+  it('reuses every architecture\'s passed check, gpt-oss\'s fused MXFP4 experts and DeepSeek-V4\'s formats included', async () => {
+    for (const dir of ['gpt-oss-tiny', 'deepseek-v4-tiny']) {
+      const model = path.join(packageRoot(), 'fixtures', dir);
+      const first = await weightsOf({ model, layers: '0-0' });
+      expect(first.reused, dir).toBeUndefined();
+      expect(first.checked, dir).toBeGreaterThan(0);
+      const second = await weightsOf({ model, layers: '0-0' });
+      expect(second.reused, dir).toBeDefined();
+      expect(second.tensors.map((t) => t.encoding)).toEqual(first.tensors.map((t) => t.encoding));
+    }
   });
 
   it('another layer range, an injected fault or a changed byte of the checkpoint runs the check again', async () => {

@@ -18,7 +18,7 @@ import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { FORMATS } from '../formats/registry.js';
+import { FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 import { toolVersion } from '../version.js';
 import type { TensorCheck, WeightsReport } from './check.js';
@@ -71,7 +71,8 @@ const signingKey = () => (process.env.LAYERDIFF_SIGNING_KEY !== undefined && pro
 const count = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
 const pair = (x: unknown): x is [number, number] => Array.isArray(x) && x.length === 2 && count(x[0]) && count(x[1]);
 const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
-const ENCODINGS = new Set<string>(FORMATS.filter((f) => f.id !== 'plain').map((f) => f.id));
+/** every stored form a check can meet: the registry's, and those of fused tensors (gpt-oss's experts) */
+const ENCODINGS = new Set<string>([...FORMATS, ...FUSED_FORMATS].filter((f) => f.id !== 'plain').map((f) => f.id));
 
 /** A tensor's record as a passed check writes it: exact, no bad block, no NaN code, nothing to explain. */
 function passedTensor(t: unknown): t is TensorCheck {
