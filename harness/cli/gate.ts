@@ -48,6 +48,7 @@ import { checkReportTargets } from './outputs.js';
 import { ProgressLine } from './progress.js';
 import { terminal, useColour } from './terminal.js';
 import { type ResolvedInput, resolveInput } from './input.js';
+import { readRegularBytes } from '../io/regular.js';
 
 export interface GateArgs {
   model: string;
@@ -148,7 +149,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     if (a.prompts !== undefined) prompts = readPromptsFile(a.prompts);
     else prompts = hasTokenizer(ck.dir) ? [...BUILTIN_PROMPTS] : builtinTokenPrompts(model.vocab);
     // Which prompts vouched for the record: the file by path and content digest.
-    const source = a.prompts !== undefined ? `${path.resolve(a.prompts)} sha256:${createHash('sha256').update(fs.readFileSync(a.prompts)).digest('hex')}` : 'built-in';
+    const source = a.prompts !== undefined ? `${path.resolve(a.prompts)} sha256:${createHash('sha256').update(readRegularBytes(a.prompts)).digest('hex')}` : 'built-in';
     // Built-in prompts stay within the model's context; a user's prompts are taken as given.
     const maxPos = typeof ck.config.max_position_embeddings === 'number' ? ck.config.max_position_embeddings : undefined;
     const inputs: ResolvedInput[] = [];

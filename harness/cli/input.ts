@@ -16,8 +16,12 @@ export const MAX_PROMPT_CHARS = 1 << 20;
 
 /** config.json's max_position_embeddings (the positions the model was trained for), when it states one. */
 export function maxPositions(modelDir: string): number | undefined {
-  const v = readJsonObject(path.join(modelDir, 'config.json')).max_position_embeddings;
-  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined;
+  const file = path.join(modelDir, 'config.json');
+  const v = readJsonObject(file).max_position_embeddings;
+  if (v === undefined || v === null) return undefined;
+  // stated but not a length (0, -1, "x"): refused, not read as "no limit stated"
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v <= 0) throw new InputError(`max_position_embeddings ${JSON.stringify(v)} is not a positive integer`, { file });
+  return v;
 }
 
 export interface ResolvedInput {

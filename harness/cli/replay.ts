@@ -19,6 +19,7 @@ import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
 import { type Drill, drillDown, selectionFlips } from '../runner/run.js';
 import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
+import { readRegularText } from '../io/regular.js';
 
 export interface ReplayArgs {
   dir: string;
@@ -48,9 +49,10 @@ const canon = (v: unknown, indent?: number) => JSON.stringify(v, (_k, x: unknown
 export function readManifest(dir: string): ReproManifest {
   const file = path.join(dir, REPRO_MANIFEST);
   if (!fs.existsSync(file)) throw new InputError(`not a repro bundle: no ${REPRO_MANIFEST} (write one with layerdiff diff --repro DIR)`, { file: dir });
+  const text = readRegularText(file);
   let m: ReproManifest;
   try {
-    m = JSON.parse(fs.readFileSync(file, 'utf8')) as ReproManifest;
+    m = JSON.parse(text) as ReproManifest;
   } catch {
     throw new InputError('not valid JSON', { file });
   }

@@ -14,6 +14,7 @@
 import * as fs from 'node:fs';
 import { InputError } from '../errors.js';
 import type { StageMetrics } from './metrics.js';
+import { readRegularText } from '../io/regular.js';
 
 export const METRICS = ['max_abs', 'mean_abs', 'rms', 'rel_l2'] as const;
 export type MetricName = (typeof METRICS)[number];
@@ -127,9 +128,11 @@ const BEHAVIOUR_KEYS = ['top1_min', 'kl_mean_max', 'kl_p99_max', 'flip_factor'] 
  *     "behaviour": { "top1_min": 0.9, "kl_mean_max": 0.02, "kl_p99_max": 0.2, "flip_factor": 4 } }
  */
 export function loadPolicyFile(file: string): Policy {
+  if (!fs.existsSync(file)) throw new InputError(`--policy ${file}: no such file`);
+  const text = readRegularText(file); // a FIFO or a device is refused, not read until it ends
   let raw: unknown;
   try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+    raw = JSON.parse(text);
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     throw new InputError(`--policy ${file}: ${err.code === 'ENOENT' ? 'no such file' : err instanceof SyntaxError ? `not JSON (${err.message})` : err.message}`);

@@ -112,7 +112,7 @@ export function parseQuantConfig(config: Record<string, unknown>, configFile: st
   }
   const qc = obj(q, { file, field: 'quantization_config' });
   const method = qc.quant_method;
-  if (typeof method === 'string' && method in REFUSED_METHODS) throw new InputError(`quantization_config.quant_method ${JSON.stringify(method)}: ${REFUSED_METHODS[method]}`, { file });
+  if (typeof method === 'string' && Object.hasOwn(REFUSED_METHODS, method)) throw new InputError(`quantization_config.quant_method ${JSON.stringify(method)}: ${REFUSED_METHODS[method]}`, { file });
   if (!KNOWN_METHODS.includes(method as string)) {
     throw new InputError(`unknown quantization_config.quant_method ${JSON.stringify(method)} (known: ${KNOWN_METHODS.join(', ')})`, { file });
   }
@@ -182,7 +182,7 @@ const MODELOPT_REFUSED: Record<string, string> = {
 
 function modelOptAlgo(algo: unknown, field: string, file: string): void {
   if (algo === 'NVFP4') return;
-  if (typeof algo === 'string' && algo in MODELOPT_REFUSED) throw new InputError(`${field} ${JSON.stringify(algo)} is not supported: ${MODELOPT_REFUSED[algo]} (only NVFP4)`, { file });
+  if (typeof algo === 'string' && Object.hasOwn(MODELOPT_REFUSED, algo)) throw new InputError(`${field} ${JSON.stringify(algo)} is not supported: ${MODELOPT_REFUSED[algo]} (only NVFP4)`, { file });
   throw new InputError(`${field} ${JSON.stringify(algo)} is not supported (only NVFP4)`, { file });
 }
 
@@ -205,7 +205,7 @@ function parseModelOptLegacy(doc: Record<string, unknown>, file: string): QuantC
 const CT_FORMATS: Record<string, DeclaredFp4> = { 'nvfp4-pack-quantized': 'nvfp4', 'mxfp4-pack-quantized': 'mxfp4' };
 
 function ctForm(format: unknown, field: string, file: string): DeclaredFp4 {
-  if (typeof format === 'string' && format in CT_FORMATS) return CT_FORMATS[format];
+  if (typeof format === 'string' && Object.hasOwn(CT_FORMATS, format)) return CT_FORMATS[format];
   throw new InputError(`${field} ${JSON.stringify(format)} is not supported (known: ${Object.keys(CT_FORMATS).join(', ')}${field.endsWith('.format') && !field.includes('config_groups') ? ', mixed-precision' : ''})`, { file });
 }
 

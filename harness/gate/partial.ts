@@ -21,6 +21,7 @@ import { InputError } from '../errors.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { type AcceptanceRecord, canonicalJson, type PromptSummary, SIGNING_KEY_ENV } from './record.js';
 import { MAX_SHARDS, type PromptEntry } from './shard.js';
+import { readRegularText } from '../io/regular.js';
 
 export const PARTIAL_SCHEMA = 'layerdiff.partial/1';
 export const PARTIAL_MANIFEST = 'partial.json';
@@ -69,9 +70,10 @@ export function readPartial(dir: string): ShardPartial {
   const file = path.join(dir, PARTIAL_MANIFEST);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new InputError('--merge: not a folder (give the --out folders of the shards)', { file: dir });
   if (!fs.existsSync(file)) throw new InputError(`--merge: no ${PARTIAL_MANIFEST} here (a shard writes one with gate --shard I/N --out DIR)`, { file: dir });
+  const text = readRegularText(file);
   let p: ShardPartial;
   try {
-    p = JSON.parse(fs.readFileSync(file, 'utf8')) as ShardPartial;
+    p = JSON.parse(text) as ShardPartial;
   } catch {
     throw new InputError('not valid JSON', { file });
   }

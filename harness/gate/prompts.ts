@@ -6,8 +6,8 @@
  * two keys), a long one (long softmax sums, late positions' RoPE), Chinese (multi-byte tokens, other
  * embedding rows), English prose, code (whitespace and symbol tokens) and numbers.
  */
-import * as fs from 'node:fs';
 import { InputError } from '../errors.js';
+import { readRegularText } from '../io/regular.js';
 
 /** The prompt of a run given neither --prompt nor --tokens (also the first prompt of the fixtures' golden runs). */
 export const DEFAULT_PROMPT = 'The quick brown fox checks every layer: 3.14 × 2 = 6.28, and FP4 weights stay exact.';
@@ -53,12 +53,7 @@ export function builtinTokenPrompts(vocab: number): AcceptancePrompt[] {
 
 /** Parse a JSONL prompt file; every problem names the file and the line. */
 export function readPromptsFile(file: string): AcceptancePrompt[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? String(e)}`, { file });
-  }
+  const text = readRegularText(file); // a FIFO or a device is refused, not read until it ends
   const out: AcceptancePrompt[] = [];
   text.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;

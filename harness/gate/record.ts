@@ -17,6 +17,7 @@ import { writeFileAtomic } from '../io/writer.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { toolVersion } from '../version.js';
 import { combineDigests, type FileDigest, type Fingerprint } from './fingerprint.js';
+import { readRegularText } from '../io/regular.js';
 
 export const RECORD_SCHEMA = 'layerdiff.record/1';
 export const SIGNING_KEY_ENV = 'LAYERDIFF_SIGNING_KEY';
@@ -249,7 +250,7 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
   if (!fs.existsSync(file)) locked(['no-record'], [`no acceptance record at ${file}`]);
   let rec: AcceptanceRecord;
   try {
-    rec = JSON.parse(fs.readFileSync(file, 'utf8')) as AcceptanceRecord;
+    rec = JSON.parse(readRegularText(file)) as AcceptanceRecord; // a FIFO or a device is refused, not read until it ends
   } catch (e) {
     return locked(['invalid'], [`${file} is not a readable JSON acceptance record (${(e as Error).message})`]);
   }

@@ -302,7 +302,7 @@ async function verifyExistingCache<M extends Fp16ManifestBase>(t: CacheTarget, b
   const mf = path.join(t.dir, MANIFEST);
   let man: M;
   try {
-    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as M;
+    man = JSON.parse(readManifestText(t.dir) ?? '') as M;
   } catch {
     throw new InputError(`--fp16-cache: no readable ${MANIFEST} (write the cache with layerdiff convert first)`, { file: mf });
   }
@@ -371,10 +371,9 @@ function assertReplaceableCache(t: CacheTarget): void {
   if (!st.isDirectory()) throw new InputError(`--fp16-cache names ${st.isSymbolicLink() ? 'a symbolic link' : 'something that is not a folder'}; give a folder`, { file: t.dir });
   const names = fs.readdirSync(t.dir).filter((n) => partialPid(n) === null);
   if (names.length === 0) return;
-  const mf = path.join(t.dir, MANIFEST);
   let man: Partial<Fp16ManifestBase> & { experts?: unknown };
   try {
-    man = JSON.parse(fs.readFileSync(mf, 'utf8')) as typeof man;
+    man = JSON.parse(readManifestText(t.dir) ?? '') as typeof man;
   } catch {
     throw new InputError(`--fp16-cache: the folder is not empty and holds no readable ${MANIFEST} of layerdiff convert; give a new or empty folder`, { file: t.dir });
   }

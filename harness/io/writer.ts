@@ -86,7 +86,13 @@ function nearestDir(p: string): string {
   for (;;) {
     const st = lstatOrNull(d);
     if (st !== null) {
-      if (!fs.statSync(d).isDirectory()) throw new InputError('is not a directory', { file: d });
+      let target: fs.Stats;
+      try {
+        target = fs.statSync(d);
+      } catch (e) {
+        throw new InputError(`is a symbolic link to nothing that can be written into (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { file: d });
+      }
+      if (!target.isDirectory()) throw new InputError('is not a directory', { file: d });
       return d;
     }
     const up = path.dirname(d);

@@ -12,6 +12,7 @@ import type { Selections } from '../models/path.js';
 import type { DeviceIdentity } from '../runner/backend.js';
 import { readActs, tensorNames } from './files.js';
 import { GOLDEN_MANIFEST, openGolden } from './golden.js';
+import { readRegularText } from '../io/regular.js';
 
 export const DUMP_SCHEMA = 'layerdiff.dump/1';
 export const DUMP_MANIFEST = 'run.json';
@@ -74,8 +75,9 @@ export function openSavedRun(dir: string, what: string): SavedRun {
   let manifest: DumpManifest | null = null;
   const mf = path.join(dir, DUMP_MANIFEST);
   if (fs.existsSync(mf)) {
+    const text = readRegularText(mf);
     try {
-      manifest = JSON.parse(fs.readFileSync(mf, 'utf8')) as DumpManifest;
+      manifest = JSON.parse(text) as DumpManifest;
     } catch {
       throw new InputError('not valid JSON', { file: mf });
     }

@@ -28,6 +28,7 @@ import type { LayerResult, Selections } from '../models/path.js';
 import type { GoldenSink, GoldenSource } from '../runner/run.js';
 import { toolVersion } from '../version.js';
 import { f32Tensor, readActs, sha256, sha256File, StagedDir, tensorNames, verifyDigest } from './files.js';
+import { readRegularText } from '../io/regular.js';
 
 export const GOLDEN_SCHEMA = 'layerdiff.golden/1';
 export const GOLDEN_MANIFEST = 'golden.json';
@@ -112,9 +113,10 @@ export function openGolden(dir: string): GoldenRun {
   const file = path.join(dir, GOLDEN_MANIFEST);
   if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new InputError('--golden: no such directory', { file: dir });
   if (!fs.existsSync(file)) throw new InputError(`--golden: no ${GOLDEN_MANIFEST} here (write one with --save-golden)`, { file: dir });
+  const text = readRegularText(file);
   let m: unknown;
   try {
-    m = JSON.parse(fs.readFileSync(file, 'utf8'));
+    m = JSON.parse(text);
   } catch {
     throw new InputError('not valid JSON', { file });
   }

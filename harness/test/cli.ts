@@ -14,10 +14,10 @@ export interface CliResult {
   stderr: string;
 }
 
-export function cli(args: string[], env: Record<string, string> = {}): CliResult {
+export function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 300_000): CliResult {
   const main = path.join(packageRoot(), 'dist', 'harness', 'cli', 'main.js');
   if (!fs.existsSync(main)) throw new Error('dist/ is missing: run npm run build (npm ci does it)');
-  const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 300_000 });
+  const r = spawnSync(process.execPath, [main, ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: timeoutMs });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 

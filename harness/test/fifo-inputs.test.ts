@@ -1,0 +1,115 @@
+/**
+ * Inputs that are not checkpoint files are read only from regular files (harness/io/regular.ts): a policy, a prompt
+ * set, a golden run's manifest, a shard's partial, a repro bundle's manifest, an acceptance record and an FP16
+ * cache's manifest given as a FIFO are one line naming it and a non-zero exit, never a hang (a FIFO with no writer
+ * blocks a plain read forever). An output under a dangling symlink is one line, not an internal error; a
+ * quant_method spelled like an Object prototype key is unknown, not mistaken for a known one; a stated
+ * max_position_embeddings that is not a length is refused, not read as none; a fixture's folder that is a file is
+ * one line.
+ */
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { copyCheckpoint } from '../../fixtures/inject.js';
+import { cli, LLAMA_TINY } from './cli.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-fifo-'));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const env = { LAYERDIFF_CACHE_DIR: path.join(tmp, 'cache') };
+/** a folder holding `name` as a FIFO (no writer: a plain read of it would never return) */
+function fifoIn(dir: string, name: string): string {
+  fs.mkdirSync(dir, { recursive: true });
+  const f = path.join(dir, name);
+  execFileSync('mkfifo', [f]);
+  return f;
+}
+/** the run ends within a minute, with one stderr line naming the FIFO, and exit `code` */
+function refused(args: string[], fifo: string, code = 2): void {
+  const r = cli(args, env, 60_000);
+  expect(r.code, r.stderr).toBe(code);
+  expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  expect(r.stderr).toContain(fifo);
+  expect(r.stderr).toMatch(/FIFO/);
+}
+
+describe('inputs that are FIFOs are refused, not read', () => {
+  it('--policy, --prompts, a golden run\'s manifest, a shard\'s partial and a repro bundle\'s manifest', () => {
+    const model = LLAMA_TINY();
+    const policy = fifoIn(path.join(tmp, 'p'), 'policy.json');
+    refused(['diff', model, '--policy', policy, '--layers', '0-0'], policy);
+    const prompts = fifoIn(path.join(tmp, 'q'), 'prompts.jsonl');
+    refused(['gate', model, '--prompts', prompts, '--record', path.join(tmp, 'q', 'r.json')], prompts);
+    const golden = fifoIn(path.join(tmp, 'g'), 'golden.json');
+    refused(['diff', model, '--golden', path.dirname(golden)], golden);
+    const partial = fifoIn(path.join(tmp, 's'), 'partial.json');
+    refused(['gate', '--merge', path.dirname(partial), '--record', path.join(tmp, 's-record.json')], partial);
+    const repro = fifoIn(path.join(tmp, 'b'), 'repro.json');
+    refused(['replay', path.dirname(repro)], repro);
+  });
+
+  it('an acceptance record (locked, exit 3) and an FP16 cache\'s manifest where convert would write', () => {
+    const model = LLAMA_TINY();
+    const record = fifoIn(path.join(tmp, 'r'), 'accept.json');
+    refused(['generate', model, '--prompt', 'Hi', '--record', record, '--max-new-tokens', '1'], record, 3);
+    const cacheDir = path.join(tmp, 'c');
+    fifoIn(cacheDir, 'manifest.json');
+    const r = cli(['convert', model, '--fp16-cache', cacheDir], env, 60_000);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/not empty and holds no readable manifest\.json/);
+  });
+});
+
+describe('other hostile inputs', () => {
+  it('an output under a dangling symlink is one line and exit 2, and nothing is written', () => {
+    const link = path.join(tmp, 'dangling');
+    fs.symlinkSync(path.join(tmp, 'nowhere', 'deeper'), link);
+    for (const args of [['--json', path.join(link, 'r.json')], ['--dump', path.join(link, 'd')]]) {
+      const r = cli(['diff', LLAMA_TINY(), '--layers', '0-0', ...args], env, 120_000);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/dangling.*symbolic link to nothing/);
+    }
+    expect(fs.existsSync(path.join(tmp, 'nowhere'))).toBe(false);
+  });
+
+  it('a quant_method named like an Object prototype key is unknown, not a known method', () => {
+    for (const method of ['toString', '__proto__', 'constructor']) {
+      const dir = path.join(tmp, `proto-${method}`);
+      copyCheckpoint(LLAMA_TINY(), dir);
+      const cfgFile = path.join(dir, 'config.json');
+      const cfg = JSON.parse(fs.readFileSync(cfgFile, 'utf8')) as { quantization_config: Record<string, unknown> };
+      cfg.quantization_config.quant_method = method;
+      fs.writeFileSync(cfgFile, JSON.stringify(cfg));
+      const r = cli(['inspect', dir], env, 60_000);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toContain(`unknown quantization_config.quant_method "${method}"`);
+    }
+  });
+
+  it('max_position_embeddings stated as 0, -1 or a string is refused (exit 2), not taken as no limit', () => {
+    for (const v of [0, -1, 'x']) {
+      const dir = path.join(tmp, `maxpos-${String(v)}`);
+      copyCheckpoint(LLAMA_TINY(), dir);
+      const cfgFile = path.join(dir, 'config.json');
+      fs.writeFileSync(cfgFile, JSON.stringify({ ...JSON.parse(fs.readFileSync(cfgFile, 'utf8')), max_position_embeddings: v }));
+      const r = cli(['diff', dir, '--layers', '0-0'], env, 120_000);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toContain(`config.json: max_position_embeddings ${JSON.stringify(v)} is not a positive integer`);
+    }
+  });
+
+  it('a fixture written to a path that is a file is one line and exit 2, the file untouched', () => {
+    const file = path.join(tmp, 'a-file');
+    fs.writeFileSync(file, 'keep');
+    const r = cli(['fixture', 'llama-tiny', file], env, 60_000);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/a-file.*exists and is not a folder/);
+    expect(fs.readFileSync(file, 'utf8')).toBe('keep');
+  });
+});
