@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { hashFilesInWorkers, hashThreads } from './hash_workers.js';
 import { blake3File, blake3Parts } from '../io/blake3.js';
-import { openRegular } from '../io/regular.js';
+import { openRegular, readRegularText } from '../io/regular.js';
 import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 
 export interface FileDigest {
@@ -107,7 +107,7 @@ export { realish } from '../io/writer.js';
 
 function readCache(file: string): CacheFile {
   try {
-    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as CacheFile;
+    const v = JSON.parse(readRegularText(file)) as CacheFile; // a FIFO planted there is skipped, not read until it ends
     if (v?.schema === 'layerdiff.fingerprints/1' && v.entries !== null && typeof v.entries === 'object') return v;
   } catch {
     // missing or unreadable: a cache is only ever an optimisation, start empty

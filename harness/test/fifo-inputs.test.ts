@@ -62,6 +62,29 @@ describe('inputs that are FIFOs are refused, not read', () => {
   });
 });
 
+describe('the caches, which are hints: a FIFO planted in one is skipped, never read', () => {
+  it('the digest cache and the weights-check cache', () => {
+    const cache = path.join(tmp, 'planted');
+    fifoIn(cache, 'fingerprints.json');
+    const weights = path.join(cache, 'weights');
+    fs.mkdirSync(weights);
+    const first = cli(['diff', LLAMA_TINY()], { LAYERDIFF_CACHE_DIR: cache }, 120_000);
+    expect(first.code, first.stderr).toBe(0);
+    // every record the first run stored becomes a FIFO: the second run checks again instead of hanging
+    const stored = fs.readdirSync(weights);
+    expect(stored.length).toBeGreaterThan(0);
+    for (const f of stored) {
+      fs.rmSync(path.join(weights, f));
+      execFileSync('mkfifo', [path.join(weights, f)]);
+    }
+    const second = cli(['diff', LLAMA_TINY(), '--json', path.join(tmp, 'planted.json')], { LAYERDIFF_CACHE_DIR: cache }, 120_000);
+    expect(second.code, second.stderr).toBe(0);
+    const w = (JSON.parse(fs.readFileSync(path.join(tmp, 'planted.json'), 'utf8')) as { weights: { checked: number; reused?: unknown } }).weights;
+    expect(w.checked).toBeGreaterThan(0);
+    expect(w.reused).toBeUndefined();
+  });
+});
+
 describe('other hostile inputs', () => {
   it('an output under a dangling symlink is one line and exit 2, and nothing is written', () => {
     const link = path.join(tmp, 'dangling');

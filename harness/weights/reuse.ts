@@ -19,6 +19,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { FORMATS, FUSED_FORMATS } from '../formats/registry.js';
+import { readRegularText } from '../io/regular.js';
 import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 import { toolVersion } from '../version.js';
 import type { TensorCheck, WeightsReport } from './check.js';
@@ -99,7 +100,7 @@ export function reusedCheck(key: WeightsCheckKey, modelDir: string): WeightsRepo
   const file = fileOf(key);
   let s: Stored;
   try {
-    s = JSON.parse(fs.readFileSync(file, 'utf8')) as Stored;
+    s = JSON.parse(readRegularText(file)) as Stored; // a FIFO planted in the cache is skipped, not read until it ends
   } catch {
     return null;
   }
