@@ -107,7 +107,10 @@ export function runInspect(dir: string): ExitCode {
       ...(contra.length === 0 ? [] : [`contradictions with ${qc.file} (${contra.length}):`, ...contra.map((c) => '  ' + c)]),
     ];
     process.stdout.write(lines.join('\n') + '\n');
-    return contra.length === 0 ? ExitCode.pass : ExitCode.badInput;
+    if (contra.length === 0) return ExitCode.pass;
+    // exit 2 says why on stderr too, in the one line every bad input gets (the full list is on stdout above)
+    process.stderr.write(`layerdiff: error: ${qc.file}: the declared quantization contradicts what is stored in ${contra.length} place${contra.length === 1 ? '' : 's'} (first: ${contra[0]})\n`);
+    return ExitCode.badInput;
   } finally {
     ck.close();
   }

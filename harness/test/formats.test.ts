@@ -374,6 +374,10 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     expect(r.code).toBe(2);
     expect(r.stdout).toContain('model.layers.0.self_attn.q_proj.weight: stored plain (BF16) but modelopt declares model.layers.0.self_attn.q_proj nvfp4');
     expect(r.stdout).toContain("model.layers.2.mlp.up_proj.weight: stored nvfp4 but modelopt's ignore list excludes model.layers.2.mlp.up_proj");
+    // and one line on stderr, as every exit 2 has, naming the config and the first contradiction
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^layerdiff: error: .*config\.json: the declared quantization contradicts what is stored in \d+ places \(first: model\.layers\.\d+\.\S+\.weight: stored (plain|nvfp4) /);
   });
 
   it("ModelOpt's legacy hf_quant_config.json is read when config.json has no quantization_config", () => {
