@@ -32,7 +32,7 @@ import { blake3File, blake3Parts } from '../io/blake3.js';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
-import { outputError, partialName, partialPid, realish, removePartials, syncEntries, syncFolder, writeFileAtomic } from '../io/writer.js';
+import { makeDirs, outputError, partialName, partialPid, realish, removePartials, syncEntries, syncFolder, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
 import { identityOf } from '../io/regular.js';
 import { toolVersion } from '../version.js';
@@ -416,7 +416,7 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
   // the outermost folder this convert creates: removed whole on failure (with any parents it had to make)
   let made: string | null = null;
   for (let d = parent; !fs.existsSync(d); d = path.dirname(d)) made = d;
-  fs.mkdirSync(parent, { recursive: true });
+  makeDirs(parent);
   removePartials(parent); // a killed convert's staging folder (its process is gone)
   const staging = partialName(target, '');
   fs.mkdirSync(staging);

@@ -159,7 +159,7 @@ export function writeFileAtomic(file: string, data: string | Uint8Array, option 
   const dir = path.dirname(file);
   const tmp = partialName(file);
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     const fd = fs.openSync(tmp, 'wx');
     try {
       writeAllSync(fd, bytes);
@@ -224,7 +224,7 @@ export class PartialFile {
     assertFileTarget(file, option);
     this.tmp = partialName(file);
     try {
-      fs.mkdirSync(path.dirname(file), { recursive: true });
+      makeDirs(path.dirname(file));
       this.fd = fs.openSync(this.tmp, 'wx');
     } catch (e) {
       throw outputError(e, file);
@@ -305,6 +305,26 @@ export function realish(p: string): string {
     head = up;
   }
   return path.join(fs.realpathSync(head), ...tail);
+}
+
+/**
+ * `mkdir -p`, one level at a time from the nearest folder that exists. Node's recursive mkdir loops forever where a
+ * filesystem refuses a new folder with ENOENT although its parent exists (under /proc: LAYERDIFF_CACHE_DIR=/proc/x
+ * hung every command); here that refusal is thrown at once, as any other.
+ */
+export function makeDirs(dir: string): void {
+  const missing: string[] = [];
+  for (let d = path.resolve(dir); !fs.existsSync(d); d = path.dirname(d)) {
+    missing.push(d);
+    if (path.dirname(d) === d) break;
+  }
+  for (const d of missing.reverse()) {
+    try {
+      fs.mkdirSync(d);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
 }
 
 export function isInside(target: string, dir: string): boolean {

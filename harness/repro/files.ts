@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { type Act, act } from '../formats/tensor.js';
 import { SafetensorsFile, type TensorToWrite } from '../io/safetensors.js';
+import { makeDirs } from '../io/writer.js';
 
 const CHUNK = 16 << 20;
 
@@ -75,7 +76,7 @@ export class StagedDir {
   readonly staging: string;
   constructor(readonly target: string) {
     const parent = path.dirname(path.resolve(target));
-    fs.mkdirSync(parent, { recursive: true });
+    makeDirs(parent);
     this.staging = path.join(parent, `.${path.basename(target)}.layerdiff-partial-${process.pid}`);
     fs.rmSync(this.staging, { recursive: true, force: true });
     fs.mkdirSync(this.staging);
@@ -83,7 +84,7 @@ export class StagedDir {
 
   file(rel: string): string {
     const p = path.join(this.staging, rel);
-    fs.mkdirSync(path.dirname(p), { recursive: true });
+    makeDirs(path.dirname(p));
     return p;
   }
 

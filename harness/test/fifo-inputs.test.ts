@@ -5,7 +5,7 @@
  * blocks a plain read forever). An output under a dangling symlink is one line, not an internal error; a
  * quant_method spelled like an Object prototype key is unknown, not mistaken for a known one; a stated
  * max_position_embeddings that is not a length is refused, not read as none; a fixture's folder that is a file is
- * one line.
+ * one line; a cache folder no folder can be made in (under /proc) is a note, not a hang.
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -134,5 +134,12 @@ describe('other hostile inputs', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/a-file.*exists and is not a folder/);
     expect(fs.readFileSync(file, 'utf8')).toBe('keep');
+  });
+
+  it('LAYERDIFF_CACHE_DIR where no folder can be made (under /proc) is a note and the run goes on, not a hang', () => {
+    const r = cli(['diff', LLAMA_TINY()], { LAYERDIFF_CACHE_DIR: '/proc/layerdiff-nope' }, 60_000);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/note: could not update the fingerprint cache \/proc\/layerdiff-nope/);
+    expect(r.stderr).not.toMatch(/error/);
   });
 });
