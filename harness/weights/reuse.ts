@@ -20,7 +20,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { FORMATS, FUSED_FORMATS } from '../formats/registry.js';
 import { readRegularText } from '../io/regular.js';
-import { isInside, makeDirs, realish, writeFileAtomic } from '../io/writer.js';
+import { isInside, realish, writeFileAtomic } from '../io/writer.js';
 import { toolVersion } from '../version.js';
 import type { TensorCheck, WeightsReport } from './check.js';
 
@@ -131,8 +131,7 @@ export function recordCheck(key: WeightsCheckKey, report: WeightsReport, faulted
     const body: Omit<Stored, 'mac'> = { schema: SCHEMA, key, run: { at: new Date().toISOString(), tool: `layerdiff ${toolVersion()}` }, report };
     const k = signingKey();
     const stored: Stored = k === null ? body : { ...body, mac: mac(k, body) };
-    makeDirs(weightsCacheDir());
-    writeFileAtomic(file, JSON.stringify(stored));
+    writeFileAtomic(file, JSON.stringify(stored)); // makes the cache's folders (makeDirs)
   } catch {
     // a cache is only ever an optimisation
   }
