@@ -82,11 +82,18 @@ export function contradictions(ck: Checkpoint, qc: QuantConfig): string[] {
     } catch {
       continue; // the conformance check names it
     }
-    if (declared === 'plain' && family !== 'plain') out.push(`${name}: stored ${family} but ${qc.method}'s ignore list excludes ${module}`);
+    if (declared === 'plain' && family !== 'plain') out.push(`${name}: stored ${family} but ${qc.method}${whyPlain(qc, module)}`);
     else if (declared !== 'plain' && family === 'plain') out.push(`${name}: stored plain (${info.dtype}) but ${qc.method} declares ${module} ${declared}`);
     else if (declared !== 'plain' && family !== declared) out.push(`${name}: stored ${family} but ${qc.method} declares ${module} ${declared}`);
   }
   return out;
+}
+
+/** Why the config declares a module plain, for a contradiction's message (declaredFor's order). */
+function whyPlain(qc: QuantConfig, module: string): string {
+  if (qc.ignore.some((p) => p.test(module))) return `'s ignore list excludes ${module}`;
+  if (qc.groups.some((g) => g.form === 'plain' && g.targets.some((p) => p.test(module)))) return `'s config_groups declare ${module}'s weights unquantized`;
+  return `'s config_groups do not target ${module}`;
 }
 
 export function runInspect(dir: string): ExitCode {

@@ -26,8 +26,11 @@ export interface QuantConfig {
   file: string;
   /** modules left unquantized: fnmatch wildcards, `re:` regexes, or exact names (per producer) */
   ignore: ModulePattern[];
-  /** Quark layer_quant_config / compressed-tensors groups: the first match decides (null: everything else) */
-  groups: Array<{ targets: ModulePattern[]; form: DeclaredFp4 }>;
+  /**
+   * Quark layer_quant_config / compressed-tensors and ModelOpt config_groups: the first match decides; a group
+   * whose weights are not quantized (weights null: activations only) declares its targets plain
+   */
+  groups: Array<{ targets: ModulePattern[]; form: DeclaredFp4 | 'plain' }>;
   /** what a targeted module not matched by a group holds (null: the producer claims nothing) */
   defaultForm: DeclaredFp4 | null;
   /** bitsandbytes: the declared code table and double quantization, checked against each quant_state */
@@ -186,11 +189,19 @@ function modelOptAlgo(algo: unknown, field: string, file: string): void {
   throw new InputError(`${field} ${JSON.stringify(algo)} is not supported (only NVFP4)`, { file });
 }
 
+/**
+ * ModelOpt's config.json form. Its config_groups (written as compressed-tensors spells them: `weights`
+ * {num_bits, type, group_size}, `targets`) say which linears hold NVFP4 and how: every group's weights must be
+ * NVFP4's (4-bit float, blocks of 16), or the model is not the one this tool computes; with config_groups, a
+ * linear no group targets is declared plain, as compressed-tensors reads them. ModelOpt writes one group
+ * targeting "Linear"; without config_groups (older exports) every linear not ignored is NVFP4.
+ */
 function parseModelOpt(qc: Record<string, unknown>, file: string): QuantConfig {
   modelOptAlgo(qc.quant_algo, 'quantization_config.quant_algo', file);
   const field = { file, field: 'quantization_config.ignore' };
   const ignore = stringList(qc.ignore ?? qc.exclude_modules, field).map((p) => modulePattern(p, 'fnmatch', field));
-  return { method: 'modelopt', weightBlockSize: [128, 128], declared: qc, file, ignore, groups: [], defaultForm: 'nvfp4' };
+  const groups = qc.config_groups === undefined || qc.config_groups === null ? [] : configGroups(qc.config_groups, () => 'nvfp4', file);
+  return { method: 'modelopt', weightBlockSize: [128, 128], declared: qc, file, ignore, groups, defaultForm: 'nvfp4' };
 }
 
 function parseModelOptLegacy(doc: Record<string, unknown>, file: string): QuantConfig {
@@ -209,6 +220,30 @@ function ctForm(format: unknown, field: string, file: string): DeclaredFp4 {
   throw new InputError(`${field} ${JSON.stringify(format)} is not supported (known: ${Object.keys(CT_FORMATS).join(', ')}${field.endsWith('.format') && !field.includes('config_groups') ? ', mixed-precision' : ''})`, { file });
 }
 
+/**
+ * config_groups as compressed-tensors defines them (and ModelOpt writes them): per group, the FP4 form `formOf`
+ * gives it, its `weights` spec checked against that form, and its `targets` (exact names, `re:` regexes, or
+ * the class name "Linear"). A group without weights (activations only) declares its targets plain.
+ */
+function configGroups(v: unknown, formOf: (group: Record<string, unknown>, field: string) => DeclaredFp4, file: string): QuantConfig['groups'] {
+  const groups: QuantConfig['groups'] = [];
+  for (const [name, g] of Object.entries(obj(v, { file, field: 'quantization_config.config_groups' }))) {
+    const field = `quantization_config.config_groups.${name}`;
+    const group = obj(g, { file, field });
+    const form = formOf(group, field);
+    const w = group.weights === undefined || group.weights === null ? null : obj(group.weights, { file, field: `${field}.weights` });
+    if (w !== null) {
+      const size = form === 'nvfp4' ? 16 : 32;
+      if (w.num_bits !== 4) throw new InputError(`${field}.weights.num_bits ${JSON.stringify(w.num_bits)} is not 4`, { file });
+      if (w.type !== undefined && w.type !== 'float') throw new InputError(`${field}.weights.type ${JSON.stringify(w.type)} is not float (FP4)`, { file });
+      if (w.group_size !== undefined && w.group_size !== size) throw new InputError(`${field}.weights.group_size ${JSON.stringify(w.group_size)} disagrees with ${form}'s ${size}`, { file });
+    }
+    const targets = stringList(group.targets ?? ['Linear'], { file, field: `${field}.targets` }).map((p) => modulePattern(p, 'exact', { file, field: `${field}.targets` }));
+    groups.push({ targets, form: w === null ? 'plain' : form });
+  }
+  return groups;
+}
+
 function parseCompressedTensors(qc: Record<string, unknown>, file: string): QuantConfig {
   const top = qc.format;
   const mixed = top === 'mixed-precision';
@@ -216,22 +251,7 @@ function parseCompressedTensors(qc: Record<string, unknown>, file: string): Quan
   if (qc.quantization_status !== undefined && qc.quantization_status !== 'compressed') {
     throw new InputError(`quantization_config.quantization_status ${JSON.stringify(qc.quantization_status)}: only compressed checkpoints store packed FP4`, { file });
   }
-  const groups: QuantConfig['groups'] = [];
-  const cg = obj(qc.config_groups ?? {}, { file, field: 'quantization_config.config_groups' });
-  for (const [name, g] of Object.entries(cg)) {
-    const field = `quantization_config.config_groups.${name}`;
-    const group = obj(g, { file, field });
-    const form = ctForm(mixed ? group.format : (group.format ?? top), mixed ? `${field}.format` : 'quantization_config.format', file);
-    const w = group.weights === undefined || group.weights === null ? null : obj(group.weights, { file, field: `${field}.weights` });
-    if (w !== null) {
-      const size = form === 'nvfp4' ? 16 : 32;
-      if (w.num_bits !== undefined && w.num_bits !== 4) throw new InputError(`${field}.weights.num_bits ${JSON.stringify(w.num_bits)} is not 4`, { file });
-      if (w.type !== undefined && w.type !== 'float') throw new InputError(`${field}.weights.type ${JSON.stringify(w.type)} is not float (FP4)`, { file });
-      if (w.group_size !== undefined && w.group_size !== size) throw new InputError(`${field}.weights.group_size ${JSON.stringify(w.group_size)} disagrees with ${form}'s ${size}`, { file });
-    }
-    const targets = stringList(group.targets ?? ['Linear'], { file, field: `${field}.targets` }).map((p) => modulePattern(p, 'exact', { file, field: `${field}.targets` }));
-    groups.push({ targets, form });
-  }
+  const groups = configGroups(qc.config_groups ?? {}, (group, field) => ctForm(mixed ? group.format : (group.format ?? top), mixed ? `${field}.format` : 'quantization_config.format', file), file);
   const field = { file, field: 'quantization_config.ignore' };
   const ignore = stringList(qc.ignore, field).map((p) => modulePattern(p, 'exact', field));
   return { method: 'compressed-tensors', weightBlockSize: [128, 128], declared: qc, file, ignore, groups, defaultForm: null };
@@ -269,6 +289,7 @@ export function declaredFor(qc: QuantConfig, module: string): 'plain' | Declared
   if (qc.method === 'none' || qc.method === 'fp8' || qc.method === 'mxfp4' || qc.method === 'fp4') return null;
   if (qc.ignore.some((p) => p.test(module))) return 'plain';
   for (const g of qc.groups) if (g.targets.some((p) => p.test(module))) return g.form;
-  if (qc.method === 'compressed-tensors') return 'plain'; // no group targets it
+  // no group targets it: compressed-tensors (and ModelOpt when it lists groups) leave such a module plain
+  if (qc.method === 'compressed-tensors' || (qc.method === 'modelopt' && qc.groups.length > 0)) return 'plain';
   return qc.defaultForm;
 }

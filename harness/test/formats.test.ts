@@ -298,6 +298,18 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     },
     { id: 'ModelOpt NVFP4_AWQ', src: 'modelopt-nvfp4', make: (s, d) => editQuantConfig(s, d, (qc) => (qc.quant_algo = 'NVFP4_AWQ')), says: /quant_algo "NVFP4_AWQ" is not supported: its pre_quant_scale/ },
     { id: 'ModelOpt W4A8', src: 'modelopt-nvfp4', make: (s, d) => editQuantConfig(s, d, (qc) => (qc.quant_algo = 'W4A8_AWQ')), says: /quant_algo "W4A8_AWQ" is not supported/ },
+    {
+      id: 'ModelOpt config_groups declaring blocks of 32',
+      src: 'modelopt-nvfp4',
+      make: (s, d) => editQuantConfig(s, d, (qc) => ((qc.config_groups as Record<string, Record<string, Record<string, unknown>>>).group_0.weights.group_size = 32)),
+      says: /quantization_config\.config_groups\.group_0\.weights\.group_size 32 disagrees with nvfp4's 16/,
+    },
+    {
+      id: 'ModelOpt config_groups declaring 8-bit weights',
+      src: 'modelopt-nvfp4',
+      make: (s, d) => editQuantConfig(s, d, (qc) => ((qc.config_groups as Record<string, Record<string, Record<string, unknown>>>).group_0.weights.num_bits = 8)),
+      says: /quantization_config\.config_groups\.group_0\.weights\.num_bits 8 is not 4/,
+    },
     { id: 'a compressed-tensors format not implemented', src: 'ct-mxfp4', make: (s, d) => editQuantConfig(s, d, (qc) => (qc.format = 'pack-quantized')), says: /quantization_config\.format "pack-quantized" is not supported/ },
     { id: 'bitsandbytes LLM.int8, refused by name', src: 'bnb-nf4', make: (s, d) => editQuantConfig(s, d, (qc) => ((qc.load_in_8bit = true), (qc.load_in_4bit = false))), says: /load_in_8bit true: bitsandbytes LLM\.int8 \(8-bit\) is not an FP4 format/ },
     {
@@ -378,6 +390,22 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^layerdiff: error: .*config\.json: the declared quantization contradicts what is stored in \d+ places \(first: model\.layers\.\d+\.\S+\.weight: stored (plain|nvfp4) /);
+  });
+
+  it("ModelOpt's config_groups decide which linears are declared NVFP4: one group targeting a single module leaves the rest plain", () => {
+    const dst = path.join(tmp, 'modelopt-groups');
+    editQuantConfig(dirs['modelopt-nvfp4'], dst, (qc) => ((qc.config_groups as Record<string, Record<string, unknown>>).group_0.targets = ['model.layers.1.mlp.up_proj']));
+    const ck = Checkpoint.open(dst);
+    try {
+      const parsed = parseQuantConfig(ck.config, ck.configFile);
+      expect(declaredFor(parsed, 'model.layers.1.mlp.up_proj')).toBe('nvfp4');
+      expect(declaredFor(parsed, 'model.layers.1.mlp.down_proj')).toBe('plain');
+      expect(declaredFor(parsed, 'lm_head')).toBe('plain');
+      // what is stored still decides the format; the contradiction is named
+      expect(contradictions(ck, parsed)).toContain("model.layers.1.mlp.down_proj.weight: stored nvfp4 but modelopt's config_groups do not target model.layers.1.mlp.down_proj");
+    } finally {
+      ck.close();
+    }
   });
 
   it("ModelOpt's legacy hf_quant_config.json is read when config.json has no quantization_config", () => {
