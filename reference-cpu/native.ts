@@ -75,6 +75,7 @@ interface ReferenceAddon {
   hcPostMix(F: Float32Array, X: Float32Array, S: number, hc: number, D: number, post: Float64Array, comb: Float64Array): Float32Array;
   hcCollapse(X: Float32Array, S: number, hc: number, D: number, pre: Float64Array): Float32Array;
   nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number;
+  nonFiniteAt(bytes: Uint8Array, kind: 'bf16' | 'f16' | 'f32'): number;
   info(): ReferenceNativeInfo;
   setSimd(mode: SimdLevel): ReferenceNativeInfo['simd'];
 }
@@ -207,6 +208,11 @@ export function waitRowsReading(batch: RowsReadingBatch): Array<ExactVsF16Read |
 /** NaN encodings among stored bytes: E8M0 0xFF, E4M3 0x7F/0xFF, or little-endian float32 NaNs. */
 export function nanCodeCount(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32'): number {
   return native().nanCodes(bytes, kind);
+}
+
+/** The element index of the first NaN or Inf among little-endian BF16, F16 or F32 values, or -1. */
+export function nonFiniteAt(bytes: Uint8Array, kind: 'bf16' | 'f16' | 'f32'): number {
+  return native().nonFiniteAt(bytes, kind);
 }
 
 /** Per stored FP8 block scale, how many 16-code groups its table's AVX2 form looks up (−1: none, read a value at a time), for tests. */

@@ -10,6 +10,7 @@ import { Checkpoint } from '../io/checkpoint.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
 import { assertNoNanCodes, checkWeights } from '../weights/check.js';
+import { assertFiniteFloats } from '../weights/finite.js';
 import { checkOutputDir } from '../io/writer.js';
 import { architectureFor } from '../arch/registry.js';
 import { assertOutsideModel } from './gate.js';
@@ -26,6 +27,8 @@ export async function runConvert(a: { model: string; fp16Cache: string; device: 
     const model = openModel(ck, backend, null);
     model.conformance(); // shapes first, so a wrong shape is named as such, not as a scale it then contradicts
     assertNoNanCodes(ck, checkWeights(ck, backend.native, { layers: null, faults: null, numLayers: model.numLayers, fused: model.fusedLinears }));
+    // and a NaN/Inf stored in a plain tensor, which the reference refuses when it reads it (weights/finite.ts)
+    assertFiniteFloats(ck);
     const fp = await openCheckpointFingerprint(ck);
     const tty = process.stderr.isTTY === true;
     let n = 0;

@@ -13,7 +13,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { copyCheckpoint, nanWeight } from '../../fixtures/inject.js';
+import { copyCheckpoint, nanEmbedding, nanWeight } from '../../fixtures/inject.js';
 import { shardName } from '../../fixtures/llama-tiny.js';
 import { checkpointFingerprint, openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { Checkpoint } from '../io/checkpoint.js';
@@ -349,6 +349,21 @@ describe('every forward-pass field implemented or refused', () => {
     badInput(c, /E8M0 NaN code/);
     badInput(d, /E8M0 NaN code/);
     expect(fs.existsSync(out)).toBe(false);
+  }, 90_000);
+
+  it('a NaN stored in a plain BF16 tensor (a norm, the embedding) is refused by convert as by diff, naming the tensor', async () => {
+    for (const [name, make] of [
+      ['model.layers.1.post_attention_layernorm.weight', (dst: string) => nanWeight(LLAMA_TINY(), dst, 'model.layers.1.post_attention_layernorm.weight')],
+      ['model.embed_tokens.weight', (dst: string) => nanEmbedding(LLAMA_TINY(), dst)],
+    ] as const) {
+      const bad = path.join(tmp, `nan-${name}`);
+      make(bad);
+      const out = path.join(tmp, `nan-cache-${name}`);
+      const [c, d] = await limit(2, [() => run(['convert', bad, '--fp16-cache', out]), () => run(['diff', bad])]);
+      badInput(c, new RegExp(`tensor '${name.replace(/\./g, '\\.')}': BF16 NaN at flat index \\d+: a non-finite weight is bad input`));
+      badInput(d, new RegExp(`tensor '${name.replace(/\./g, '\\.')}': weight decodes to NaN`));
+      expect(fs.existsSync(out)).toBe(false);
+    }
   }, 90_000);
 });
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -1942,6 +1943,52 @@ Napi::Value nan_codes(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, static_cast<double>(count));
 }
 
+// nonFiniteAt(bytes: Uint8Array, kind: 'bf16' | 'f16' | 'f32') → the element index of the first NaN or Inf among
+// little-endian floats (exponent all ones), or -1. A plain tensor holding one is bad input: convert refuses it
+// before writing an FP16 cache of it, as the reference refuses it when it reads it (harness/weights/finite.ts).
+Napi::Value non_finite_at(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array || !info[1].IsString()) {
+    throw Napi::TypeError::New(env, "nonFiniteAt: expected (bytes: Uint8Array, kind: 'bf16' | 'f16' | 'f32')");
+  }
+  auto a = info[0].As<Napi::Uint8Array>();
+  const uint8_t* b = a.Data();
+  const size_t n = a.ByteLength();
+  const std::string kind = info[1].As<Napi::String>().Utf8Value();
+  size_t width;
+  uint32_t exp_mask;
+  if (kind == "bf16") width = 2, exp_mask = 0x7f80u;
+  else if (kind == "f16") width = 2, exp_mask = 0x7c00u;
+  else if (kind == "f32") width = 4, exp_mask = 0x7f800000u;
+  else throw Napi::RangeError::New(env, "nonFiniteAt: kind must be 'bf16', 'f16' or 'f32', got '" + kind + "'");
+  if (n % width != 0) throw Napi::RangeError::New(env, "nonFiniteAt: " + kind + " bytes must be a multiple of " + std::to_string(width) + ", got " + std::to_string(n));
+  const size_t count = n / width;
+  // scanned in blocks without a branch per element (the compiler vectorizes the OR), then the block is searched
+  constexpr size_t kBlock = 1024;
+  for (size_t i0 = 0; i0 < count; i0 += kBlock) {
+    const size_t i1 = std::min(count, i0 + kBlock);
+    uint32_t any = 0;
+    for (size_t i = i0; i < i1; i++) {
+      uint32_t u;
+      if (width == 2) {
+        uint16_t h;
+        std::memcpy(&h, b + 2 * i, 2);
+        u = h;
+      } else {
+        std::memcpy(&u, b + 4 * i, 4);
+      }
+      any |= static_cast<uint32_t>((u & exp_mask) == exp_mask);
+    }
+    if (any == 0) continue;
+    for (size_t i = i0; i < i1; i++) {
+      uint32_t u = 0;
+      std::memcpy(&u, b + width * i, width);
+      if ((u & exp_mask) == exp_mask) return Napi::Number::New(env, static_cast<double>(i));
+    }
+  }
+  return Napi::Number::New(env, -1);
+}
+
 // fp8PlanarGroups(kind, scales) → Int32Array: for each stored scale (an E8M0 byte or a float32 pattern), the group
 // count of its table's planar form (Fp8Planes), −1 where it has none; the form is built whatever the level, on a
 // CPU with AVX2 (which its check runs on). So tests see which tables take which lookup.
@@ -2043,6 +2090,7 @@ void register_check_f16(Napi::Env env, Napi::Object exports) {
   exports.Set("checkF16RowsStart", Napi::Function::New(env, check_f16_rows_start));
   exports.Set("checkF16RowsWait", Napi::Function::New(env, check_f16_rows_wait));
   exports.Set("nanCodes", Napi::Function::New(env, nan_codes));
+  exports.Set("nonFiniteAt", Napi::Function::New(env, non_finite_at));
   exports.Set("roundF16", Napi::Function::New(env, round_f16_fn));
   exports.Set("fp8PlanarGroups", Napi::Function::New(env, fp8_planar_groups_fn));
   exports.Set("roundF16Values", Napi::Function::New(env, round_f16_values_fn));

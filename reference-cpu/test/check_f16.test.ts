@@ -15,7 +15,7 @@ import { Rng } from '../../harness/rng.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
-import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, referenceNativeInfo, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
+import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, nonFiniteAt, referenceNativeInfo, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
@@ -377,6 +377,31 @@ describe.skipIf(referenceNativeInfo().simd === 'scalar')('the FP8 tables\' AVX2 
     expect(Math.min(...g)).toBeGreaterThanOrEqual(1);
     expect(Array.from(fp8PlanarGroups('fp8-f32', new Uint8Array(new Float32Array([448, 65504 / 448, -1e-4]).buffer)))).toEqual([8, 1, 4]);
     expect(() => fp8PlanarGroups('fp8-f32', new Uint8Array(6))).toThrow(/float32 scales take 4 bytes each/);
+  });
+});
+
+describe('nonFiniteAt (the first NaN/Inf among stored floats, natively)', () => {
+  it('finds the index Float32Array/bit-pattern decoding finds, for BF16, F16 and F32, at every length and position', () => {
+    const r = new Rng(78);
+    // an independent decoding: BF16 is the high half of a float32; F16 by its own exponent field
+    const bf16Finite = (h: number) => Number.isFinite(new Float32Array(new Uint32Array([h << 16]).buffer)[0]);
+    const f16Finite = (h: number) => (h & 0x7c00) !== 0x7c00;
+    for (const n of [0, 1, 2, 1023, 1024, 1025, 5000]) {
+      for (const at of [-1, 0, n >> 1, n - 1]) {
+        if (n === 0 && at !== -1) continue;
+        const h = Uint16Array.from({ length: n }, () => r.int(0x10000) & ~0x4000); // exponent never all ones...
+        const f = Float32Array.from({ length: n }, () => (r.uniform() - 0.5) * 1e30);
+        if (at >= 0) ((h[at] = 0x7f80 | (r.int(2) << 15) | r.int(0x80)), (f[at] = [NaN, Infinity, -Infinity][r.int(3)]));
+        const b16 = new Uint8Array(h.buffer);
+        expect(nonFiniteAt(b16, 'bf16'), `bf16 n ${n} at ${at}`).toBe(Array.from(h).findIndex((x) => !bf16Finite(x)));
+        expect(nonFiniteAt(b16, 'f16'), `f16 n ${n} at ${at}`).toBe(Array.from(h).findIndex((x) => !f16Finite(x)));
+        expect(nonFiniteAt(new Uint8Array(f.buffer), 'f32'), `f32 n ${n} at ${at}`).toBe(Array.from(f).findIndex((x) => !Number.isFinite(x)));
+      }
+    }
+    // ...except where planted: 0x7f80 is BF16 +Inf, 0x7c00 F16 +Inf, 0x7e00 a NaN in both
+    expect(nonFiniteAt(new Uint8Array(new Uint16Array([0x3f80, 0x7c00, 0x7f80]).buffer), 'bf16')).toBe(2);
+    expect(nonFiniteAt(new Uint8Array(new Uint16Array([0x3c00, 0x7c00, 0x7f80]).buffer), 'f16')).toBe(1);
+    expect(() => nonFiniteAt(new Uint8Array(3), 'bf16')).toThrow(/multiple of 2/);
   });
 });
 
