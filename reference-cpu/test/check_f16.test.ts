@@ -391,7 +391,10 @@ describe('nonFiniteAt (the first NaN/Inf among stored floats, natively)', () => 
         if (n === 0 && at !== -1) continue;
         const h = Uint16Array.from({ length: n }, () => r.int(0x10000) & ~0x4000); // exponent never all ones...
         const f = Float32Array.from({ length: n }, () => (r.uniform() - 0.5) * 1e30);
-        if (at >= 0) ((h[at] = 0x7f80 | (r.int(2) << 15) | r.int(0x80)), (f[at] = [NaN, Infinity, -Infinity][r.int(3)]));
+        if (at >= 0) {
+          h[at] = 0x7f80 | (r.int(2) << 15) | r.int(0x80);
+          f[at] = [NaN, Infinity, -Infinity][r.int(3)];
+        }
         const b16 = new Uint8Array(h.buffer);
         expect(nonFiniteAt(b16, 'bf16'), `bf16 n ${n} at ${at}`).toBe(Array.from(h).findIndex((x) => !bf16Finite(x)));
         expect(nonFiniteAt(b16, 'f16'), `f16 n ${n} at ${at}`).toBe(Array.from(h).findIndex((x) => !f16Finite(x)));
