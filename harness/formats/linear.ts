@@ -304,12 +304,13 @@ function lazy(info: { name: string; dtype: DType; shape: number[] }): StoredTens
 }
 
 /** Read a plain (non-linear) tensor such as a norm weight as float32, checking dtype and shape. */
-export function expectShape(ck: Checkpoint, name: string, shape: number[], dtypes: DType[]): StoredTensor {
+export function expectShape(ck: Checkpoint, name: string, shape: number[], dtypes: DType[], read = true): StoredTensor {
   const i = ck.info(name);
   const where = { file: `${ck.dir}/${ck.weightMap.get(name)}`, tensor: name };
   if (!dtypes.includes(i.dtype)) throw new InputError(`dtype ${i.dtype} not allowed here (want ${dtypes.join('/')})`, where);
   if (i.shape.length !== shape.length || i.shape.some((d, k) => d !== shape[k])) {
     throw new InputError(`shape ${JSON.stringify(i.shape)} disagrees with the config's ${JSON.stringify(shape)}`, where);
   }
-  return readStored(ck, name);
+  // read=false: checked only (a conformance pass), its bytes left unread
+  return read ? readStored(ck, name) : { name, dtype: i.dtype, shape: i.shape, bytes: new Uint8Array(0), file: i.file };
 }

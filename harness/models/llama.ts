@@ -233,13 +233,13 @@ export class LlamaCheckpoint {
     const p = `model.layers.${L}`;
     const shapes = this.linearShapes();
     const lin = (sub: string, key: (typeof LLAMA_LINEARS)[number]) => loadLinear(this.ck, `${p}.${sub}.${key}.weight`, shapes[key], this.qc, read);
-    const norm = (n: string) => (read ? expectShape(this.ck, `${p}.${n}.weight`, [this.cfg.hidden], ['BF16', 'F16', 'F32']) : this.normInfo(`${p}.${n}.weight`));
+    const norm = (n: string) => expectShape(this.ck, `${p}.${n}.weight`, [this.cfg.hidden], ['BF16', 'F16', 'F32'], read);
     const bias = {} as LlamaLayerWeights['bias'];
     for (const key of LLAMA_LINEARS) {
       const name = `${llamaLinearStem(L, key)}.bias`;
       if (!llamaHasBias(this.cfg, key)) bias[key] = null;
       else if (!this.ck.weightMap.has(name)) throw new InputError(`missing: the config's ${ATTENTION_LINEARS.includes(key) ? 'attention_bias' : 'mlp_bias'} is true, so ${key} needs a bias`, { file: this.ck.dir, tensor: name });
-      else bias[key] = read ? expectShape(this.ck, name, [shapes[key][0]], ['BF16', 'F16', 'F32']) : this.normInfo(name);
+      else bias[key] = expectShape(this.ck, name, [shapes[key][0]], ['BF16', 'F16', 'F32'], read);
     }
     return {
       bias,
@@ -254,11 +254,6 @@ export class LlamaCheckpoint {
       up_proj: lin('mlp', 'up_proj'),
       down_proj: lin('mlp', 'down_proj'),
     };
-  }
-
-  private normInfo(name: string): StoredTensor {
-    const i = this.ck.info(name);
-    return { name, dtype: i.dtype, shape: i.shape, bytes: new Uint8Array(0) };
   }
 
   finalNorm(): StoredTensor {

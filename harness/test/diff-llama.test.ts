@@ -12,6 +12,7 @@ import type { DiffArgs } from '../cli/diff.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
+import { wrongDtype, wrongShape } from '../../fixtures/inject.js';
 import { cli, hashTree, injectedFaultTests, LLAMA_TINY, quietDiff } from './cli.js';
 
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
@@ -137,5 +138,25 @@ describe('the CLI as a user runs it', () => {
     expect(h.code).toBe(2);
     // without ROCm the library is missing; with Debian's hipcc (CI's compile check) it loads but finds no GPU
     expect(h.stderr).toMatch(/^layerdiff: error: --device hip: .*(the HIP runtime was not found|no AMD GPU is visible)/);
+  });
+  it("inspect's conformance pass checks each norm's shape and dtype without reading it, as diff does (biases go through the same expectShape)", () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-inspect-norm-'));
+    try {
+      for (const [make, says] of [
+        [(d: string) => wrongShape(LLAMA_TINY(), d, 'model.layers.1.input_layernorm.weight'), /tensor 'model\.layers\.1\.input_layernorm\.weight': shape \[1,192\] disagrees with the config's \[192\]/],
+        [(d: string) => wrongDtype(LLAMA_TINY(), d, 'model.layers.2.post_attention_layernorm.weight', 'I32'), /tensor 'model\.layers\.2\.post_attention_layernorm\.weight': dtype I32 not allowed here/],
+      ] as const) {
+        const dst = fs.mkdtempSync(path.join(tmp, 'm-'));
+        make(dst);
+        for (const cmd of [['inspect', dst, '--check'], ['diff', dst]]) {
+          const r = cli(cmd);
+          expect(r.code, cmd.join(' ')).toBe(2);
+          expect(r.stderr.trim().split('\n')).toHaveLength(1);
+          expect(r.stderr).toMatch(says);
+        }
+      }
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
+    }
   });
 });
