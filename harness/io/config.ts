@@ -31,6 +31,13 @@ export class ConfigReader {
     return v;
   }
 
+  /** A finite number > 0 (a norm's eps, RoPE's theta, a clamp limit): zero or a negative one describes no model. */
+  positive(key: string, fallback?: number): number {
+    const v = this.num(key, fallback);
+    if (!(v > 0)) throw new InputError(`${key} must be a positive number, got ${JSON.stringify(this.raw[key])}`, { file: this.file });
+    return v;
+  }
+
   bool(key: string, fallback: boolean): boolean {
     const v = this.raw[key];
     if (v === undefined || v === null) return fallback;

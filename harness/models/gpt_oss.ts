@@ -117,10 +117,11 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
     vocab: c.int('vocab_size'),
     slidingWindow,
     sliding,
-    ropeTheta: c.num('rope_theta', 150000),
+    ropeTheta: c.positive('rope_theta', 150000),
     yarn,
-    swigluLimit: c.num('swiglu_limit', 7),
-    eps: c.num('rms_norm_eps', 1e-5),
+    // gpt-oss clamps the gate to ≤ limit and the linear half to [−limit, limit]: a limit ≤ 0 is no such model
+    swigluLimit: c.positive('swiglu_limit', 7),
+    eps: c.positive('rms_norm_eps', 1e-5),
     tieEmbeddings: c.bool('tie_word_embeddings', false),
   };
 }

@@ -49,7 +49,7 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
     kvHeads,
     headDim,
     vocab: c.int('vocab_size'),
-    eps: positive(c, 'rms_norm_eps', 1e-6),
+    eps: c.positive('rms_norm_eps', 1e-6),
     ropeTheta: rope.theta,
     ropeLlama3: rope.llama3,
     tieEmbeddings: c.bool('tie_word_embeddings', false),
@@ -94,10 +94,10 @@ function parseRopeScaling(c: ConfigReader, file: string, key: 'rope_scaling' | '
  * present and disagreeing (another theta, another scaling) is refused, naming both, rather than guessed.
  */
 function parseRope(c: ConfigReader, file: string): { theta: number; llama3: Llama3RopeScaling | null } {
-  const legacy = { theta: positive(c, 'rope_theta', 10000), llama3: parseRopeScaling(c, file) };
+  const legacy = { theta: c.positive('rope_theta', 10000), llama3: parseRopeScaling(c, file) };
   const rp = c.obj('rope_parameters');
   if (rp === undefined) return legacy;
-  const params = { theta: rp.raw.rope_theta === undefined ? legacy.theta : positive(rp, 'rope_theta', 10000), llama3: parseRopeScaling(c, file, 'rope_parameters') };
+  const params = { theta: rp.raw.rope_theta === undefined ? legacy.theta : rp.positive('rope_theta', 10000), llama3: parseRopeScaling(c, file, 'rope_parameters') };
   const scalingGiven = c.raw.rope_scaling !== undefined && c.raw.rope_scaling !== null;
   if ((c.raw.rope_theta !== undefined && params.theta !== legacy.theta) || (scalingGiven && JSON.stringify(params.llama3) !== JSON.stringify(legacy.llama3))) {
     throw new InputError(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_theta ${JSON.stringify(c.raw.rope_theta)} / rope_scaling ${JSON.stringify(c.raw.rope_scaling)}: which one the model was trained with is not knowable`, { file });
@@ -152,12 +152,6 @@ function flag(c: ConfigReader, key: string): boolean {
   const v = c.raw[key];
   if (v === undefined || v === null) return false;
   if (typeof v !== 'boolean') throw new InputError(`${key} ${JSON.stringify(v)} is not supported for llama: expected true or false`, { file: c.file });
-  return v;
-}
-
-function positive(c: ConfigReader, key: string, fallback: number): number {
-  const v = c.num(key, fallback);
-  if (!(v > 0)) throw new InputError(`${key} must be a positive number, got ${JSON.stringify(c.raw[key])}`, { file: c.file });
   return v;
 }
 
