@@ -28,7 +28,7 @@ import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
 import { gateCommand, shq } from './gate.js';
-import { MAX_PROMPT_CHARS, maxPositions } from './input.js';
+import { MAX_PROMPT_CHARS, maxPositions, parseTokenIds } from './input.js';
 
 /** The position limit of a config that states no max_position_embeddings (documented in the README). */
 const MAX_POSITIONS_UNSTATED = 1 << 16;
@@ -82,14 +82,6 @@ function eosIds(ck: Checkpoint, tk: TextTokenizer | null): Set<number> {
   return ids;
 }
 
-function parseTokens(spec: string, vocab: number): number[] {
-  const ids = spec.split(',').map((s) => {
-    const t = Number(s.trim());
-    if (s.trim() === '' || !Number.isSafeInteger(t) || t < 0 || t >= vocab) throw new InputError(`--tokens ${spec}: ${JSON.stringify(s)} is not a token id in [0, ${vocab})`);
-    return t;
-  });
-  return ids;
-}
 
 export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream } = process): Promise<GenerateOutcome> {
   if (a.verify !== undefined && a.verify !== 'cached' && a.verify !== 'full') throw new InputError(`--verify ${a.verify}: expected cached or full`);
@@ -135,7 +127,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir, (n) => ck.readMeta(n)) : null;
     if (a.prompt.length > 0 && tk === null) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: ck.dir });
     const vocab = typeof ck.config.vocab_size === 'number' ? ck.config.vocab_size : Infinity;
-    const prompts = [...a.prompt.map((p) => tk!.encode(p)), ...a.tokens.map((t) => parseTokens(t, vocab))];
+    const prompts = [...a.prompt.map((p) => tk!.encode(p)), ...a.tokens.map((t) => parseTokenIds(t, vocab))];
     prompts.forEach((p, i) => {
       if (p.length === 0) throw new InputError(`prompt ${i + 1} has no tokens`);
       for (const t of p) if (t >= vocab) throw new InputError(`prompt ${i + 1}: token id ${t} is outside the vocabulary [0, ${vocab})`);

@@ -29,16 +29,25 @@ export interface ResolvedInput {
   prompt?: string;
 }
 
+/**
+ * `--tokens 1,2,3`: decimal token ids, each in [0, vocab). Only digits: Number() would also take 1e2, 0x10,
+ * 0b1 or 1.0, which are not how anyone writes a token id, so a typo never silently becomes another id.
+ */
+export function parseTokenIds(spec: string, vocab: number): number[] {
+  return spec.split(',').map((s) => {
+    const d = s.trim();
+    const t = Number(d);
+    if (!/^[0-9]+$/.test(d) || !Number.isSafeInteger(t) || t >= vocab) throw new InputError(`--tokens ${spec}: ${JSON.stringify(s)} is not a token id in [0, ${vocab})`);
+    return t;
+  });
+}
+
 export async function resolveInput(modelDir: string, vocab: number, a: { prompt?: string; tokens?: string; maxTokens?: number }, read?: MetaReader): Promise<ResolvedInput> {
   if (a.prompt !== undefined && a.tokens !== undefined) throw new InputError('give --prompt or --tokens, not both');
   let tokens: number[];
   let prompt: string | undefined;
   if (a.tokens !== undefined) {
-    tokens = a.tokens.split(',').map((s) => {
-      const t = Number(s.trim());
-      if (!Number.isInteger(t) || s.trim() === '') throw new InputError(`--tokens: ${JSON.stringify(s)} is not a token id`);
-      return t;
-    });
+    tokens = parseTokenIds(a.tokens, vocab);
   } else {
     const hasTokenizer = fs.existsSync(path.join(modelDir, 'tokenizer.json'));
     if (a.prompt !== undefined && !hasTokenizer) throw new InputError('--prompt needs a tokenizer.json in the model directory; use --tokens', { file: modelDir });

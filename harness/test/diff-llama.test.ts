@@ -139,6 +139,16 @@ describe('the CLI as a user runs it', () => {
     // without ROCm the library is missing; with Debian's hipcc (CI's compile check) it loads but finds no GPU
     expect(h.stderr).toMatch(/^layerdiff: error: --device hip: .*(the HIP runtime was not found|no AMD GPU is visible)/);
   });
+  it('--tokens takes decimal ids only: 1e2, 0x10, 1.0, an empty entry and an id past the vocabulary are one line each, exit 2', () => {
+    for (const spec of ['1,1e2', '0x10', '3,1.0', '1,,2', '-1', '384']) {
+      for (const cmd of [['diff', '--tokens', spec], ['generate', LLAMA_TINY(), '--path', 'reference', '--tokens', spec, '--max-new-tokens', '1']]) {
+        const r = cli(cmd);
+        expect(r.code, `${cmd[0]} --tokens ${spec}: ${r.stderr}`).toBe(2);
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+        expect(r.stderr).toMatch(/^layerdiff: error: --tokens .*is not a token id in \[0, 384\)/);
+      }
+    }
+  });
   it("inspect's conformance pass checks each norm's shape and dtype without reading it, as diff does (biases go through the same expectShape)", () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-inspect-norm-'));
     try {
