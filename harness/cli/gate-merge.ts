@@ -8,6 +8,7 @@
  * A consistent set with a failing prompt writes no record and names the prompt and its shard (exit 1).
  * Otherwise the record is built by the same function, from the same rows, as a single gate's.
  */
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ExitCode, InputError } from '../errors.js';
@@ -16,7 +17,7 @@ import { combineDigests } from '../gate/fingerprint.js';
 import { checkPartialSignature, PARTIAL_MANIFEST, readPartial, reportFileName, type ShardPartial } from '../gate/partial.js';
 import { canonicalJson, deviceKey, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
 import { ASSIGNMENT, assignShards, promptSetDigest } from '../gate/shard.js';
-import { sha256File } from '../repro/files.js';
+import { readRegularBytes, utf8Text } from '../io/regular.js';
 import type { Report } from '../runner/report.js';
 import { toolVersion } from '../version.js';
 import type { GateResult } from './gate.js';
@@ -126,11 +127,14 @@ function checkSelf(p: ShardPartial, dir: string, file: string): Map<number, Repo
     if (entry === undefined || q.report !== reportFileName(q.index)) throw new InputError(`--merge: prompt entry ${q.index + 1} does not belong to the prompt set or names another file (${q.report})`, { file });
     const rf = path.join(dir, q.report);
     if (!fs.existsSync(rf)) throw new InputError(`--merge: the report of prompt ${q.index + 1} (${entry.name}) is missing`, { file: rf });
-    const sha = sha256File(rf);
+    // read once (a regular file, never a FIFO): the bytes hashed are the bytes parsed
+    const bytes = readRegularBytes(rf);
+    const sha = createHash('sha256').update(bytes).digest('hex');
     if (sha !== q.summary.report_sha256) throw new InputError(`--merge: the report does not match its SHA-256 in ${PARTIAL_MANIFEST} (${sha.slice(0, 12)}… ≠ ${q.summary.report_sha256.slice(0, 12)}…): changed after the shard wrote it`, { file: rf });
+    const text = utf8Text(bytes, { file: rf });
     let report: Report;
     try {
-      report = JSON.parse(fs.readFileSync(rf, 'utf8')) as Report;
+      report = JSON.parse(text) as Report;
     } catch {
       throw new InputError('not valid JSON', { file: rf });
     }

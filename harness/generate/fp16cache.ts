@@ -34,7 +34,7 @@ import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
 import { makeDirs, outputError, partialName, partialPid, realish, removePartials, syncEntries, syncFolder, writeFileAtomic } from '../io/writer.js';
 import { forEachRowChunk, type RowSource } from '../models/rows.js';
-import { identityOf } from '../io/regular.js';
+import { identityOf, utf8Text } from '../io/regular.js';
 import { toolVersion } from '../version.js';
 import { safetensorsLayout, SafetensorsStreamWriter, type TensorSpec } from '../io/stream_writer.js';
 import type { DeviceNative } from '../../device-hip/binding.js';
@@ -270,7 +270,7 @@ export function readManifestText(dir: string): string | null {
     throw new InputError(`cannot be read as the FP16 cache's manifest (${why}); rerun layerdiff convert`, { file: mf });
   }
   try {
-    return fs.readFileSync(fd, 'utf8');
+    return utf8Text(fs.readFileSync(fd), { file: mf });
   } finally {
     fs.closeSync(fd);
   }

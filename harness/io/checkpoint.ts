@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { willNeed } from './prefetch.js';
 import { InputError } from '../errors.js';
-import { identityOf, readRegularBytes } from './regular.js';
+import { identityOf, readRegularBytes, utf8Text } from './regular.js';
 import { type DeferredRead, SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
 
 export interface CheckpointConfig {
@@ -224,7 +224,7 @@ export class Checkpoint {
 }
 
 export function readJsonObject(file: string, bytes?: Buffer): Record<string, unknown> {
-  const text = (bytes ?? readRegularBytes(file)).toString('utf8');
+  const text = utf8Text(bytes ?? readRegularBytes(file), { file });
   let v: unknown;
   try {
     v = JSON.parse(text);

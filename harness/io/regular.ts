@@ -47,7 +47,22 @@ export function openRegular(file: string): number {
 
 /** The whole text of a regular file (config.json, an index, tokenizer.json). */
 export function readRegularText(file: string): string {
-  return readRegularBytes(file).toString('utf8');
+  return utf8Text(readRegularBytes(file), { file });
+}
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Bytes as UTF-8 text, or an InputError: JSON is UTF-8 (RFC 8259), and Python's json.load and the Rust
+ * safetensors crate refuse what is not, where Buffer.toString would quietly substitute U+FFFD and read a
+ * different name or value than the producer wrote.
+ */
+export function utf8Text(bytes: Uint8Array, where: { file: string; tensor?: string }, what = 'the file'): string {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new InputError(`${what} is not valid UTF-8`, where);
+  }
 }
 
 /** The bytes of a regular file (FIFOs, devices and directories refused, as openRegular does). */

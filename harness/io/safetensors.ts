@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { writeFileAtomic } from './writer.js';
 import { DTYPE_BYTES, type DType, isDType } from '../formats/dtypes.js';
-import { openRegular } from './regular.js';
+import { openRegular, utf8Text } from './regular.js';
 
 /** A read's buffer of `length` bytes, 8-byte aligned and padded to 8: recycled inside withReadPool, else fresh. */
 function readBuffer(length: number): Uint8Array {
@@ -79,9 +79,10 @@ export class SafetensorsFile {
       if (8 + n > size) throw new InputError(`truncated: header length ${n} runs past the end of the ${size}-byte file`, { file: shown });
       const hb = Buffer.alloc(n);
       fs.readSync(fd, hb, 0, n, 8);
+      const text = utf8Text(hb, { file: shown }, 'the header');
       let header: unknown;
       try {
-        header = JSON.parse(hb.toString('utf8'));
+        header = JSON.parse(text);
       } catch {
         throw new InputError('header is not valid JSON', { file: shown });
       }

@@ -48,6 +48,7 @@ describe('safetensors reader', () => {
     ['huge header length', raw({}, new Uint8Array(0), 2n ** 60n), /exceeds/],
     ['not JSON', (() => { const b = raw({}, new Uint8Array(0)); b.write('{{', 8); return b; })(), /not valid JSON/],
     ['array header', raw([], new Uint8Array(0)), /not a JSON object/],
+    ['a header that is not UTF-8', (() => { const b = raw({ tX: { dtype: 'U8', shape: [1], data_offsets: [0, 1] } }, new Uint8Array(1)); b[b.indexOf('tX') + 1] = 0xff; return b; })(), /the header is not valid UTF-8/],
     ['unknown dtype', raw({ t: { dtype: 'F4', shape: [2], data_offsets: [0, 1] } }, new Uint8Array(1)), /tensor 't'.*unknown dtype/],
     ['negative shape', raw({ t: { dtype: 'U8', shape: [-1], data_offsets: [0, 1] } }, new Uint8Array(1)), /shape/],
     ['offsets past the data', raw({ t: { dtype: 'U8', shape: [4], data_offsets: [0, 4] } }, new Uint8Array(2)), /run past/],
