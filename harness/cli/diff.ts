@@ -31,7 +31,7 @@ import { stdoutTaken, writeReports } from '../../reports/writers.js';
 import { checkReportTargets } from './outputs.js';
 import { terminal, useColour } from './terminal.js';
 import { type ResolvedInput, resolveInput } from './input.js';
-import { DUMP_MANIFEST, DUMP_SCHEMA, type DumpManifest } from '../repro/dump.js';
+import { assertDumpTarget, DUMP_MANIFEST, DUMP_SCHEMA, type DumpManifest, removeStaleStages } from '../repro/dump.js';
 import { toolVersion } from '../version.js';
 import { ProgressLine } from './progress.js';
 
@@ -130,6 +130,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
       { option: '--dump', path: a.dump, kind: 'dir' }, { option: '--repro', path: a.repro, kind: 'dir' },
       { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
     ]);
+    const previousDump = a.dump !== undefined ? assertDumpTarget(a.dump) : [];
     if (a.repro !== undefined) assertNewOrEmptyDir(a.repro, '--repro');
     if (a.saveGolden !== undefined) assertNewOrEmptyDir(a.saveGolden, '--save-golden');
 
@@ -204,11 +205,13 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         stages: run.stages.map((s) => s.name),
       };
       fs.writeFileSync(path.join(staging, DUMP_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
-      for (const f of fs.readdirSync(staging)) {
+      const written = new Set(fs.readdirSync(staging));
+      for (const f of written) {
         assertFileTarget(path.join(a.dump!, f), '--dump'); // a previous dump's file may be replaced, a link or device not
         fs.renameSync(path.join(staging, f), path.join(a.dump!, f));
       }
       fs.rmSync(staging, { recursive: true, force: true });
+      removeStaleStages(a.dump!, previousDump, written);
     }
     saver?.commit({
       model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint, num_layers: model.numLayers },

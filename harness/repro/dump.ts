@@ -55,6 +55,37 @@ export function stageOrder(names: string[]): string[] {
   return names.filter((n) => !Number.isNaN(rank(n))).sort((a, b) => rank(a) - rank(b));
 }
 
+/**
+ * `--dump DIR` may name a new or empty folder, or a previous dump (its run.json of this schema, and nothing but
+ * its <stage>.safetensors beside it): a dump replaces the previous one's files, and removeStaleStages takes away
+ * the stages it did not write, so a folder never holds two runs. Anything else in the folder is the user's, and
+ * the run refuses before computing. Returns the previous dump's stage files (empty for a new folder).
+ */
+export function assertDumpTarget(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const entries = fs.readdirSync(dir).filter((f) => !f.startsWith('.layerdiff-partial-'));
+  if (entries.length === 0) return [];
+  const foreign = (why: string) => new InputError(`--dump: the folder is not empty and is not a previous dump (${why}); give a new or empty folder, or remove it`, { file: dir });
+  if (!entries.includes(DUMP_MANIFEST)) throw foreign(`no ${DUMP_MANIFEST}`);
+  let schema: unknown;
+  try {
+    schema = (JSON.parse(readRegularText(path.join(dir, DUMP_MANIFEST))) as { schema?: unknown } | null)?.schema;
+  } catch (e) {
+    if (e instanceof InputError) throw e;
+    throw foreign(`${DUMP_MANIFEST} is not valid JSON`);
+  }
+  if (schema !== DUMP_SCHEMA) throw foreign(`${DUMP_MANIFEST} is not a ${DUMP_SCHEMA} manifest`);
+  const stageFiles = entries.filter((f) => f !== DUMP_MANIFEST);
+  const other = stageFiles.find((f) => !f.endsWith('.safetensors') || stageOrder([f.slice(0, -'.safetensors'.length)]).length !== 1);
+  if (other !== undefined) throw foreign(`it also holds ${other}`);
+  return stageFiles;
+}
+
+/** After a dump is in place: the previous dump's stage files that this run did not write. */
+export function removeStaleStages(dir: string, previous: readonly string[], written: ReadonlySet<string>): void {
+  for (const f of previous) if (!written.has(f)) fs.rmSync(path.join(dir, f), { force: true });
+}
+
 export function openSavedRun(dir: string, what: string): SavedRun {
   if (!fs.existsSync(dir)) throw new InputError(`${what}: no such directory`, { file: dir });
   if (!fs.statSync(dir).isDirectory()) throw new InputError(`${what}: not a directory (give a --dump folder or a golden run)`, { file: dir });

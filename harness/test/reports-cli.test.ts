@@ -18,7 +18,7 @@ import { carriedFrom } from '../compare/carried.js';
 import { DEFAULT_POLICY } from '../compare/policy.js';
 import type { StageMetrics } from '../compare/metrics.js';
 import { cliAsync, limit } from './async-cli.js';
-import { cli, LLAMA_TINY } from './cli.js';
+import { cli, hashTree, LLAMA_TINY } from './cli.js';
 import { children, parseXml } from './xml.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-reports-cli-'));
@@ -255,6 +255,35 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     const n = cli(['compare', a, empty]);
     expect(n.code).toBe(2);
     expect(n.stderr).toMatch(/RUN_B: neither a golden run \(golden\.json\) nor a --dump folder/);
+  });
+});
+
+describe('--dump DIR: a new or empty folder, or a previous dump it replaces whole', () => {
+  it('a second dump with fewer stages removes the first one\'s other stages; a folder holding anything else is refused before the run', () => {
+    const d = out('dump-replace');
+    expect(cli(['diff', '--dump', d, '--tokens', '1,2,3', '-q']).code).toBe(0);
+    const first = fs.readdirSync(d).sort();
+    expect(first).toContain('layer.3.safetensors');
+    expect(cli(['diff', '--dump', d, '--tokens', '1,2,3', '--layers', '0-1', '-q']).code).toBe(0);
+    const second = fs.readdirSync(d).sort();
+    expect(second).toEqual(['embed.safetensors', 'layer.0.safetensors', 'layer.1.safetensors', 'run.json']);
+    expect((JSON.parse(fs.readFileSync(path.join(d, 'run.json'), 'utf8')) as { stages: string[] }).stages).toEqual(['embed', 'layer.0', 'layer.1']);
+    // the user's own files: refused, and left as they were
+    for (const [name, text, says] of [
+      ['notes.txt', 'mine', /--dump: the folder is not empty and is not a previous dump \(it also holds notes\.txt\)/],
+      ['run.json', '{"schema":"something/else"}', /is not a layerdiff\.dump\/1 manifest/],
+    ] as const) {
+      const f = out(`dump-foreign-${name}`);
+      fs.mkdirSync(f);
+      if (name === 'notes.txt') fs.cpSync(d, f, { recursive: true });
+      fs.writeFileSync(path.join(f, name), text);
+      const before = hashTree(f);
+      const r = cli(['diff', '--dump', f, '--tokens', '1,2,3', '-q']);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(says);
+      expect(hashTree(f)).toBe(before);
+    }
   });
 });
 
