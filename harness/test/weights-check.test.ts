@@ -236,11 +236,13 @@ describe('layerdiff inspect --check', () => {
   it('exits 2 naming the scale that holds a NaN code', () => {
     const dir = path.join(tmp, 'nan');
     const defect = nanWeight(LLAMA_TINY(), dir, 'model.layers.2.mlp.gate_proj.weight');
-    const r = cli(['inspect', dir, '--check']);
+    const json = path.join(tmp, 'nan-report', 'w.json');
+    const r = cli(['inspect', dir, '--check', '--json', json]);
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toContain(defect.tensor!);
     expect(r.stderr).toContain(defect.file!);
+    expect(fs.existsSync(json), 'bad input leaves no report behind').toBe(false);
   });
   it('exits 2 naming the FP8 weight that holds an E4M3 NaN code (counted while the fused pass reads it)', () => {
     const dir = path.join(tmp, 'nan-fp8');

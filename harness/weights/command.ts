@@ -52,8 +52,9 @@ export function runWeightsCheckCommand(a: CheckArgs): ExitCode {
     for (const d of diagnoseWeights(w, null)) lines.push(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
     lines.push(w.mismatched > 0 ? 'FAIL — the device dequantizes some weights differently from the reference' : w.nan_codes > 0 ? 'FAIL — NaN codes in the checkpoint' : 'PASS — every device FP16 weight is the reference\'s, bit for bit');
     process.stdout.write(lines.join('\n') + '\n');
-    if (a.json !== undefined) writeFileAtomic(a.json, JSON.stringify({ schema: 'layerdiff.weights/1', weights: w, diagnosis: diagnoseWeights(w, null) }, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n', '--json');
+    // NaN codes are bad input (exit 2): the table above shows where, and no report file is written, as diff writes none
     assertNoNanCodes(ck, w);
+    if (a.json !== undefined) writeFileAtomic(a.json, JSON.stringify({ schema: 'layerdiff.weights/1', weights: w, diagnosis: diagnoseWeights(w, null) }, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v), 2) + '\n', '--json');
     return w.mismatched > 0 ? ExitCode.stageFailed : ExitCode.pass;
   } finally {
     ck.close();
