@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { InputError } from '../errors.js';
 import { readJsonObject } from './checkpoint.js';
+import { GuardedTokenizer } from './tokenizer_guard.js';
 
 /** The part of the library we use (its shipped .d.ts do not resolve under NodeNext, so we type it here). */
 interface HfTokenizer {
@@ -41,6 +42,8 @@ export class TextTokenizer {
   private constructor(
     readonly file: string,
     private readonly tk: HfTokenizer,
+    /** encode and decode, on a worker with a deadline (tokenizer_guard.ts); `tk` answers the lookups */
+    private readonly guarded: GuardedTokenizer,
     vocabSize: number,
     specials: { bos?: string; eos?: string },
     private readonly specialIds: ReadonlySet<number> = new Set(),
@@ -100,17 +103,12 @@ export class TextTokenizer {
     const specialIds = new Set(added.filter((t) => (t as { special?: unknown }).special === true).map((t) => (t as { id: number }).id));
     const unkToken = (model as Record<string, unknown>).unk_token;
     const unk = typeof unkToken === 'string' ? tk.token_to_id(unkToken) : undefined;
-    return new TextTokenizer(file, tk, maxId + 1, { bos: special('bos_token'), eos: special('eos_token') }, specialIds, unk ?? undefined);
+    return new TextTokenizer(file, tk, new GuardedTokenizer(filled, cfg, file), maxId + 1, { bos: special('bos_token'), eos: special('eos_token') }, specialIds, unk ?? undefined);
   }
 
   /** Token ids for `text`; special tokens (BOS) are added as the tokenizer's post-processor specifies. */
   encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
-    let ids: Array<number | undefined>;
-    try {
-      ids = this.tk.encode(text, { add_special_tokens: options.addSpecialTokens ?? true }).ids;
-    } catch (e) {
-      throw new InputError(`encoding failed: ${(e as Error).message}`, { file: this.file });
-    }
+    const ids = this.guarded.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
     const missing = ids.findIndex((id) => id === undefined || !Number.isSafeInteger(id));
     if (missing >= 0) throw new InputError(`text piece ${missing} has no id in the vocabulary and there is no unk_token`, { file: this.file });
     return ids as number[];
@@ -123,11 +121,7 @@ export class TextTokenizer {
         throw new InputError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`, { file: this.file });
       }
     }
-    try {
-      return this.tk.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
-    } catch (e) {
-      throw new InputError(`decoding failed: ${(e as Error).message}`, { file: this.file });
-    }
+    return this.guarded.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
   }
 
   tokenToId(token: string): number | undefined {
