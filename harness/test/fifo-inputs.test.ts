@@ -136,6 +136,13 @@ describe('other hostile inputs', () => {
     expect(fs.readFileSync(file, 'utf8')).toBe('keep');
   });
 
+  it.runIf(process.platform === 'linux')('a fixture under /proc (no folder can be made there) is one line and exit 2, not a hang', () => {
+    const r = cli(['fixture', 'llama-tiny', '/proc/layerdiff-nope/fx'], env, 60_000);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^layerdiff: error: \/proc: fixture OUT: cannot write here/);
+  });
+
   it('LAYERDIFF_CACHE_DIR where no folder can be made (under /proc) is a note and the run goes on, not a hang', () => {
     const r = cli(['diff', LLAMA_TINY()], { LAYERDIFF_CACHE_DIR: '/proc/layerdiff-nope' }, 60_000);
     expect(r.code, r.stderr).toBe(0);
