@@ -12,7 +12,7 @@ import type { DiffArgs } from '../cli/diff.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { wrongDtype, wrongShape } from '../../fixtures/inject.js';
+import { scaleBf16Tensor, wrongDtype, wrongShape } from '../../fixtures/inject.js';
 import { cli, hashTree, injectedFaultTests, LLAMA_TINY, quietDiff } from './cli.js';
 
 const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
@@ -147,6 +147,21 @@ describe('the CLI as a user runs it', () => {
         expect(r.stderr.trim().split('\n')).toHaveLength(1);
         expect(r.stderr).toMatch(/^layerdiff: error: --tokens .*is not a token id in \[0, 384\)/);
       }
+    }
+  });
+  it('a reference that is not finite (a norm scaled to 1e38: FP32 overflows) is bad input naming the stage, not a pass by NaN agreeing with NaN', () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-ref-nan-'));
+    try {
+      const dir = path.join(tmp, 'm');
+      scaleBf16Tensor(LLAMA_TINY(), dir, 'model.layers.1.input_layernorm.weight', 1e38);
+      const json = path.join(tmp, 'r.json');
+      const r = cli(['diff', dir, '--json', json]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^layerdiff: error: stage layer\.1: the FP32 reference computes (NaN|Inf) at element \d+ \(\d+ of \d+ values non-finite\)/);
+      expect(fs.existsSync(json)).toBe(false);
+    } finally {
+      fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
   it("inspect's conformance pass checks each norm's shape and dtype without reading it, as diff does (biases go through the same expectShape)", () => {
