@@ -27,5 +27,11 @@ export function architectureFor(ck: Checkpoint): Architecture {
   const arch = architectureOf(ck);
   const entry = ARCHITECTURE_ENTRIES.find((a) => a.matches.includes(arch));
   if (entry === undefined) throw new InputError(`architecture ${JSON.stringify(arch)} is not supported (supported: ${ARCHITECTURES.join(', ')})`, { file: ck.configFile });
+  // transformers' AutoModel picks the class by model_type: one naming another model (mistral, qwen2: sliding
+  // windows, biases) beside architectures ["LlamaForCausalLM"] describes that other model, not this one
+  const mt = ck.config.model_type;
+  if (mt !== undefined && mt !== null && !entry.matches.includes(mt as string)) {
+    throw new InputError(`model_type ${JSON.stringify(mt)} disagrees with architectures[0] ${JSON.stringify(arch)} (${entry.matches.join(' / ')}): which model the config describes is not knowable`, { file: ck.configFile });
+  }
   return entry;
 }

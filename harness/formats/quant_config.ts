@@ -132,6 +132,10 @@ export function parseQuantConfig(config: Record<string, unknown>, configFile: st
     return { ...base, method: 'fp4', declared: qc };
   }
   if (qc.fmt !== undefined && qc.fmt !== 'e4m3') throw new InputError(`unsupported quantization_config.fmt ${JSON.stringify(qc.fmt)} (known: e4m3)`, { file });
+  // static activation scales quantize each linear's input to FP8 with a stored input_scale: not what either path computes
+  if (qc.activation_scheme !== undefined && qc.activation_scheme !== null && qc.activation_scheme !== 'dynamic') {
+    throw new InputError(`quantization_config.activation_scheme ${JSON.stringify(qc.activation_scheme)} is not supported (only "dynamic": activations stay in the compute dtype)`, { file });
+  }
   let block: [number, number] = [128, 128];
   if (qc.weight_block_size !== undefined) {
     const b = qc.weight_block_size;

@@ -120,6 +120,32 @@ export function loadDeepseekV4Config(dir: string, config: Record<string, unknown
   return parseDeepseekV4Config({ raw: config, file: configFile }, inference);
 }
 
+/**
+ * Fields of transformers' DeepseekV4Config (and of the generic HF config) that would change the forward pass and
+ * that DeepSeek's reference does not read: set to anything but the released model's value, each is refused by
+ * name, never computed as something else. Where transformers lets a newer field win over the legacy one
+ * (layer_types over compress_ratios, mlp_layer_types over num_hash_layers, rope_parameters over
+ * rope_theta/rope_scaling), the newer one is refused: this tool reads the legacy fields the released
+ * config and inference/config.json share, and two descriptions of one model are not guessed between.
+ */
+function refuseUnimplementedV4Fields(main: RawConfig, headDim: number, ropeDim: number, fail: (msg: string) => never): void {
+  const raw = main.raw;
+  const given = (k: string) => raw[k] !== undefined && raw[k] !== null;
+  const refuse = (k: string, why: string) => fail(`${k} ${JSON.stringify(raw[k])} is not supported for DeepSeek-V4: ${why}`);
+  if (given('hidden_act') && raw.hidden_act !== 'silu') refuse('hidden_act', 'its experts and shared expert are SwiGLU ("silu")');
+  for (const k of ['attention_bias', 'mlp_bias']) if (given(k) && raw[k] !== false) refuse(k, 'its projections have no biases');
+  for (const k of ['layer_types', 'mlp_layer_types']) {
+    if (given(k)) refuse(k, `not read: ${k === 'layer_types' ? 'compress_ratios decides each layer\'s attention' : 'num_hash_layers decides which layers route by hash'}; remove it or give the legacy field alone`);
+  }
+  if (given('rope_parameters')) refuse('rope_parameters', 'not read: give rope_theta, compress_rope_theta and rope_scaling as the released config does');
+  if (given('partial_rotary_factor') && raw.partial_rotary_factor !== ropeDim / headDim) {
+    refuse('partial_rotary_factor', `it contradicts qk_rope_head_dim ${ropeDim} of head_dim ${headDim} (${ropeDim / headDim})`);
+  }
+  const rs = raw.rope_scaling as Record<string, unknown> | null | undefined;
+  const af = rs?.attention_factor;
+  if (af !== undefined && af !== null && af !== 1) fail(`rope_scaling.attention_factor ${JSON.stringify(af)} is not supported for DeepSeek-V4: its YaRN applies no mscale (attention_factor 1)`);
+}
+
 export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | null): DeepseekV4Config {
   const used: Record<string, ConfigSource> = {};
   const fail = (msg: string): never => {
@@ -155,7 +181,7 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
   };
   const where = (g: { from: ConfigSource; key: string }) => (g.from === 'config.json' ? `${main.file}: ${g.key}` : `${inference!.file}: ${g.key}`);
 
-  function num(field: Field, opts: { int?: boolean; min?: number; fallback?: number } = {}): number {
+  function num(field: Field, opts: { int?: boolean; min?: number; positive?: boolean; fallback?: number } = {}): number {
     const g = get(field);
     if (g === null) {
       if (opts.fallback === undefined) fail(`${FIELDS[field][0]} is missing (also not in inference/config.json as ${FIELDS[field][1] ?? '—'})`);
@@ -163,8 +189,8 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
       return opts.fallback!;
     }
     const v = g.value;
-    const ok = typeof v === 'number' && Number.isFinite(v) && (!opts.int || Number.isSafeInteger(v)) && (opts.min === undefined || v >= opts.min);
-    if (!ok) throw new InputError(`${where(g)} must be ${opts.int ? 'an integer' : 'a finite number'}${opts.min !== undefined ? ` ≥ ${opts.min}` : ''}, got ${JSON.stringify(v)}`);
+    const ok = typeof v === 'number' && Number.isFinite(v) && (!opts.int || Number.isSafeInteger(v)) && (opts.min === undefined || v >= opts.min) && (opts.positive !== true || v > 0);
+    if (!ok) throw new InputError(`${where(g)} must be ${opts.int ? 'an integer' : 'a finite number'}${opts.min !== undefined ? ` ≥ ${opts.min}` : ''}${opts.positive === true ? ' > 0' : ''}, got ${JSON.stringify(v)}`);
     used[field] = g.from;
     return v as number;
   }
@@ -194,7 +220,7 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
   // DeepSeek's ModelArgs and transformers both default these to 1e-6; the released inference/config.json omits them (§10.4).
   const hcEps = num('hcEps', { min: 0, fallback: 1e-6 });
   const normEps = num('normEps', { min: 0, fallback: 1e-6 });
-  const ropeTheta = num('ropeTheta', { min: 0, fallback: 10000 });
+  const ropeTheta = num('ropeTheta', { positive: true, fallback: 10000 });
   const vocab = int('vocab');
   const nextn = int('nextn', 0, 0);
 
@@ -208,7 +234,7 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
   if (allRatios.length < layers) throw new InputError(`${where(cr!)} has ${allRatios.length} entries, fewer than num_hidden_layers ${layers}`);
   const compressRatios = allRatios.slice(0, layers);
   const compressed = compressRatios.some((r) => r > 0);
-  const compressRopeTheta = compressed ? num('compressRopeTheta', { min: 0 }) : num('compressRopeTheta', { min: 0, fallback: ropeTheta });
+  const compressRopeTheta = compressed ? num('compressRopeTheta', { positive: true }) : num('compressRopeTheta', { positive: true, fallback: ropeTheta });
 
   const sf = get('scoringFunc');
   if (sf === null) fail('scoring_func is missing');
@@ -242,14 +268,18 @@ export function parseDeepseekV4Config(main: RawConfig, inference: RawConfig | nu
       originalSeqLen: int('yarnOriginal'),
       factor: num('yarnFactor', { min: 1 }),
       // both DeepSeek's ModelArgs and transformers default to 32 / 1
-      betaFast: num('yarnBetaFast', { min: 0, fallback: 32 }),
-      betaSlow: num('yarnBetaSlow', { min: 0, fallback: 1 }),
+      betaFast: num('yarnBetaFast', { positive: true, fallback: 32 }),
+      betaSlow: num('yarnBetaSlow', { positive: true, fallback: 1 }),
     };
+    // the correction range runs from the dims of beta_fast rotations to those of beta_slow: fast must exceed slow
+    if (!(yarn.betaFast > yarn.betaSlow)) fail(`rope_scaling needs beta_fast > beta_slow, got ${yarn.betaFast}, ${yarn.betaSlow}`);
   } else if (orig !== null) {
     used.yarnOriginal = orig.from;
   } else if (present(rs)) {
     fail('rope_scaling (yarn) has no original_max_position_embeddings, and inference/config.json no original_seq_len');
   }
+
+  refuseUnimplementedV4Fields(main, headDim, ropeDim, fail);
 
   const kvHeads = main.raw.num_key_value_heads;
   if (present(kvHeads) && kvHeads !== 1) fail(`num_key_value_heads ${JSON.stringify(kvHeads)} must be 1 (DeepSeek-V4 shares one K=V head)`);

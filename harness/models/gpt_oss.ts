@@ -47,7 +47,7 @@ export interface GptOssConfig {
   tieEmbeddings: boolean;
 }
 
-/** SwiGLU's α in gpt-oss (a constant of the architecture: no config field sets it). */
+/** SwiGLU's α in gpt-oss (a constant of the architecture; recent configs carry it as swiglu_alpha, refused unless equal). */
 export const GPT_OSS_ALPHA = 1.702;
 
 const LAYER_TYPES = ['sliding_attention', 'full_attention'] as const;
@@ -95,8 +95,22 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
   }
   const slidingWindow = sliding.some((s) => s) ? c.int('sliding_window') : c.int('sliding_window', 0, 0);
 
+  // RoPE: transformers ≤ 4.x writes rope_theta and rope_scaling; v5 one rope_parameters object holding both. With
+  // neither, GptOssConfig's default is gpt-oss's own YaRN (factor 32 over 4096 positions, β 32/1, untruncated),
+  // not plain RoPE; an explicit null is none. Both forms given and disagreeing is refused rather than guessed.
+  const rp = c.obj('rope_parameters');
+  const legacyGiven = Object.hasOwn(ck.config, 'rope_scaling');
+  if (rp !== undefined && legacyGiven) {
+    const scaling = Object.fromEntries(Object.entries(rp.raw).filter(([k]) => k !== 'rope_theta'));
+    if (JSON.stringify(scaling) !== JSON.stringify(ck.config.rope_scaling ?? {})) bad(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_scaling ${JSON.stringify(ck.config.rope_scaling)}`);
+  }
+  if (rp !== undefined && rp.raw.rope_theta !== undefined && ck.config.rope_theta !== undefined && rp.raw.rope_theta !== ck.config.rope_theta) {
+    bad(`rope_parameters.rope_theta ${JSON.stringify(rp.raw.rope_theta)} disagrees with rope_theta ${JSON.stringify(ck.config.rope_theta)}`);
+  }
+  const ropeTheta = rp?.raw.rope_theta !== undefined ? rp.positive('rope_theta') : c.positive('rope_theta', 150000);
+  const GPT_OSS_DEFAULT_YARN = { rope_type: 'yarn', factor: 32, beta_fast: 32, beta_slow: 1, truncate: false, original_max_position_embeddings: 4096 };
+  const rs = rp ?? (legacyGiven ? c.obj('rope_scaling') : new ConfigReader(GPT_OSS_DEFAULT_YARN, `${file} (GptOssConfig's default rope_scaling)`));
   let yarn: GptOssYarn | null = null;
-  const rs = c.obj('rope_scaling');
   if (rs !== undefined) {
     const type = rs.raw.rope_type ?? rs.raw.type;
     if (type !== 'yarn') bad(`rope_scaling.rope_type ${JSON.stringify(type)} is not supported for gpt_oss (yarn only)`);
@@ -112,12 +126,16 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
     if (!(betaFast > betaSlow && betaSlow > 0)) bad(`rope_scaling needs beta_fast > beta_slow > 0, got ${betaFast}, ${betaSlow}`);
     yarn = factor > 1 ? { factor, betaFast, betaSlow, originalMax } : null;
   }
+  // recent GptOssConfig has swiglu_alpha (default 1.702); this tool computes gpt-oss's constant α only
+  if (ck.config.swiglu_alpha !== undefined && ck.config.swiglu_alpha !== null && ck.config.swiglu_alpha !== GPT_OSS_ALPHA) {
+    bad(`swiglu_alpha ${JSON.stringify(ck.config.swiglu_alpha)} is not supported for gpt_oss (only its α = ${GPT_OSS_ALPHA})`);
+  }
   return {
     hidden, layers, heads, kvHeads, headDim, experts, topk, intermediate,
     vocab: c.int('vocab_size'),
     slidingWindow,
     sliding,
-    ropeTheta: c.positive('rope_theta', 150000),
+    ropeTheta,
     yarn,
     // gpt-oss clamps the gate to ≤ limit and the linear half to [−limit, limit]: a limit ≤ 0 is no such model
     swigluLimit: c.positive('swiglu_limit', 7),
@@ -168,7 +186,8 @@ export class GptOssCheckpoint {
   constructor(readonly ck: Checkpoint) {
     this.cfg = parseGptOssConfig(ck);
     this.qc = parseQuantConfig(ck.config, ck.configFile);
-    this.headName = ck.has('lm_head.weight') || !this.cfg.tieEmbeddings ? 'lm_head.weight' : this.embedName;
+    // tied as transformers ties them: the head is the embedding, also where an lm_head.weight is stored beside it
+    this.headName = this.cfg.tieEmbeddings ? this.embedName : 'lm_head.weight';
     const { vocab, hidden } = this.cfg;
     for (const name of [this.embedName, this.headName]) this.check(name, [vocab, hidden], ['BF16', 'F16', 'F32']);
   }
@@ -316,7 +335,7 @@ export class GptOssCheckpoint {
   conformance(): void {
     for (let L = 0; L < this.cfg.layers; L++) this.loadLayer(L, false);
     this.finalNorm(false);
-    const known = new Set<string>([this.embedName, this.headName, 'model.norm.weight']);
+    const known = new Set<string>([this.embedName, this.headName, 'lm_head.weight', 'model.norm.weight']);
     for (let L = 0; L < this.cfg.layers; L++) {
       const p = `model.layers.${L}`;
       for (const n of ['input_layernorm.weight', 'post_attention_layernorm.weight', 'self_attn.sinks', 'mlp.router.weight', 'mlp.router.bias']) known.add(`${p}.${n}`);

@@ -76,6 +76,10 @@ function parseRopeScaling(c: ConfigReader, file: string, key: 'rope_scaling' | '
   const rs = c.obj(key);
   if (rs === undefined) return null;
   const type = rs.raw.rope_type ?? rs.raw.type;
+  // a scaling given without its type (transformers 4.x raises on it) is not plain RoPE by omission
+  if (type === undefined && Object.keys(rs.raw).some((k) => k !== 'rope_theta' && k !== 'partial_rotary_factor')) {
+    throw new InputError(`${key} ${JSON.stringify(rs.raw)} has no rope_type: which scaling it means is not knowable`, { file });
+  }
   if (type === undefined || type === 'default') return null;
   if (type !== 'llama3') throw new InputError(`${key} ${JSON.stringify(rs.raw)} is not supported for llama (plain RoPE, or rope_type "llama3")`, { file });
   const pos = (k: string) => {
@@ -145,6 +149,14 @@ function refuseUnimplementedLlamaFields(c: ConfigReader): void {
   };
   const act = c.raw.hidden_act;
   if (act !== undefined && act !== 'silu') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
+  // partial RoPE (rotating only part of each head) is not Llama's; transformers builds inv_freq for the part
+  const prf = c.raw.partial_rotary_factor;
+  if (prf !== undefined && prf !== null && prf !== 1) refuse('partial_rotary_factor', 'only full RoPE (1.0) is implemented');
+  const rp = c.raw.rope_parameters as Record<string, unknown> | null | undefined;
+  const rpf = rp !== null && typeof rp === 'object' ? rp.partial_rotary_factor : undefined;
+  if (rpf !== undefined && rpf !== null && rpf !== 1) {
+    throw new InputError(`rope_parameters.partial_rotary_factor ${JSON.stringify(rpf)} is not supported for llama: only full RoPE (1.0) is implemented`, { file: c.file });
+  }
 }
 
 /** A boolean config field, false when absent or null; anything else (a string, a number) is refused. */

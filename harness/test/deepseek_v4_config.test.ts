@@ -148,6 +148,31 @@ describe('deepseek_v4 config', () => {
     expect(() => parse(releaseConfig(), { ...releaseInference(), expert_dtype: 'fp6' })).toThrow(/expert_dtype "fp6"/);
   });
 
+  it('refuses constants that describe no finite model and fields transformers reads that DeepSeek-V4 does not', () => {
+    const rs = releaseConfig().rope_scaling as Record<string, unknown>;
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ rope_theta: 0 }, /rope_theta must be a finite number > 0, got 0/],
+      [{ compress_rope_theta: -1 }, /compress_rope_theta must be a finite number > 0, got -1/],
+      [{ rope_scaling: { ...rs, beta_fast: 0 } }, /beta_fast must be a finite number > 0, got 0/],
+      [{ rope_scaling: { ...rs, beta_fast: 1, beta_slow: 32 } }, /beta_fast > beta_slow, got 1, 32/],
+      [{ rope_scaling: { ...rs, attention_factor: 0.5 } }, /rope_scaling\.attention_factor 0\.5 is not supported/],
+      [{ hidden_act: 'gelu' }, /hidden_act "gelu" is not supported for DeepSeek-V4/],
+      [{ mlp_bias: true }, /mlp_bias true is not supported/],
+      [{ attention_bias: true }, /attention_bias true is not supported/],
+      [{ layer_types: ['sliding_attention'] }, /layer_types .* not read: compress_ratios decides/],
+      [{ mlp_layer_types: ['dense'] }, /mlp_layer_types .* not read: num_hash_layers decides/],
+      [{ rope_parameters: { rope_type: 'yarn', rope_theta: 10000 } }, /rope_parameters .* not read/],
+      [{ partial_rotary_factor: 0.25 }, /partial_rotary_factor 0\.25 .* contradicts qk_rope_head_dim 64 of head_dim 512/],
+    ];
+    for (const [edit, says] of cases) {
+      const e = thrown(() => parse({ ...releaseConfig(), ...edit }, null));
+      expect(e.message, JSON.stringify(edit)).toMatch(says);
+      expect(e.message).toContain(MAIN);
+    }
+    // the released values themselves are accepted
+    expect(() => parse({ ...releaseConfig(), hidden_act: 'silu', attention_bias: false, partial_rotary_factor: 64 / 512, rope_scaling: { ...rs, attention_factor: 1 } }, null)).not.toThrow();
+  });
+
   it('loadDeepseekV4Config finds inference/config.json next to config.json', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-dsv4-cfg-'));
     try {

@@ -392,6 +392,12 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     expect(lines[0]).toMatch(/^layerdiff: error: .*config\.json: the declared quantization contradicts what is stored in \d+ places \(first: model\.layers\.\d+\.\S+\.weight: stored (plain|nvfp4) /);
   });
 
+  it('FP8 with static activation scales is refused by name (only dynamic: activations stay in the compute dtype)', () => {
+    const cfg = (scheme: unknown) => ({ quantization_config: { quant_method: 'fp8', fmt: 'e4m3', activation_scheme: scheme, weight_block_size: [128, 128] } });
+    expect(() => parseQuantConfig(cfg('static'), '/m/config.json')).toThrow(/quantization_config\.activation_scheme "static" is not supported \(only "dynamic"/);
+    expect(parseQuantConfig(cfg('dynamic'), '/m/config.json').method).toBe('fp8');
+  });
+
   it("ModelOpt's config_groups decide which linears are declared NVFP4: one group targeting a single module leaves the rest plain", () => {
     const dst = path.join(tmp, 'modelopt-groups');
     editQuantConfig(dirs['modelopt-nvfp4'], dst, (qc) => ((qc.config_groups as Record<string, Record<string, unknown>>).group_0.targets = ['model.layers.1.mlp.up_proj']));

@@ -12,6 +12,7 @@ import { LlamaReference } from '../../reference-cpu/llama.js';
 import { InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { LlamaCheckpoint, llamaInvFreq } from '../models/llama.js';
+import { architectureFor } from '../arch/registry.js';
 import { LLAMA_TINY, quietDiff } from './cli.js';
 import { expectLlamaDecodersMatchRecompute } from './llama-decoders.js';
 
@@ -114,6 +115,37 @@ describe('rope_scaling llama3', () => {
       } finally {
         ck.close();
       }
+    }
+  });
+
+  it('refuses partial RoPE, a scaling without its type, and a model_type naming another model', () => {
+    const bad = path.join(tmp, 'bad-fields');
+    for (const [edit, re] of [
+      [(c: Record<string, unknown>) => (c.partial_rotary_factor = 0.5), /partial_rotary_factor 0\.5 is not supported for llama: only full RoPE/],
+      [(c: Record<string, unknown>) => (c.rope_parameters = { rope_type: 'default', rope_theta: 10000, partial_rotary_factor: 0.5 }), /rope_parameters\.partial_rotary_factor 0\.5 is not supported/],
+      [(c: Record<string, unknown>) => (c.rope_scaling = { factor: 8 }), /rope_scaling \{"factor":8\} has no rope_type/],
+      [(c: Record<string, unknown>) => ((c.model_type = 'mistral'), (c.sliding_window = 4)), /model_type "mistral" disagrees with architectures\[0\] "LlamaForCausalLM"/],
+    ] as const) {
+      fs.rmSync(bad, { recursive: true, force: true });
+      copyCheckpoint(LLAMA_TINY(), bad);
+      setConfig(bad, edit);
+      const ck = Checkpoint.open(bad);
+      try {
+        expect(() => architectureFor(ck) && new LlamaCheckpoint(ck)).toThrow(InputError);
+        expect(() => architectureFor(ck) && new LlamaCheckpoint(ck)).toThrow(re);
+      } finally {
+        ck.close();
+      }
+    }
+    // full RoPE said explicitly is the same model
+    fs.rmSync(bad, { recursive: true, force: true });
+    copyCheckpoint(LLAMA_TINY(), bad);
+    setConfig(bad, (c) => (c.partial_rotary_factor = 1));
+    const ck = Checkpoint.open(bad);
+    try {
+      expect(new LlamaCheckpoint(ck).cfg.headDim).toBeGreaterThan(0);
+    } finally {
+      ck.close();
     }
   });
 
