@@ -17,6 +17,7 @@ import { buildReport, type Report } from '../runner/report.js';
 import type { RunResult, StageResult } from '../runner/run.js';
 import { renderTable, renderVerdict } from '../../reports/table.js';
 import { stdoutTaken, writeReports } from '../../reports/writers.js';
+import { assertDistinctPaths } from '../io/writer.js';
 import { checkReportTargets } from './outputs.js';
 import { terminal, useColour } from './terminal.js';
 
@@ -45,6 +46,10 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   const policy = resolvePolicy(a);
   const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
   checkReportTargets(targets, () => undefined);
+  assertDistinctPaths(
+    Object.entries(targets).map(([k, p]) => ({ option: `--${k}`, path: p, kind: 'file' as const })),
+    [{ option: 'RUN_A', path: a.runA, kind: 'dir' }, { option: 'RUN_B', path: a.runB, kind: 'dir' }, { option: '--policy', path: a.policy, kind: 'file' }],
+  );
   const A = openSavedRun(a.runA, 'RUN_A');
   const B = openSavedRun(a.runB, 'RUN_B');
   if (A.tokens.length > 0 && B.tokens.length > 0 && A.tokens.join(',') !== B.tokens.join(',')) {

@@ -10,7 +10,7 @@ import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { assertFileTarget, assertOutsideModel, checkOutputs } from '../io/writer.js';
+import { assertDistinctPaths, assertFileTarget, assertOutsideModel, checkOutputs, type NamedPath } from '../io/writer.js';
 import { writeReproBundle } from '../repro/bundle.js';
 import { assertNewOrEmptyDir } from '../repro/files.js';
 import { GoldenWriter, openGolden } from '../repro/golden.js';
@@ -124,12 +124,14 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
 
     const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
     checkReportTargets(targets, (p) => assertOutsideModel(p, ck.dir));
-    checkOutputs(ck.dir, [
+    const outputs: NamedPath[] = [
       { option: '--json', path: a.json, kind: 'file' }, { option: '--junit', path: a.junit, kind: 'file' },
       { option: '--html', path: a.html, kind: 'file' }, { option: '--summary', path: a.summary, kind: 'file' },
       { option: '--dump', path: a.dump, kind: 'dir' }, { option: '--repro', path: a.repro, kind: 'dir' },
       { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
-    ]);
+    ];
+    assertDistinctPaths(outputs, [{ option: '--policy', path: a.policy, kind: 'file' }, { option: '--golden', path: a.golden, kind: 'dir' }]);
+    checkOutputs(ck.dir, outputs);
     const previousDump = a.dump !== undefined ? assertDumpTarget(a.dump) : [];
     if (a.repro !== undefined) assertNewOrEmptyDir(a.repro, '--repro');
     if (a.saveGolden !== undefined) assertNewOrEmptyDir(a.saveGolden, '--save-golden');

@@ -18,6 +18,7 @@ import { checkPartialSignature, PARTIAL_MANIFEST, readPartial, reportFileName, t
 import { canonicalJson, deviceKey, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
 import { ASSIGNMENT, assignShards, promptSetDigest } from '../gate/shard.js';
 import { readRegularBytes, utf8Text } from '../io/regular.js';
+import { assertDistinctPaths } from '../io/writer.js';
 import type { Report } from '../runner/report.js';
 import { toolVersion } from '../version.js';
 import type { GateResult } from './gate.js';
@@ -42,6 +43,7 @@ const short = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
 export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.stdout): GateResult {
   if (a.dirs.length === 0) throw new InputError('--merge: give the --out folder of every shard');
   if (fs.existsSync(a.record) && fs.statSync(a.record).isDirectory()) throw new InputError('--record names a directory; give a file path', { file: a.record });
+  assertDistinctPaths([{ option: '--record', path: a.record, kind: 'file' }], a.dirs.map((d) => ({ option: '--merge', path: d, kind: 'dir' as const })));
   const key = signingKey();
   const loaded: Loaded[] = a.dirs.map((dir) => {
     const p = readPartial(dir);

@@ -24,7 +24,7 @@ import { type AcceptanceRecord, type PromptSummary, signingKey, writeRecord } fr
 import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries } from '../gate/shard.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { assertOutsideModel, checkOutputDir, checkOutputFile, writeFileAtomic } from '../io/writer.js';
+import { assertDistinctPaths, assertOutsideModel, checkOutputDir, checkOutputFile, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
@@ -124,6 +124,17 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   const started = Date.now();
   const policy = resolvePolicy(a);
   checkOutputs(a);
+  assertDistinctPaths(
+    [
+      { option: '--record', path: a.record, kind: 'file' }, { option: '--json', path: a.json, kind: 'file' }, { option: '--junit', path: a.junit, kind: 'file' },
+      { option: '--summary', path: a.summary, kind: 'file' }, { option: '--html', path: a.html, kind: 'file' },
+      { option: '--reports', path: a.reports, kind: 'dir' }, { option: '--out', path: a.out, kind: 'dir' }, { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
+    ],
+    [
+      { option: '--prompts', path: a.prompts, kind: 'file' }, { option: '--policy', path: a.policy, kind: 'file' },
+      { option: '--golden', path: a.golden, kind: 'dir' }, { option: '--fp16-cache', path: a.fp16Cache, kind: 'dir' },
+    ],
+  );
   // Every output checked before the run: outside the model (realpath), the right kind of target, writable.
   for (const p of [a.record, a.reports, a.out, a.saveGolden]) if (p !== undefined) assertOutsideModel(p, a.model);
   if (a.record === '-') throw new InputError('--record -: the record is a file; give a path');

@@ -22,7 +22,7 @@ import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } fr
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
-import { checkOutputs, writeFileAtomic } from '../io/writer.js';
+import { assertDistinctPaths, checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
@@ -95,6 +95,9 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   for (const p of a.prompt) if (p.length > MAX_PROMPT_CHARS) throw new InputError(`--prompt has ${p.length} characters; the limit is ${MAX_PROMPT_CHARS}`);
   if (a.maxNewTokens > MAX_POSITIONS_UNSTATED) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: the limit is ${MAX_POSITIONS_UNSTATED} (and prompt + new tokens must fit max_position_embeddings)`);
   checkOutputs(a.model, [{ option: '--json', path: a.json, kind: 'file' }]);
+  assertDistinctPaths([{ option: '--json', path: a.json, kind: 'file' }], [
+    { option: '--record', path: a.record, kind: 'file' }, { option: '--policy', path: a.policy, kind: 'file' }, { option: '--fp16-cache', path: a.fp16Cache, kind: 'dir' },
+  ]);
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
 
   const ck = Checkpoint.open(a.model);

@@ -340,6 +340,41 @@ export function assertOutsideModel(target: string, modelDir: string): void {
   }
 }
 
+/** A path a command names, for assertDistinctPaths: the option that named it and whether it is a file or a folder. */
+export interface NamedPath {
+  option: string;
+  path: string | undefined;
+  kind: 'file' | 'dir';
+}
+
+/**
+ * No output of a command is one of its inputs or lies inside an input folder, and no two outputs overlap (the same
+ * file, or one inside another's folder): `--json pol.json` beside `--policy pol.json` replaced the policy with the
+ * report, `gate --merge s1 --record s1/partial.json` a shard's partial with the record, `--dump d --save-golden d`
+ * left half of each. Compared as realpaths (realish), so a symlinked alias is the same path. Checked before the
+ * run; stdout (`-`) is no path.
+ */
+export function assertDistinctPaths(outputs: readonly NamedPath[], inputs: readonly NamedPath[] = []): void {
+  const real = (xs: readonly NamedPath[]) => xs.filter((x) => x.path !== undefined && x.path !== STDOUT).map((x) => ({ ...x, real: realish(x.path!) }));
+  const outs = real(outputs);
+  const ins = real(inputs);
+  for (let i = 0; i < outs.length; i++) {
+    for (let j = i + 1; j < outs.length; j++) {
+      const [a, b] = [outs[i], outs[j]];
+      if (a.real === b.real) throw new InputError(`${a.option} and ${b.option} name the same path; give each output its own`, { file: a.path });
+      for (const [outer, inner] of [[a, b], [b, a]] as const) {
+        if (outer.kind === 'dir' && isInside(inner.real, outer.real)) throw new InputError(`${inner.option} ${inner.path} is inside ${outer.option}'s folder ${outer.path}; give each output its own place`, { file: inner.path });
+      }
+    }
+    for (const input of ins) {
+      const o = outs[i];
+      if (o.real === input.real) throw new InputError(`${o.option} names ${input.option}'s input; the output would replace it`, { file: o.path });
+      if (input.kind === 'dir' && isInside(o.real, input.real)) throw new InputError(`${o.option} ${o.path} is inside ${input.option}'s folder ${input.path}, an input this command reads`, { file: o.path });
+      if (o.kind === 'dir' && isInside(input.real, o.real)) throw new InputError(`${input.option} ${input.path} is inside ${o.option}'s folder ${o.path}, which this command writes`, { file: input.path });
+    }
+  }
+}
+
 /** Every output of a command, checked before it runs: outside the model, the right kind, writable. */
 export function checkOutputs(modelDir: string | null, outputs: ReadonlyArray<{ option: string; path: string | undefined; kind: 'file' | 'dir' }>): void {
   for (const o of outputs) {
