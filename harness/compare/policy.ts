@@ -171,6 +171,7 @@ export function parsePolicy(raw: unknown, where: string): Policy {
     for (const k of BEHAVIOUR_KEYS) {
       if (b[k] === undefined) continue;
       if (typeof b[k] !== 'number' || !Number.isFinite(b[k]) || (b[k] as number) < 0) throw new InputError(`${where}: behaviour.${k} ${JSON.stringify(b[k])}: expected a non-negative number`);
+      if (k === 'top1_min' && (b[k] as number) > 1) throw new InputError(`${where}: behaviour.top1_min ${JSON.stringify(b[k])}: a fraction of tokens, at most 1`);
       p.behaviour[k] = b[k] as number;
     }
   }
@@ -224,6 +225,9 @@ export function parsePolicy(raw: unknown, where: string): Policy {
 
 function checkOrder(t: Thresholds, at: string): void {
   if (!(t.fail_above > 0)) throw new InputError(`${at}: fail_above must be positive`);
+  // the floor is what a correct FP16 path costs: a ratio or excuse under 1 fails a correct device by definition
+  if (!(t.floor_ratio >= 1)) throw new InputError(`${at}: floor_ratio ${t.floor_ratio} must be at least 1 (error / floor of a correct FP16 path is about 1)`);
+  if (!(t.floor_excuse >= 1)) throw new InputError(`${at}: floor_excuse ${t.floor_excuse} must be at least 1`);
   if (t.warn_above > t.fail_above) throw new InputError(`${at}: warn_above ${t.warn_above} is above fail_above ${t.fail_above}`);
 }
 

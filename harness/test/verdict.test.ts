@@ -56,6 +56,10 @@ describe('policy as data', () => {
     expect(() => parsePolicy({ kinds: { attn: { modes: { both: {} } } } }, 'f')).toThrow(/kinds\.attn\.modes\.both/);
     expect(() => parsePolicy({ metric: 'l3' }, 'f')).toThrow(/metric "l3"/);
     expect(() => parsePolicy({ warn_above: 0.5 }, 'f')).toThrow(/warn_above 0.5 is above fail_above 0.1/);
+    // values no correct device can meet, which failed it with a misleading cause: refused by name
+    expect(() => parsePolicy({ floor_ratio: 0 }, 'f')).toThrow(/floor_ratio 0 must be at least 1/);
+    expect(() => parsePolicy({ kinds: { moe: { floor_excuse: 0.5 } } }, 'f')).toThrow(/kinds\.moe\.modes\.isolated: floor_excuse 0\.5 must be at least 1/);
+    expect(() => parsePolicy({ behaviour: { top1_min: 2 } }, 'f')).toThrow(/behaviour\.top1_min 2: a fraction of tokens, at most 1/);
     const file = path.join(tmp, 'bad.json');
     fs.writeFileSync(file, '{ not json');
     expect(() => loadPolicyFile(file)).toThrow(/not JSON/);
