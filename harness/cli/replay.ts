@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { compareActs, type StageMetrics } from '../compare/metrics.js';
-import { type Status, verdict, worst } from '../compare/policy.js';
+import { parsePolicy, type Policy, type Status, verdict, worst } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { checkOutputs, writeFileAtomic } from '../io/writer.js';
@@ -17,7 +17,8 @@ import { ACTIVATIONS, MODEL_DIR, REPRO_MANIFEST, REPRO_SCHEMA, type ReproManifes
 import { readActs, verifyDigest } from '../repro/files.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
-import { type Drill, drillDown, selectionFlips } from '../runner/run.js';
+import { FAULT_IDS } from '../faults/plan.js';
+import { type Drill, drillDown, MODES, selectionFlips } from '../runner/run.js';
 import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
 import { readRegularText } from '../io/regular.js';
 
@@ -58,7 +59,43 @@ export function readManifest(dir: string): ReproManifest {
   }
   if (m?.schema !== REPRO_SCHEMA) throw new InputError(`schema ${JSON.stringify(m?.schema)} is not ${REPRO_SCHEMA}`, { file });
   if (!Number.isInteger(m.layer) || !Array.isArray(m.tokens) || typeof m.files !== 'object') throw new InputError('manifest is missing layer, tokens or files', { file });
+  checkManifestFields(m, file);
   return m;
+}
+
+/**
+ * What replay acts on, checked before it runs: a hand-edited repro.json is bad input naming its field, never a
+ * crash or a replay of something else (an unknown fault replayed as none, a policy string read as thresholds).
+ */
+function checkManifestFields(m: ReproManifest, file: string): void {
+  const bad = (field: string, want: string, v: unknown) => {
+    throw new InputError(`${field} must be ${want}, got ${JSON.stringify(v)?.slice(0, 80)}`, { file });
+  };
+  if (m.layer < 0) bad('layer', 'a layer index ≥ 0', m.layer);
+  if (m.tokens.length === 0 || !m.tokens.every((t) => Number.isSafeInteger(t) && t >= 0)) bad('tokens', 'a non-empty list of token ids', m.tokens);
+  if (typeof m.stage !== 'string' || m.stage !== `layer.${m.layer}`) bad('stage', `"layer.${m.layer}" (the bundle's layer)`, m.stage);
+  if (!(MODES as readonly unknown[]).includes(m.mode)) bad('mode', `one of ${MODES.join(', ')}`, m.mode);
+  if (typeof m.free_selection !== 'boolean') bad('free_selection', 'true or false', m.free_selection);
+  const inj = m.injected as unknown;
+  if (inj !== null) {
+    const f = inj as { fault?: unknown; layer?: unknown } | undefined;
+    if (typeof f !== 'object' || !(FAULT_IDS as readonly unknown[]).includes(f?.fault) || !(f?.layer === null || (Number.isSafeInteger(f?.layer) && (f!.layer as number) >= 0))) {
+      bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, inj);
+    }
+  }
+  // the policy as the run resolved it: the same checks as a --policy file (its `source` is where it came from)
+  const pol = m.policy as unknown;
+  if (pol === null || typeof pol !== 'object' || Array.isArray(pol)) bad('policy', 'an object', pol);
+  const { source, ...rest } = pol as Policy;
+  if (typeof source !== 'string') bad('policy.source', 'a string', source);
+  m.policy = { ...parsePolicy(rest, `${file}: policy`), source };
+  const rec = m.recorded as unknown as Record<string, unknown> | null;
+  if (rec === null || typeof rec !== 'object' || typeof rec.status !== 'string') bad('recorded', 'an object with the recorded status and metrics', rec);
+  for (const [rel, digest] of Object.entries(m.files)) {
+    if (typeof digest !== 'string') bad(`files.${rel}`, 'a SHA-256 digest', digest);
+    // relative paths inside the bundle only
+    if (path.isAbsolute(rel) || rel.split(/[\\/]/).includes('..')) bad(`files key ${JSON.stringify(rel)}`, 'a path inside the bundle', rel);
+  }
 }
 
 export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: ReproManifest; device: string } {

@@ -82,6 +82,28 @@ describe('--repro and layerdiff replay', () => {
     expect(r.stderr).toMatch(/activations\.safetensors: bundle file activations\.safetensors does not match its SHA-256/);
   });
 
+  it('replay refuses a hand-edited repro.json naming the field (an unknown fault, a policy that is not one, no tokens, no recorded metrics)', () => {
+    for (const [name, edit, says] of [
+      ['fault', (m: Record<string, unknown>) => (m.injected = { fault: 'bogus', layer: 1 }), /injected must be null or \{ fault: one of/],
+      ['policy', (m: Record<string, unknown>) => (m.policy = 'x'), /policy must be an object/],
+      ['policy-value', (m: Record<string, unknown>) => ((m.policy as Record<string, unknown>).floor_ratio = 0), /floor_ratio 0 must be at least 1/],
+      ['tokens', (m: Record<string, unknown>) => (m.tokens = []), /tokens must be a non-empty list of token ids/],
+      ['recorded', (m: Record<string, unknown>) => (m.recorded = null), /recorded must be an object/],
+      ['mode', (m: Record<string, unknown>) => (m.mode = 'sideways'), /mode must be one of/],
+    ] as const) {
+      const copy = path.join(tmp, `edited-${name}`);
+      fs.cpSync(bundle, copy, { recursive: true });
+      const mf = path.join(copy, 'repro.json');
+      const m = JSON.parse(fs.readFileSync(mf, 'utf8')) as Record<string, unknown>;
+      edit(m);
+      fs.writeFileSync(mf, JSON.stringify(m));
+      const r = cli(['replay', copy]);
+      expect(r.code, `${name}: ${r.stderr}`).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(says);
+    }
+  });
+
   it('a passing run writes no bundle and says so; a non-empty target is refused before the run', () => {
     const target = path.join(tmp, 'never');
     const r = cli(['diff', '--repro', target]);
