@@ -76,7 +76,7 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     if (name === 'embed' && iso === null && hasIsoIn(B)) iso = dev;
     const cmp = (d: Act | null): StageMetrics | null => {
       if (d === null) return null;
-      if (d.data.length !== ref.data.length) throw new InputError(`${name}: RUN_B's output has shape [${d.shape.join(', ')}], RUN_A's [${ref.shape.join(', ')}]`, { file: B.dir });
+      if (d.shape.length !== ref.shape.length || d.shape.some((x, i) => x !== ref.shape[i])) throw new InputError(`${name}: RUN_B's output has shape [${d.shape.join(', ')}], RUN_A's [${ref.shape.join(', ')}]`, { file: B.dir });
       return compareActs(d, ref, flips(ra.selections, rb.selections));
     };
     const acc = cmp(dev);

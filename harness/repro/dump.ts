@@ -49,6 +49,22 @@ export interface SavedRun {
   stage(name: string): SavedStage;
 }
 
+/** A hand-edited run.json is bad input naming its field, never a crash further on. */
+function checkDumpManifest(m: DumpManifest, file: string): void {
+  const bad = (field: string, want: string, v: unknown): never => {
+    throw new InputError(`${field} must be ${want}, got ${JSON.stringify(v)?.slice(0, 80)}`, { file });
+  };
+  const obj = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!obj(m.input)) bad('input', 'an object', m.input);
+  if (!Array.isArray(m.input.tokens) || m.input.tokens.length === 0 || !m.input.tokens.every((t) => Number.isSafeInteger(t) && t >= 0)) bad('input.tokens', 'a non-empty list of token ids', m.input.tokens);
+  if (m.input.prompt !== undefined && typeof m.input.prompt !== 'string') bad('input.prompt', 'a string', m.input.prompt);
+  if (!obj(m.model)) bad('model', 'an object', m.model);
+  for (const k of ['path', 'architecture', 'fingerprint'] as const) if (typeof m.model[k] !== 'string') bad(`model.${k}`, 'a string', m.model[k]);
+  if (!Number.isSafeInteger(m.model.num_layers) || m.model.num_layers < 1) bad('model.num_layers', 'a positive integer', m.model.num_layers);
+  if (!obj(m.device) || typeof m.device.name !== 'string' || typeof m.device.description !== 'string') bad('device', 'an object with a name and a description', m.device);
+  if (!Array.isArray(m.stages) || !m.stages.every((n) => typeof n === 'string' && stageOrder([n]).length === 1)) bad('stages', 'a list of stage names', m.stages);
+}
+
 /** Forward order: embed, layer.0 …, final_norm, logits. */
 export function stageOrder(names: string[]): string[] {
   const rank = (n: string) => (n === 'embed' ? -1 : n === 'final_norm' ? 1e9 : n === 'logits' ? 1e9 + 1 : /^layer\.(\d+)$/.test(n) ? Number(n.slice(6)) : NaN);
@@ -113,6 +129,12 @@ export function openSavedRun(dir: string, what: string): SavedRun {
       throw new InputError('not valid JSON', { file: mf });
     }
     if (manifest?.schema !== DUMP_SCHEMA) throw new InputError(`schema ${JSON.stringify((manifest as { schema?: unknown } | null)?.schema)} is not ${DUMP_SCHEMA}`, { file: mf });
+    checkDumpManifest(manifest, mf);
+    // the stages the run wrote are all here: a folder missing some would compare the rest and pass
+    const missing = manifest.stages.filter((n) => !stages.includes(n));
+    if (missing.length > 0) throw new InputError(`${DUMP_MANIFEST} lists stage${missing.length > 1 ? 's' : ''} ${missing.join(', ')} but the folder has no ${missing[0]}.safetensors`, { file: dir });
+    const extra = stages.filter((n) => !manifest!.stages.includes(n));
+    if (extra.length > 0) throw new InputError(`${extra[0]}.safetensors is not a stage ${DUMP_MANIFEST} lists (another run's file?)`, { file: dir });
   }
   return {
     dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null,

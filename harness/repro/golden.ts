@@ -124,6 +124,31 @@ export function openGolden(dir: string): GoldenRun {
   return GoldenReader.open(dir, m);
 }
 
+/** A hand-edited golden.json is bad input naming its field, never a crash or a read outside the folder. */
+function checkGoldenFields(m: GoldenManifest, file: string): void {
+  const bad = (field: string, want: string, v: unknown): never => {
+    throw new InputError(`${field} must be ${want}, got ${JSON.stringify(v)?.slice(0, 80)}`, { file });
+  };
+  if (m.tokens.length === 0 || !m.tokens.every((t) => Number.isSafeInteger(t) && t >= 0)) bad('tokens', 'a non-empty list of token ids', m.tokens);
+  if (m.prompt !== undefined && typeof m.prompt !== 'string') bad('prompt', 'a string', m.prompt);
+  for (const k of ['path', 'architecture'] as const) if (typeof m.model[k] !== 'string') bad(`model.${k}`, 'a string', m.model[k]);
+  const l = m.layers as unknown;
+  if (l !== null && !(typeof l === 'object' && Number.isSafeInteger((l as { from?: unknown }).from) && Number.isSafeInteger((l as { to?: unknown }).to))) bad('layers', 'null or { from, to }', l);
+  const entry = (e: unknown, at: string) => {
+    const x = e as Partial<GoldenEntry> | null;
+    if (x === null || typeof x !== 'object') bad(at, 'an object', e);
+    if (typeof x!.name !== 'string') bad(`${at}.name`, 'a stage name', x!.name);
+    // a file of this folder, by its own name: never a path elsewhere, a folder or the folder itself
+    if (typeof x!.file !== 'string' || x!.file !== path.basename(x!.file) || x!.file === '.' || x!.file === '..' || !x!.file.endsWith('.safetensors')) bad(`${at}.file`, 'a .safetensors file name in this folder', x!.file);
+    if (!Array.isArray(x!.shape) || !x!.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) bad(`${at}.shape`, 'a list of sizes', x!.shape);
+    if (typeof x!.sha256 !== 'string') bad(`${at}.sha256`, 'a SHA-256 digest', x!.sha256);
+    // every stage output is [tokens, …]: one row per token of the run
+    if (x!.shape![0] !== m.tokens.length) bad(`${at}.shape`, `[${m.tokens.length}, …] (one row per token of tokens)`, x!.shape);
+  };
+  m.stages.forEach((e, i) => entry(e, `stages[${i}]`));
+  if (m.input !== null && m.input !== undefined) entry(m.input, 'input');
+}
+
 export class GoldenReader implements GoldenRun {
   private constructor(
     readonly dir: string,
@@ -136,6 +161,7 @@ export class GoldenReader implements GoldenRun {
     const m = parsed as GoldenManifest;
     if (m === null || typeof m !== 'object' || m.schema !== GOLDEN_SCHEMA) throw new InputError(`schema ${JSON.stringify((m as { schema?: unknown } | null)?.schema)} is not ${GOLDEN_SCHEMA}`, { file });
     if (!Array.isArray(m.stages) || !Array.isArray(m.tokens) || typeof m.model?.fingerprint !== 'string') throw new InputError('manifest is missing stages, tokens or model.fingerprint', { file });
+    checkGoldenFields(m, file);
     return new GoldenReader(dir, m);
   }
 

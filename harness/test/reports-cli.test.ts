@@ -20,6 +20,8 @@ import type { StageMetrics } from '../compare/metrics.js';
 import { cliAsync, limit } from './async-cli.js';
 import { cli, hashTree, LLAMA_TINY } from './cli.js';
 import { children, parseXml } from './xml.js';
+import { readActs, tensorNames } from '../repro/files.js';
+import { writeSafetensors } from '../io/safetensors.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-reports-cli-'));
 const out = (name: string) => path.join(tmp, name);
@@ -255,6 +257,42 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     const n = cli(['compare', a, empty]);
     expect(n.code).toBe(2);
     expect(n.stderr).toMatch(/RUN_B: neither a golden run \(golden\.json\) nor a --dump folder/);
+  });
+});
+
+describe('saved runs edited by hand are bad input naming the field', () => {
+  it('compare: a run.json field of the wrong type, a stage it lists that is missing, a device output of another shape; diff --golden: golden.json fields', () => {
+    const d = out('edit-base');
+    expect(cli(['diff', '--dump', d, '--layers', '0-1', '--save-golden', out('edit-golden'), '-q']).code).toBe(0);
+    const edited = (name: string, from: string, file: string, edit: (m: Record<string, unknown>) => void, after?: (dir: string) => void) => {
+      const x = out(`edit-${name}`);
+      fs.cpSync(from, x, { recursive: true });
+      const f = path.join(x, file);
+      const m = JSON.parse(fs.readFileSync(f, 'utf8')) as Record<string, unknown>;
+      edit(m);
+      fs.writeFileSync(f, JSON.stringify(m));
+      after?.(x);
+      return x;
+    };
+    for (const [args, says] of [
+      [['compare', d, edited('tokens', d, 'run.json', (m) => ((m.input as Record<string, unknown>).tokens = 'abc'))], /run\.json: input\.tokens must be a non-empty list of token ids, got "abc"/],
+      [['compare', d, edited('fingerprint', d, 'run.json', (m) => ((m.model as Record<string, unknown>).fingerprint = 5))], /run\.json: model\.fingerprint must be a string, got 5/],
+      [['compare', d, edited('missing', d, 'run.json', () => undefined, (x) => fs.rmSync(path.join(x, 'layer.1.safetensors')))], /run\.json lists stage layer\.1 but the folder has no layer\.1\.safetensors/],
+      [['compare', d, edited('shape', d, 'run.json', () => undefined, (x) => {
+        // layer.0's device output stored [hidden, tokens] where the reference is [tokens, hidden]: same bytes, another tensor
+        const f = path.join(x, 'layer.0.safetensors');
+        const acts = readActs(f, tensorNames(f));
+        writeSafetensors(f, [...acts].map(([name, a]) => ({ name, dtype: 'F32' as const, shape: name === 'device' ? [...a.shape].reverse() : a.shape, data: new Uint8Array(a.data.buffer, a.data.byteOffset, a.data.byteLength) })));
+      })], /layer\.0: RUN_B's output has shape \[192, 59\], RUN_A's \[59, 192\]/],
+      [['diff', '--layers', '0-1', '--golden', edited('g-sha', out('edit-golden'), 'golden.json', (m) => ((m.stages as Array<Record<string, unknown>>)[1].sha256 = 5))], /golden\.json: stages\[1\]\.sha256 must be a SHA-256 digest, got 5/],
+      [['diff', '--layers', '0-1', '--golden', edited('g-file', out('edit-golden'), 'golden.json', (m) => ((m.stages as Array<Record<string, unknown>>)[1].file = '.'))], /golden\.json: stages\[1\]\.file must be a \.safetensors file name in this folder, got "\."/],
+      [['diff', '--layers', '0-1', '--golden', edited('g-tokens', out('edit-golden'), 'golden.json', (m) => (m.tokens = []))], /golden\.json: tokens must be a non-empty list of token ids/],
+    ] as const) {
+      const r = cli([...args]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(says);
+    }
   });
 });
 
