@@ -304,10 +304,32 @@ function isMain(): boolean {
   return arg !== undefined && /layerdiff(\.js)?$|cli[\\/]main\.js$/.test(arg);
 }
 
+/**
+ * A write to stdout that failed (`--json -` into a full disk, /dev/full, a closed pipe) loses the output: the
+ * error comes as an event after the write returned, and process.exit would drop it and exit 0. So the exit
+ * waits for stdout to take everything written (an empty write's callback comes after the earlier writes),
+ * and a failure is one line and exit 2.
+ */
+let stdoutError: NodeJS.ErrnoException | null = null;
+function exitAfterStdout(code: number): void {
+  process.stdout.write('', (e) => {
+    if (e !== null && e !== undefined) stdoutError ??= e;
+    setImmediate(() => {
+      if (stdoutError !== null) fail(`stdout: cannot write (${stdoutError.code ?? stdoutError.message}); the output written there is lost`, ExitCode.badInput);
+      process.exit(code);
+    });
+  });
+}
+
 if (isMain()) {
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    stdoutError ??= e;
+  });
   const argv = hideBin(process.argv);
-  (superviseRun(argv) ?? main(argv)).then(
-    (code) => process.exit(code),
+  const supervised = superviseRun(argv);
+  // the supervisor writes nothing to stdout: its child, which shares it, checks its own writes
+  (supervised ?? main(argv)).then(
+    (code) => (supervised !== null ? process.exit(code) : exitAfterStdout(code)),
     (e: unknown) => {
       if (e instanceof InputError) fail(e.message, ExitCode.badInput);
       if (e instanceof LockedError) fail(e.message, ExitCode.locked);

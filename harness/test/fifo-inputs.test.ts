@@ -7,13 +7,14 @@
  * max_position_embeddings that is not a length is refused, not read as none; a fixture's folder that is a file is
  * one line; a cache folder no folder can be made in (under /proc) is a note, not a hang.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { cli, LLAMA_TINY } from './cli.js';
+import { packageRoot } from '../version.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-fifo-'));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -134,6 +135,21 @@ describe('other hostile inputs', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/a-file.*exists and is not a folder/);
     expect(fs.readFileSync(file, 'utf8')).toBe('keep');
+  });
+
+  it.runIf(process.platform === 'linux' && fs.existsSync('/dev/full'))('stdout that cannot be written (/dev/full) is one line and exit 2, not a lost report and exit 0', () => {
+    const main = path.join(packageRoot(), 'dist', 'harness', 'cli', 'main.js');
+    for (const args of [['diff', '--json', '-', '-q'], ['inspect', LLAMA_TINY()]]) {
+      const full = fs.openSync('/dev/full', 'w');
+      try {
+        const r = spawnSync(process.execPath, [main, ...args], { stdio: ['ignore', full, 'pipe'], encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+        expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+        expect(r.stderr).toMatch(/^layerdiff: error: stdout: cannot write \(ENOSPC\)/m);
+        expect(r.stderr.split('\n').filter((l) => l.startsWith('layerdiff: error:'))).toHaveLength(1);
+      } finally {
+        fs.closeSync(full);
+      }
+    }
   });
 
   it.runIf(process.platform === 'linux')('a fixture under /proc (no folder can be made there) is one line and exit 2, not a hang', () => {
