@@ -22,3 +22,26 @@ export function rejectRepeatedOptions(argv: readonly string[], repeatable: Reado
   }
 }
 
+
+/** The options that take no value (yargs booleans), in every command. */
+const FLAGS = new Set(['check', 'drill', 'fail-fast', 'free-selection', 'recheck-weights', 'require-signature', 'weights', 'quiet', 'verbose', 'help', 'version']);
+
+/**
+ * An option given an empty value (`--temperature=`, `--seed ''`, `--fp16-cache ''`) is a usage error: yargs reads
+ * an empty number as 0 and an empty path as "no path", so `--warn-above=` warned on every stage and
+ * `--temperature=` sampled greedily. A prompt may be empty; a flag takes no value. `-q` with `-v` asks for two
+ * opposite outputs.
+ */
+export function rejectEmptyValues(argv: readonly string[]): void {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') break;
+    const m = /^--([A-Za-z][\w-]*)(=?)(.*)$/.exec(a);
+    if (m === null) continue;
+    const [, name, eq, value] = m;
+    if (name === 'prompt' || FLAGS.has(name) || name.startsWith('no-')) continue;
+    if ((eq === '=' && value === '') || (eq === '' && argv[i + 1] === '')) throw new InputError(`--${name} is given an empty value; give one, or leave the option out`);
+  }
+  const has = (long: string, short: string) => argv.some((a) => a === `--${long}` || a === short || (/^-[a-z]+$/.test(a) && a.includes(short[1])));
+  if (has('quiet', '-q') && has('verbose', '-v')) throw new InputError('--quiet and --verbose ask for opposite outputs; give one');
+}

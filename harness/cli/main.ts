@@ -20,7 +20,7 @@ import { runGate } from './gate.js';
 import { runGateMerge } from './gate-merge.js';
 import { runGenerate } from './generate.js';
 import { superviseRun } from './supervise.js';
-import { rejectRepeatedOptions } from './argv.js';
+import { rejectEmptyValues, rejectRepeatedOptions } from './argv.js';
 import { runCompare } from './compare.js';
 import { faultLines, fixtureKinds, fixtureLines } from './catalog.js';
 import { suggestOption } from './suggest.js';
@@ -63,6 +63,7 @@ export function joinStdoutTargets(argv: string[]): string[] {
 export async function main(rawArgv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
   rejectRepeatedOptions(rawArgv);
+  rejectEmptyValues(rawArgv);
   simdLevel(); // a bad LAYERDIFF_SIMD is one line and exit 2 before any work, not a level silently ignored
   const argv = joinStdoutTargets(rawArgv);
   await yargs(argv)

@@ -20,7 +20,8 @@ import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
 import { packageRoot } from '../version.js';
 import { cliAsync, limit } from './async-cli.js';
-import { type CliResult, hashTree, LLAMA_TINY } from './cli.js';
+import { rejectEmptyValues } from '../cli/argv.js';
+import { cli, type CliResult, hashTree, LLAMA_TINY } from './cli.js';
 import { Blake3 } from '../io/blake3.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
@@ -238,6 +239,22 @@ describe('input faults are exit 2, one line', () => {
     badInput(fs1, /is not a regular file|is a FIFO/);
     expect(Date.now() - t0).toBeLessThan(60_000); // nothing blocked on a FIFO
   }, 90_000);
+
+  it('an option given an empty value, and -q with -v, are usage errors (yargs read an empty number as 0, an empty path as none)', () => {
+    for (const [argv, says] of [
+      [['diff', '--warn-above='], /--warn-above is given an empty value/],
+      [['generate', model, '--path', 'reference', '--tokens', '1,2', '--temperature='], /--temperature is given an empty value/],
+      [['generate', model, '--tokens', '1,2', '--fp16-cache', ''], /--fp16-cache is given an empty value/],
+      [['diff', '-q', '-v'], /--quiet and --verbose ask for opposite outputs/],
+      [['diff', '-qv'], /--quiet and --verbose ask for opposite outputs/],
+    ] as const) {
+      expect(() => rejectEmptyValues(argv), argv.join(' ')).toThrow(says);
+    }
+    // an empty prompt is a prompt; flags take no value; values that merely look like flags are values
+    expect(() => rejectEmptyValues(['generate', model, '--prompt', '', '--quiet'])).not.toThrow();
+    expect(() => rejectEmptyValues(['diff', '--fail-above', '-1', '--no-drill', '-q'])).not.toThrow();
+    badInput(cli(['diff', '--warn-above=']), /^layerdiff: error: --warn-above is given an empty value/);
+  });
 
   it('num_hidden_layers 1e9 is refused at once, and tokens past max_position_embeddings are refused', async () => {
     const huge = variant('huge-layers', (d) => editConfig(d, (c) => (c.num_hidden_layers = 1e9)));
