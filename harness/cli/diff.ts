@@ -19,12 +19,11 @@ import { architectureOf, openModel } from '../runner/model.js';
 import { buildReport, type Report } from '../runner/report.js';
 import { type Mode, MODES, runDiff, type RunResult, stageNames } from '../runner/run.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from '../weights/check.js';
+import { assertInjectApplies } from '../weights/inject_applies.js';
+export { assertInjectApplies };
 import { numericsKey, recordCheck, reusedCheck, weightsCacheInside, type WeightsCheckKey } from '../weights/reuse.js';
 import { backendBuild } from '../runner/build.js';
 import { openCheckpointContentDigest } from '../gate/fingerprint.js';
-import { faultApplies, FORMATS, FUSED_FORMATS } from '../formats/registry.js';
-import { scaleCodeOf } from '../formats/linear.js';
-import type { DType } from '../formats/dtypes.js';
 import { type FaultPlan, parseInject } from '../faults/plan.js';
 import { renderTable, renderVerdict } from '../../reports/table.js';
 import { stdoutTaken, writeReports } from '../../reports/writers.js';
@@ -301,17 +300,4 @@ function weightsReuseKey(ck: Checkpoint, backend: DeviceBackend, layers: { from:
   return { fingerprint: fp.value, numerics: numericsKey(backendBuild(backend), backend.identity.simd), layers: layers === null ? null : [layers.from, layers.to], num_layers: numLayers };
 }
 
-/**
- * A weight fault that touches no quantized tensor of the run (an NVFP4-only fault on an MXFP4 checkpoint, a
- * fault at a layer without that format) would be a silent no-op, and the run would pass as if the tool had
- * missed a bug: bad input instead, naming the formats the checkpoint has.
- */
-export function assertInjectApplies(text: string | undefined, faults: FaultPlan | null, weights: WeightsReport | null): void {
-  if (faults === null || weights === null) return;
-  if (![...FORMATS, ...FUSED_FORMATS].some((f) => f.faults.includes(faults.fault))) return; // an activation fault
-  const inScope = weights.tensors.filter((t) => faults.layer === null || t.layer === faults.layer);
-  if (inScope.some((t) => faultApplies(faults.fault, t.format, scaleCodeOf({ format: t.format, scale: { dtype: t.scale.dtype as DType } })))) return;
-  const formats = [...new Set(inScope.map((t) => t.encoding))];
-  throw new InputError(`--inject ${text}: touches no quantized tensor${faults.layer !== null ? ` of layer ${faults.layer}` : ''} of this checkpoint (${formats.length > 0 ? `its formats there: ${formats.join(', ')}` : 'none is quantized there'}), so it would simulate nothing`);
-}
 

@@ -96,7 +96,8 @@ function whyPlain(qc: QuantConfig, module: string): string {
   return `'s config_groups do not target ${module}`;
 }
 
-export function runInspect(dir: string): ExitCode {
+/** `before`: checks of the options that depend on the model (--layers, --inject), run before anything is printed */
+export function runInspect(dir: string, before?: (numLayers: number) => void): ExitCode {
   const ck = Checkpoint.open(dir);
   try {
     const arch = architectureOf(ck);
@@ -104,6 +105,7 @@ export function runInspect(dir: string): ExitCode {
     const t = new Table({ head: ['tensor', 'count', 'dtype', 'shape', 'format'], style: { head: [], border: [] } });
     for (const g of tensorGroups(ck)) t.push([g.pattern, g.count, g.dtype, g.shape, g.format]);
     const model = openModel(ck, selectBackend('auto'), null);
+    before?.(model.numLayers);
     model.conformance();
     const contra = contradictions(ck, qc);
     const lines = [

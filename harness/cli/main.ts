@@ -10,7 +10,8 @@ import { hideBin } from 'yargs/helpers';
 import { ExitCode, InputError, LockedError } from '../errors.js';
 import { simdLevel } from '../io/addon.js';
 import { packageRoot, toolVersion } from '../version.js';
-import { runDiffCommand } from './diff.js';
+import { parseLayers, runDiffCommand } from './diff.js';
+import { parseInject } from '../faults/plan.js';
 import { runInspect } from './inspect.js';
 import { runReplayCommand } from './replay.js';
 import { runWeightsCheckCommand } from '../weights/command.js';
@@ -183,7 +184,11 @@ export async function main(rawArgv: string[]): Promise<number> {
           .options(deviceOption)
           .option('json', { type: 'string', describe: 'with --check: write the weights check as JSON' }),
       (a) => {
-        code = runInspect(a.model);
+        // the check's options without the check would be accepted and do nothing
+        if (!a.check) for (const o of ['inject', 'json'] as const) if (a[o] !== undefined) throw new InputError(`--${o} goes with --check (the weights check); without it inspect reads no weights`);
+        if (!a.check && a.layers !== 'all') throw new InputError('--layers goes with --check (the weights check); without it inspect reads no weights');
+        const before = a.check ? (n: number) => void (parseLayers(a.layers, n), a.inject !== undefined && parseInject(a.inject, n)) : undefined;
+        code = runInspect(a.model, before);
         if (a.check && code === ExitCode.pass) code = runWeightsCheckCommand({ model: a.model, device: a.device, inject: a.inject, layers: a.layers, json: a.json });
       },
     )

@@ -233,6 +233,23 @@ describe('layerdiff inspect --check', () => {
     expect(j.weights.mismatched).toBe(9);
     expect(j.diagnosis[0].cause).toBe('e3m0-table');
   });
+  it("inspect: the check's options without --check, a bad --layers and a fault the checkpoint cannot carry are one line, exit 2, before anything is printed", () => {
+    const gptOss = path.join(packageRoot(), 'fixtures', 'gpt-oss-tiny');
+    for (const [args, says] of [
+      [['inspect', LLAMA_TINY(), '--json', path.join(tmp, 'never.json')], /--json goes with --check/],
+      [['inspect', LLAMA_TINY(), '--inject', 'nibble-swap'], /--inject goes with --check/],
+      [['inspect', LLAMA_TINY(), '--layers', '1'], /--layers goes with --check/],
+      [['inspect', LLAMA_TINY(), '--check', '--layers', '9'], /--layers 9: the model has layers 0-3/],
+      [['inspect', gptOss, '--check', '--inject', 'scale-block-size'], /--inject scale-block-size: touches no quantized tensor of this checkpoint/],
+    ] as const) {
+      const r = cli([...args]);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(says);
+      if (!args.includes('scale-block-size')) expect(r.stdout, args.join(' ')).toBe('');
+    }
+    expect(fs.existsSync(path.join(tmp, 'never.json'))).toBe(false);
+  });
   it('exits 2 naming the scale that holds a NaN code', () => {
     const dir = path.join(tmp, 'nan');
     const defect = nanWeight(LLAMA_TINY(), dir, 'model.layers.2.mlp.gate_proj.weight');

@@ -14,6 +14,7 @@ import { parseLayers } from '../cli/diff.js';
 import { openModel } from '../runner/model.js';
 import { parseInject } from '../faults/plan.js';
 import { describeWeights, faultText, sci } from '../../reports/format.js';
+import { assertInjectApplies } from './inject_applies.js';
 import { assertNoNanCodes, checkWeights, type WeightsReport } from './check.js';
 
 export interface CheckArgs {
@@ -47,6 +48,8 @@ export function runWeightsCheckCommand(a: CheckArgs): ExitCode {
     checkOutputs(ck.dir, [{ option: '--json', path: a.json, kind: 'file' }]);
     model.conformance();
     const w = checkWeights(ck, backend.native, { layers, faults, numLayers: model.numLayers, fused: model.fusedLinears });
+    // a weight fault no tensor of this checkpoint carries would simulate nothing and pass (diff refuses it too)
+    assertInjectApplies(a.inject, faults, w);
     const lines = [`weights check (device ${backend.identity.name}${faults ? `, ${faultText(faults)}` : ''}): ${describeWeights(w)}`];
     if (w.tensors.length > 0) lines.push(renderWeights(w, true));
     for (const d of diagnoseWeights(w, null)) lines.push(`likely cause at ${d.stage}: ${d.cause} — ${d.evidence}`);
