@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { ExitCode, InputError, LockedError } from '../errors.js';
+import { filesystemWriteError } from '../io/writer.js';
 import { simdLevel } from '../io/addon.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { parseLayers, runDiffCommand } from './diff.js';
@@ -338,6 +339,8 @@ if (isMain()) {
     (code) => (supervised !== null ? process.exit(code) : exitAfterStdout(code)),
     (e: unknown) => {
       if (e instanceof InputError) fail(e.message, ExitCode.badInput);
+      const full = filesystemWriteError(e);
+      if (full !== null) fail(full.message, ExitCode.badInput);
       if (e instanceof LockedError) fail(e.message, ExitCode.locked);
       if (process.env.LAYERDIFF_DEBUG === '1') console.error(e);
       fail(`internal error: ${e instanceof Error ? e.message : String(e)} (rerun with LAYERDIFF_DEBUG=1 for a stack trace, and please report it)`, ExitCode.internal);

@@ -47,6 +47,18 @@ const ERRNO_TEXT: Record<string, string> = {
   EIO: 'the device reported an input/output error',
 };
 
+/**
+ * A write that the filesystem refused (full, over quota, read-only, failing) wherever it happened, as one line
+ * naming the file (exit 2), not an internal error to report: the last resort for writers that do not wrap their
+ * own errors (cli/main.ts). null when `e` is not such a failure.
+ */
+export function filesystemWriteError(e: unknown): InputError | null {
+  const x = e as NodeJS.ErrnoException | null;
+  const code = x?.code;
+  if (code === undefined || !['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EFBIG'].includes(code)) return null;
+  return new InputError(`cannot write: ${ERRNO_TEXT[code] ?? 'the file is too large for the filesystem'} (${code})`, { file: x?.path ?? (x as { dest?: string } | null)?.dest ?? 'an output' });
+}
+
 /** An errno from writing an output, as one line naming the file (exit 2); anything else stays a bug. */
 export function outputError(e: unknown, file: string, what = 'cannot write'): Error {
   const code = (e as NodeJS.ErrnoException)?.code;

@@ -21,6 +21,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { outputError } from '../io/writer.js';
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
 import { encodeSafetensors, SafetensorsFile } from '../io/safetensors.js';
@@ -64,8 +65,17 @@ export class GoldenWriter implements GoldenSink {
 
   private write(name: string, file: string, tensors: ReturnType<typeof f32Tensor>[], meta: Record<string, string>): GoldenEntry {
     const bytes = encodeSafetensors(tensors, { format: 'pt', ...meta });
-    fs.writeFileSync(this.out.file(file), bytes);
+    this.put(file, bytes);
     return { name, file, shape: tensors[0].shape, sha256: sha256(bytes) };
+  }
+
+  /** A full or read-only filesystem names the golden folder (exit 2), not an internal error. */
+  private put(file: string, data: string | Uint8Array): void {
+    try {
+      fs.writeFileSync(this.out.file(file), data);
+    } catch (e) {
+      throw outputError(e, this.out.target, '--save-golden: cannot write');
+    }
   }
 
   input(x: Act): void {
@@ -90,7 +100,7 @@ export class GoldenWriter implements GoldenSink {
       input: this.inputEntry,
       stages: this.entries,
     };
-    fs.writeFileSync(this.out.file(GOLDEN_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
+    this.put(GOLDEN_MANIFEST, JSON.stringify(manifest, null, 2) + '\n');
     this.out.commit();
   }
 

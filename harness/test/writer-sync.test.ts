@@ -10,7 +10,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { InputError } from '../errors.js';
-import { syncEntries, syncFolder } from '../io/writer.js';
+import { filesystemWriteError, syncEntries, syncFolder } from '../io/writer.js';
 import { packageRoot } from '../version.js';
 
 describe('syncFolder', () => {
@@ -47,5 +47,16 @@ describe('syncFolder', () => {
     expect(() => syncEntries(gone)).toThrow(InputError);
     expect(() => syncEntries(gone)).toThrow(/cannot flush to the disk/);
     expect(() => syncFolder(gone)).toThrow(InputError);
+  });
+});
+
+describe('filesystemWriteError', () => {
+  it('a full, over-quota, read-only or failing filesystem is a one-line InputError naming the file; other errors stay bugs', () => {
+    const errno = (code: string, extra: Record<string, string> = {}) => Object.assign(new Error(`${code}: x`), { code, ...extra });
+    expect(filesystemWriteError(errno('ENOSPC', { path: '/out/r.json' }))?.message).toBe('/out/r.json: cannot write: no space left on the device (ENOSPC)');
+    expect(filesystemWriteError(errno('EROFS', { path: '/ro/x' }))?.message).toMatch(/^\/ro\/x: cannot write: the filesystem is read-only/);
+    expect(filesystemWriteError(errno('EDQUOT', { dest: '/q/y' }))?.message).toMatch(/^\/q\/y: cannot write: disk quota exceeded/);
+    expect(filesystemWriteError(errno('ENOSPC'))).toBeInstanceOf(InputError);
+    for (const other of [errno('ENOENT', { path: '/x' }), errno('EBADF'), new TypeError('x is not a function'), null]) expect(filesystemWriteError(other)).toBeNull();
   });
 });
