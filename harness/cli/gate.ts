@@ -164,9 +164,15 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     // Built-in prompts stay within the model's context; a user's prompts are taken as given.
     const maxPos = typeof ck.config.max_position_embeddings === 'number' ? ck.config.max_position_embeddings : undefined;
     const inputs: ResolvedInput[] = [];
-    for (const p of prompts) {
+    for (const [i, p] of prompts.entries()) {
       const spec = p.tokens !== undefined ? { tokens: p.tokens.join(',') } : { prompt: p.prompt };
-      inputs.push(await resolveInput(ck.dir, model.vocab, a.prompts === undefined && maxPos !== undefined ? { ...spec, maxTokens: maxPos } : spec, (n) => ck.readMeta(n)));
+      try {
+        inputs.push(await resolveInput(ck.dir, model.vocab, a.prompts === undefined && maxPos !== undefined ? { ...spec, maxTokens: maxPos } : spec, (n) => ck.readMeta(n)));
+      } catch (e) {
+        // named by the prompt it came from, not by the --tokens option the ids went through
+        if (!(e instanceof InputError) || a.prompts === undefined) throw e;
+        throw new InputError(`prompt ${i + 1} (${p.name}): ${e.message.replace(/^--tokens [^:]*: /, '')}`, { file: a.prompts });
+      }
     }
     // The whole set is resolved on every shard: the assignment and the set's digest depend on all of it.
     const set = promptSetEntries(prompts.map((p, i) => ({ name: p.name, tokens: inputs[i].tokens })));

@@ -67,6 +67,7 @@ export function outputError(e: unknown, file: string, what = 'cannot write'): Er
 }
 
 function kindOf(st: fs.Stats): string {
+  if (st.isFile()) return 'a regular file';
   if (st.isSymbolicLink()) return 'a symbolic link';
   if (st.isDirectory()) return 'a directory';
   if (st.isFIFO()) return 'a FIFO';

@@ -152,6 +152,19 @@ describe('other hostile inputs', () => {
     }
   });
 
+  it('errors name what the user gave: a prompts file line, not --tokens; a regular file as a regular file', () => {
+    const prompts = path.join(tmp, 'ids.jsonl');
+    fs.writeFileSync(prompts, JSON.stringify({ name: 'big', tokens: [1, 99999999] }) + '\n');
+    const g = cli(['gate', LLAMA_TINY(), '--prompts', prompts, '--record', path.join(tmp, 'never.json')], env, 60_000);
+    expect(g.code, g.stderr).toBe(2);
+    expect(g.stderr).toMatch(/^layerdiff: error: .*ids\.jsonl: prompt 1 \(big\): "99999999" is not a token id in \[0, 384\)/);
+    const file = path.join(tmp, 'a-regular-file');
+    fs.writeFileSync(file, '{}');
+    const c = cli(['convert', LLAMA_TINY(), '--fp16-cache', file], env, 60_000);
+    expect(c.code, c.stderr).toBe(2);
+    expect(c.stderr).toMatch(/--fp16-cache: exists and is a regular file, not a folder/);
+  });
+
   it.runIf(process.platform === 'linux')('a fixture under /proc (no folder can be made there) is one line and exit 2, not a hang', () => {
     const r = cli(['fixture', 'llama-tiny', '/proc/layerdiff-nope/fx'], env, 60_000);
     expect(r.code, r.stderr).toBe(2);
