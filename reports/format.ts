@@ -74,6 +74,7 @@ export function stageFailure(r: Report, name: string, short = false): string {
     const mode = isoFails || s.accumulated === null ? 'isolated' : 'accumulated';
     const m = s[mode]!;
     const nf = m.nan.device + m.inf.device > m.nan.reference + m.inf.reference;
+    if (!nf && m.nan.reference + m.inf.reference > 0) return `the FP32 reference itself is non-finite (${m.nan.reference} NaN, ${m.inf.reference} Inf)`;
     return nf
       ? `${mode} ${[m.nan.device > 0 ? `${m.nan.device} NaN` : '', m.inf.device > 0 ? `${m.inf.device} Inf` : ''].filter((x) => x !== '').join(' and ')} on the device (reference ${m.nan.reference + m.inf.reference})`
       : `${mode} ${p.metric} ${sci(m[p.metric])} > ${p.fail_above}`;

@@ -150,6 +150,17 @@ function diagnoseActivations(s: StageResult, policy: Policy, weightsClean: strin
   const sub = drill !== undefined ? { substage: drill } : {};
   const inDrill = drill !== undefined ? `; first failing sub-stage: ${drill}` : '';
   const nonFinite = [s.isolated, s.accumulated].find((m): m is StageMetrics => m !== null && newNonFinite(m));
+  const refBad = [s.isolated, s.accumulated].find((m): m is StageMetrics => m !== null && m.nan.reference + m.inf.reference > 0);
+  if (nonFinite === undefined && refBad !== undefined) {
+    return {
+      stage: s.name,
+      cause: 'unknown',
+      source: 'activations',
+      ...sub,
+      evidence: `the FP32 reference itself is non-finite here (${refBad.nan.reference} NaN, ${refBad.inf.reference} Inf): the model its config and weights describe overflows FP32, so this stage validates nothing${weightsClean}`,
+      hint: "check the config's constants (rope_theta, eps, scaling factors) and the weights' magnitudes",
+    };
+  }
   if (nonFinite !== undefined) {
     const m = nonFinite;
     const mode = m === s.isolated ? 'isolated' : 'accumulated';
