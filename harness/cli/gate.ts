@@ -128,7 +128,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     [
       { option: '--record', path: a.record, kind: 'file' }, { option: '--json', path: a.json, kind: 'file' }, { option: '--junit', path: a.junit, kind: 'file' },
       { option: '--summary', path: a.summary, kind: 'file' }, { option: '--html', path: a.html, kind: 'file' },
-      { option: '--reports', path: a.reports, kind: 'dir' }, { option: '--out', path: a.out, kind: 'dir' }, { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
+      { option: '--reports', path: a.reports, kind: 'shared' }, { option: '--out', path: a.out, kind: 'dir' }, { option: '--save-golden', path: a.saveGolden, kind: 'dir' },
     ],
     [
       { option: '--prompts', path: a.prompts, kind: 'file' }, { option: '--policy', path: a.policy, kind: 'file' },

@@ -312,7 +312,7 @@ function isMain(): boolean {
 }
 
 /**
- * A write to stdout that failed (`--json -` into a full disk, /dev/full, a closed pipe) loses the output: the
+ * A write to stdout that failed (`--json -` into a full disk, /dev/full) loses the output: the
  * error comes as an event after the write returned, and process.exit would drop it and exit 0. So the exit
  * waits for stdout to take everything written (an empty write's callback comes after the earlier writes),
  * and a failure is one line and exit 2.
@@ -322,7 +322,8 @@ function exitAfterStdout(code: number): void {
   process.stdout.write('', (e) => {
     if (e !== null && e !== undefined) stdoutError ??= e;
     setImmediate(() => {
-      if (stdoutError !== null) fail(`stdout: cannot write (${stdoutError.code ?? stdoutError.message}); the output written there is lost`, ExitCode.badInput);
+      // a reader that closed the pipe (`| head`) took what it wanted: that is no failure of the run
+      if (stdoutError !== null && stdoutError.code !== 'EPIPE') fail(`stdout: cannot write (${stdoutError.code ?? stdoutError.message}); the output written there is lost`, ExitCode.badInput);
       process.exit(code);
     });
   });

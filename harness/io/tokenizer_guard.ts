@@ -49,7 +49,8 @@ type Reply = { ids: Array<number | undefined> } | { text: string } | { error: st
 export class GuardedTokenizer {
   private worker: Worker | null = null;
   private port: MessagePort | null = null;
-  private readonly flag = new Int32Array(new SharedArrayBuffer(4));
+  /** per worker: a stopped worker's late store can never wake the next one's wait */
+  private flag = new Int32Array(new SharedArrayBuffer(4));
 
   /** `json`, `config`: what the library's Tokenizer is built from; `file`: what a message names */
   constructor(
@@ -77,8 +78,10 @@ export class GuardedTokenizer {
     this.port!.postMessage(req);
     if (Atomics.wait(this.flag, 0, 0, this.deadlineMs) === 'timed-out') {
       void this.worker!.terminate();
+      this.port!.close();
       this.worker = null;
-      throw new InputError(`${what} took longer than ${this.deadlineMs / 1000} s and was stopped: a regular expression of the tokenizer (pre_tokenizer, normalizer or decoder) backtracks without bound on this text`, { file: this.file });
+      this.port = null;
+      throw new InputError(`${what} took longer than ${this.deadlineMs / 1000} s and was stopped: a regular expression of the tokenizer (pre_tokenizer, normalizer or decoder) backtracks without bound on this text, or the tokenizer could not run`, { file: this.file });
     }
     const m = receiveMessageOnPort(this.port!);
     if (m === undefined) throw new Error('tokenizer worker: signalled without a reply');
@@ -88,6 +91,7 @@ export class GuardedTokenizer {
   }
 
   private start(): void {
+    this.flag = new Int32Array(new SharedArrayBuffer(4));
     const { port1, port2 } = new MessageChannel();
     const lib = createRequire(import.meta.url).resolve('@huggingface/tokenizers');
     this.worker = new Worker(WORKER, { eval: true, workerData: { port: port2, flag: this.flag.buffer, lib, json: this.json, config: this.config }, transferList: [port2] });

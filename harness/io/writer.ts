@@ -55,7 +55,7 @@ const ERRNO_TEXT: Record<string, string> = {
 export function filesystemWriteError(e: unknown): InputError | null {
   const x = e as NodeJS.ErrnoException | null;
   const code = x?.code;
-  if (code === undefined || !['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EFBIG'].includes(code)) return null;
+  if (code === undefined || !['ENOSPC', 'EDQUOT', 'EROFS', 'EFBIG'].includes(code)) return null; // EIO: a read fails so too
   return new InputError(`cannot write: ${ERRNO_TEXT[code] ?? 'the file is too large for the filesystem'} (${code})`, { file: x?.path ?? (x as { dest?: string } | null)?.dest ?? 'an output' });
 }
 
@@ -342,7 +342,8 @@ export function makeDirs(dir: string): void {
 
 export function isInside(target: string, dir: string): boolean {
   const rel = path.relative(dir, target);
-  return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+  // `..r.json` is a name inside dir; only `..` itself or `../…` leave it
+  return rel === '' || (rel !== '..' && !rel.startsWith('..' + path.sep) && !path.isAbsolute(rel));
 }
 
 /** No command ever writes inside the model directory, also not through a symlinked alias of it or of the target. */
@@ -357,7 +358,8 @@ export function assertOutsideModel(target: string, modelDir: string): void {
 export interface NamedPath {
   option: string;
   path: string | undefined;
-  kind: 'file' | 'dir';
+  /** 'shared': a folder the command only adds its own named files to (gate --reports), where other paths may live */
+  kind: 'file' | 'dir' | 'shared';
 }
 
 /**
@@ -389,7 +391,7 @@ export function assertDistinctPaths(outputs: readonly NamedPath[], inputs: reado
 }
 
 /** Every output of a command, checked before it runs: outside the model, the right kind, writable. */
-export function checkOutputs(modelDir: string | null, outputs: ReadonlyArray<{ option: string; path: string | undefined; kind: 'file' | 'dir' }>): void {
+export function checkOutputs(modelDir: string | null, outputs: readonly NamedPath[]): void {
   for (const o of outputs) {
     if (o.path === undefined) continue;
     if (modelDir !== null) assertOutsideModel(o.path, modelDir);

@@ -101,8 +101,10 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
   const rp = c.obj('rope_parameters');
   const legacyGiven = Object.hasOwn(ck.config, 'rope_scaling');
   if (rp !== undefined && legacyGiven) {
+    // compared field by field (key order is not meaning)
+    const sorted = (o: object) => JSON.stringify(Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
     const scaling = Object.fromEntries(Object.entries(rp.raw).filter(([k]) => k !== 'rope_theta'));
-    if (JSON.stringify(scaling) !== JSON.stringify(ck.config.rope_scaling ?? {})) bad(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_scaling ${JSON.stringify(ck.config.rope_scaling)}`);
+    if (sorted(scaling) !== sorted((ck.config.rope_scaling as object | null) ?? {})) bad(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_scaling ${JSON.stringify(ck.config.rope_scaling)}`);
   }
   if (rp !== undefined && rp.raw.rope_theta !== undefined && ck.config.rope_theta !== undefined && rp.raw.rope_theta !== ck.config.rope_theta) {
     bad(`rope_parameters.rope_theta ${JSON.stringify(rp.raw.rope_theta)} disagrees with rope_theta ${JSON.stringify(ck.config.rope_theta)}`);

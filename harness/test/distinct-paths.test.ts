@@ -28,12 +28,17 @@ describe('outputs are neither inputs nor each other', () => {
       [[[d('--dump', at('d')), f('--json', at('d/r.json'))]], /--json .* is inside --dump's folder/],
       [[[f('--json', at('real/p.json'))], [f('--policy', at('alias/p.json'))]], /--json names --policy's input/],
       [[[f('--record', at('s1/partial.json'))], [d('--merge', at('s1'))]], /--record .* is inside --merge's folder/],
-      [[[d('--reports', at('real'))], [f('--prompts', at('alias/p.jsonl'))]], /--prompts .* is inside --reports's folder/],
+      [[[d('--dump', at('real'))], [f('--policy', at('alias/p.json'))]], /--policy .* is inside --dump's folder/],
+      [[[f('--json', at('d/..r.json')), d('--dump', at('d'))]], /--json .* is inside --dump's folder/],
     ];
     for (const [args, says] of refused) {
       expect(() => assertDistinctPaths(...args)).toThrow(InputError);
       expect(() => assertDistinctPaths(...args)).toThrow(says);
     }
+    // a folder the command only adds its named files to (gate --reports) may hold the run's other files: a CI layout
+    const sh = (option: string, p: string) => ({ option, path: p, kind: 'shared' as const });
+    expect(() => assertDistinctPaths([sh('--reports', at('ci')), f('--record', at('ci/record.json')), f('--summary', at('ci/summary.md'))], [f('--prompts', at('ci/prompts.jsonl')), f('--policy', at('ci/policy.json'))])).not.toThrow();
+    expect(() => assertDistinctPaths([sh('--reports', at('ci')), f('--record', at('ci'))])).toThrow(/--reports and --record name the same path/);
     // distinct places, and stdout, are fine
     expect(() => assertDistinctPaths([f('--json', '-'), f('--summary', '-'), f('--html', at('r.html')), d('--dump', at('dump'))], [f('--policy', at('p.json'))])).not.toThrow();
   });

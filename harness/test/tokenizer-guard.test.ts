@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { InputError } from '../errors.js';
 import { TextTokenizer } from '../io/tokenizer.js';
 import { GuardedTokenizer } from '../io/tokenizer_guard.js';
+import { Tokenizer } from '@huggingface/tokenizers';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { packageRoot } from '../version.js';
 import { cli, hashTree } from './cli.js';
@@ -34,10 +35,14 @@ describe('the tokenizer runs with a deadline', () => {
   it('stops a backtracking pattern at the deadline with an InputError naming the file, and encodes the next text on a new worker', () => {
     const json = hostileTokenizer(path.join(tmp, 'unit'));
     const file = path.join(tmp, 'unit', 'tokenizer.json');
-    const tk = TextTokenizer.fromJson(json, {}, file);
-    const ordinary = tk.encode('hello world', { addSpecialTokens: false });
+    const filled = { normalizer: null, post_processor: null, decoder: null, ...json };
+    const cfg = { clean_up_tokenization_spaces: false };
+    // the library itself on this thread: what the guarded worker must reproduce
+    const direct = new (Tokenizer as unknown as new (j: object, c: object) => { encode(t: string, o: object): { ids: number[] } })(filled, cfg);
+    const ordinary = direct.encode('hello world', { add_special_tokens: false }).ids;
     expect(ordinary.length).toBeGreaterThan(0);
-    const g = new GuardedTokenizer({ normalizer: null, post_processor: null, decoder: null, ...json }, { clean_up_tokenization_spaces: false }, file, 1500);
+    expect(TextTokenizer.fromJson(json, {}, file).encode('hello world', { addSpecialTokens: false })).toEqual(ordinary);
+    const g = new GuardedTokenizer(filled, cfg, file, 1500);
     const t0 = Date.now();
     expect(() => g.encode(BAIT, { add_special_tokens: false })).toThrow(InputError);
     expect(Date.now() - t0).toBeLessThan(10_000);
