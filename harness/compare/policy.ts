@@ -140,6 +140,9 @@ export function loadPolicyFile(file: string): Policy {
   return parsePolicy(raw, `--policy ${file}`);
 }
 
+/** A value as the user wrote it: JSON shows 1e309 (parsed as Infinity) as null. */
+const shown = (v: unknown) => (typeof v === 'number' ? String(v) : JSON.stringify(v));
+
 export function parsePolicy(raw: unknown, where: string): Policy {
   const obj = (v: unknown, at: string): Record<string, unknown> => {
     if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new InputError(`${where}: ${at} must be a JSON object`);
@@ -155,7 +158,7 @@ export function parsePolicy(raw: unknown, where: string): Policy {
       if (k === 'metric' || k === 'ratio_metric') {
         if (!(METRICS as readonly unknown[]).includes(o[k])) throw new InputError(`${where}: ${at}${k} ${JSON.stringify(o[k])}: expected one of ${METRICS.join(', ')}`);
       } else if (typeof o[k] !== 'number' || !Number.isFinite(o[k]) || (o[k] as number) < 0) {
-        throw new InputError(`${where}: ${at}${k} ${JSON.stringify(o[k])}: expected a non-negative number`);
+        throw new InputError(`${where}: ${at}${k} ${shown(o[k])}: expected a non-negative number`);
       }
       t[k] = o[k];
     }
@@ -170,7 +173,7 @@ export function parsePolicy(raw: unknown, where: string): Policy {
     only(b, BEHAVIOUR_KEYS, 'behaviour.');
     for (const k of BEHAVIOUR_KEYS) {
       if (b[k] === undefined) continue;
-      if (typeof b[k] !== 'number' || !Number.isFinite(b[k]) || (b[k] as number) < 0) throw new InputError(`${where}: behaviour.${k} ${JSON.stringify(b[k])}: expected a non-negative number`);
+      if (typeof b[k] !== 'number' || !Number.isFinite(b[k]) || (b[k] as number) < 0) throw new InputError(`${where}: behaviour.${k} ${shown(b[k])}: expected a non-negative number`);
       if (k === 'top1_min' && (b[k] as number) > 1) throw new InputError(`${where}: behaviour.top1_min ${JSON.stringify(b[k])}: a fraction of tokens, at most 1`);
       p.behaviour[k] = b[k] as number;
     }

@@ -60,6 +60,7 @@ describe('policy as data', () => {
     expect(() => parsePolicy({ floor_ratio: 0 }, 'f')).toThrow(/floor_ratio 0 must be at least 1/);
     expect(() => parsePolicy({ kinds: { moe: { floor_excuse: 0.5 } } }, 'f')).toThrow(/kinds\.moe\.modes\.isolated: floor_excuse 0\.5 must be at least 1/);
     expect(() => parsePolicy({ behaviour: { top1_min: 2 } }, 'f')).toThrow(/behaviour\.top1_min 2: a fraction of tokens, at most 1/);
+    expect(() => parsePolicy(JSON.parse('{"fail_above": 1e309}'), 'f')).toThrow(/fail_above Infinity: expected a non-negative number/);
     const file = path.join(tmp, 'bad.json');
     fs.writeFileSync(file, '{ not json');
     expect(() => loadPolicyFile(file)).toThrow(/not JSON/);
