@@ -157,10 +157,12 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     const model = openModel(ck, backend, faults);
     checkInjectFor(a.inject, faults, model);
     let prompts: AcceptancePrompt[];
-    if (a.prompts !== undefined) prompts = readPromptsFile(a.prompts);
+    // one read of the prompts file: the prompts run are the bytes its digest in the record names
+    const promptBytes = a.prompts !== undefined ? readRegularBytes(a.prompts) : null;
+    if (a.prompts !== undefined) prompts = readPromptsFile(a.prompts, promptBytes!);
     else prompts = hasTokenizer(ck.dir) ? [...BUILTIN_PROMPTS] : builtinTokenPrompts(model.vocab);
     // Which prompts vouched for the record: the file by path and content digest.
-    const source = a.prompts !== undefined ? `${path.resolve(a.prompts)} sha256:${createHash('sha256').update(readRegularBytes(a.prompts)).digest('hex')}` : 'built-in';
+    const source = a.prompts !== undefined ? `${path.resolve(a.prompts)} sha256:${createHash('sha256').update(promptBytes!).digest('hex')}` : 'built-in';
     // Built-in prompts stay within the model's context; a user's prompts are taken as given.
     const maxPos = typeof ck.config.max_position_embeddings === 'number' ? ck.config.max_position_embeddings : undefined;
     const inputs: ResolvedInput[] = [];

@@ -7,7 +7,7 @@
  * embedding rows), English prose, code (whitespace and symbol tokens) and numbers.
  */
 import { InputError } from '../errors.js';
-import { readRegularText } from '../io/regular.js';
+import { readRegularText, utf8Text } from '../io/regular.js';
 
 /** The prompt of a run given neither --prompt nor --tokens (also the first prompt of the fixtures' golden runs). */
 export const DEFAULT_PROMPT = 'The quick brown fox checks every layer: 3.14 × 2 = 6.28, and FP4 weights stay exact.';
@@ -52,8 +52,10 @@ export function builtinTokenPrompts(vocab: number): AcceptancePrompt[] {
 }
 
 /** Parse a JSONL prompt file; every problem names the file and the line. */
-export function readPromptsFile(file: string): AcceptancePrompt[] {
-  const text = readRegularText(file); // a FIFO or a device is refused, not read until it ends
+/** `bytes`: the file as the caller read it (and digested it), so the prompts parsed are the prompts vouched for */
+export function readPromptsFile(file: string, bytes?: Uint8Array): AcceptancePrompt[] {
+  // a FIFO or a device is refused, not read until it ends
+  const text = bytes !== undefined ? utf8Text(bytes, { file }) : readRegularText(file);
   const out: AcceptancePrompt[] = [];
   text.split('\n').forEach((line, i) => {
     if (line.trim() === '') return;
