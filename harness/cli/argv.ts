@@ -42,6 +42,8 @@ export function rejectEmptyValues(argv: readonly string[]): void {
     if (name === 'prompt' || FLAGS.has(name) || name.startsWith('no-')) continue;
     if ((eq === '=' && value === '') || (eq === '' && argv[i + 1] === '')) throw new InputError(`--${name} is given an empty value; give one, or leave the option out`);
   }
-  const has = (long: string, short: string) => argv.some((a) => a === `--${long}` || a === short || (/^-[a-z]+$/.test(a) && a.includes(short[1])));
+  // a token right after an option that takes a value (`--prompt -q`) is that value, not a flag
+  const isValue = (i: number) => i > 0 && /^--[A-Za-z][\w-]*$/.test(argv[i - 1]) && !FLAGS.has(argv[i - 1].slice(2)) && !argv[i - 1].startsWith('--no-');
+  const has = (long: string, short: string) => argv.some((a, i) => !isValue(i) && (a === `--${long}` || a === short || (/^-[a-z]+$/.test(a) && a.includes(short[1]))));
   if (has('quiet', '-q') && has('verbose', '-v')) throw new InputError('--quiet and --verbose ask for opposite outputs; give one');
 }

@@ -24,7 +24,7 @@ import { type AcceptanceRecord, type PromptSummary, signingKey, writeRecord } fr
 import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries } from '../gate/shard.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
-import { assertDistinctPaths, assertOutsideModel, checkOutputDir, checkOutputFile, writeFileAtomic } from '../io/writer.js';
+import { assertDistinctPaths, assertOutsideModel, checkOutputDir, checkOutputFile, isInside, realish, writeFileAtomic } from '../io/writer.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
@@ -94,7 +94,10 @@ export const shq = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replac
 
 /** The gate command that writes a record matching this device and policy (quoted for a POSIX shell). */
 export function gateCommand(model: string, record: string, device: string, policy: Policy): string {
-  const parts = ['layerdiff', 'gate', shq(model), '--record', shq(record)];
+  // gate never writes inside the model folder: a record named there gets a suggestion beside the folder instead
+  const inside = isInside(realish(record), realish(model));
+  const target = inside ? path.join(path.dirname(path.resolve(model)), `${path.basename(path.resolve(model))}.acceptance.json`) : record;
+  const parts = ['layerdiff', 'gate', shq(model), '--record', shq(target)];
   if (device !== 'auto') parts.push('--device', device);
   if (policy.rule === 'fixed') {
     // a record matches on metric and thresholds (gate/record.ts): the defaults need no flag

@@ -163,6 +163,10 @@ describe('other hostile inputs', () => {
     const c = cli(['convert', LLAMA_TINY(), '--fp16-cache', file], env, 60_000);
     expect(c.code, c.stderr).toBe(2);
     expect(c.stderr).toMatch(/--fp16-cache: exists and is a regular file, not a folder/);
+    // a record named inside the model folder: the suggested gate writes beside the folder, where gate may write
+    const g2 = cli(['generate', LLAMA_TINY(), '--record', path.join(LLAMA_TINY(), 'config.json'), '--tokens', '1,2', '--max-new-tokens', '1'], env, 60_000);
+    expect(g2.code, g2.stderr).toBe(3);
+    expect(g2.stderr).toContain(`To unlock it, run: layerdiff gate ${LLAMA_TINY()} --record ${LLAMA_TINY()}.acceptance.json`);
   });
 
   it.runIf(process.platform === 'linux')('a fixture under /proc (no folder can be made there) is one line and exit 2, not a hang', () => {

@@ -253,6 +253,7 @@ describe('input faults are exit 2, one line', () => {
     // an empty prompt is a prompt; flags take no value; values that merely look like flags are values
     expect(() => rejectEmptyValues(['generate', model, '--prompt', '', '--quiet'])).not.toThrow();
     expect(() => rejectEmptyValues(['diff', '--fail-above', '-1', '--no-drill', '-q'])).not.toThrow();
+    expect(() => rejectEmptyValues(['generate', model, '--prompt', '-q', '--verbose'])).not.toThrow();
     badInput(cli(['diff', '--warn-above=']), /^layerdiff: error: --warn-above is given an empty value/);
   });
 
