@@ -1913,18 +1913,27 @@ Napi::Value check_f16_rows_wait(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The (bytes: Uint8Array, kind: string) arguments of nanCodes and nonFiniteAt: the bytes and the kind, or a TypeError
+// naming the function and what it takes.
+struct BytesAndKind {
+  const uint8_t* b;
+  size_t n;
+  std::string kind;
+};
+BytesAndKind bytes_and_kind(const Napi::CallbackInfo& info, const char* fn, const char* kinds) {
+  if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array || !info[1].IsString()) {
+    throw Napi::TypeError::New(info.Env(), std::string(fn) + ": expected (bytes: Uint8Array, kind: " + kinds + ")");
+  }
+  auto a = info[0].As<Napi::Uint8Array>();
+  return {a.Data(), a.ByteLength(), info[1].As<Napi::String>().Utf8Value()};
+}
+
 // nanCodes(bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32') → how many NaN encodings the stored bytes hold:
 // E8M0 0xFF; E4M3 "fn" S.1111.111 (0x7F, 0xFF); little-endian float32 NaNs (exponent all ones, mantissa ≠ 0).
 // The weights check refuses a tensor holding any (harness/weights/check.ts); counted here, not per byte in JS.
 Napi::Value nan_codes(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
-  if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array || !info[1].IsString()) {
-    throw Napi::TypeError::New(env, "nanCodes: expected (bytes: Uint8Array, kind: 'e8m0' | 'e4m3' | 'f32')");
-  }
-  auto a = info[0].As<Napi::Uint8Array>();
-  const uint8_t* b = a.Data();
-  const size_t n = a.ByteLength();
-  const std::string kind = info[1].As<Napi::String>().Utf8Value();
+  const auto [b, n, kind] = bytes_and_kind(info, "nanCodes", "'e8m0' | 'e4m3' | 'f32'");
   int64_t count = 0;
   const bool avx2 = g_avx2 && reference_simd() != RefSimd::Scalar;
   if (kind == "e8m0") {
@@ -1948,13 +1957,7 @@ Napi::Value nan_codes(const Napi::CallbackInfo& info) {
 // before writing an FP16 cache of it, as the reference refuses it when it reads it (harness/weights/finite.ts).
 Napi::Value non_finite_at(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
-  if (info.Length() < 2 || !info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array || !info[1].IsString()) {
-    throw Napi::TypeError::New(env, "nonFiniteAt: expected (bytes: Uint8Array, kind: 'bf16' | 'f16' | 'f32')");
-  }
-  auto a = info[0].As<Napi::Uint8Array>();
-  const uint8_t* b = a.Data();
-  const size_t n = a.ByteLength();
-  const std::string kind = info[1].As<Napi::String>().Utf8Value();
+  const auto [b, n, kind] = bytes_and_kind(info, "nonFiniteAt", "'bf16' | 'f16' | 'f32'");
   size_t width;
   uint32_t exp_mask;
   if (kind == "bf16") width = 2, exp_mask = 0x7f80u;
