@@ -23,27 +23,29 @@ export function rejectRepeatedOptions(argv: readonly string[], repeatable: Reado
 }
 
 
-/** The options that take no value (yargs booleans), in every command. */
-const FLAGS = new Set(['check', 'drill', 'fail-fast', 'free-selection', 'recheck-weights', 'require-signature', 'weights', 'quiet', 'verbose', 'help', 'version']);
-
 /**
  * An option given an empty value (`--temperature=`, `--seed ''`, `--fp16-cache ''`) is a usage error: yargs reads
  * an empty number as 0 and an empty path as "no path", so `--warn-above=` warned on every stage and
  * `--temperature=` sampled greedily. A prompt may be empty; a flag takes no value. `-q` with `-v` asks for two
- * opposite outputs.
+ * opposite outputs. `flags`: the options of the command being run that take no value (yargs' booleans, read from
+ * the parser itself so that a new flag can never be taken for an option missing its value).
  */
-export function rejectEmptyValues(argv: readonly string[]): void {
+export function rejectEmptyValues(argv: readonly string[], flags: ReadonlySet<string>): void {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--') break;
     const m = /^--([A-Za-z][\w-]*)(=?)(.*)$/.exec(a);
     if (m === null) continue;
     const [, name, eq, value] = m;
-    if (name === 'prompt' || FLAGS.has(name) || name.startsWith('no-')) continue;
+    if (name === 'prompt' || flags.has(name) || name.startsWith('no-')) continue;
     if ((eq === '=' && value === '') || (eq === '' && argv[i + 1] === '')) throw new InputError(`--${name} is given an empty value; give one, or leave the option out`);
   }
   // a token right after an option that takes a value (`--prompt -q`) is that value, not a flag
-  const isValue = (i: number) => i > 0 && /^--[A-Za-z][\w-]*$/.test(argv[i - 1]) && !FLAGS.has(argv[i - 1].slice(2)) && !argv[i - 1].startsWith('--no-');
+  const isValue = (i: number) => i > 0 && /^--[A-Za-z][\w-]*$/.test(argv[i - 1]) && !flags.has(argv[i - 1].slice(2)) && !argv[i - 1].startsWith('--no-');
+  // an empty positional (`diff ''`) is a path yargs would take as given: it was reported as ": no such directory"
+  argv.forEach((a, i) => {
+    if (a === '' && !isValue(i)) throw new InputError("an empty argument ('') is given where a path is expected; give one, or leave it out");
+  });
   const has = (long: string, short: string) => argv.some((a, i) => !isValue(i) && (a === `--${long}` || a === short || (/^-[a-z]+$/.test(a) && a.includes(short[1]))));
   if (has('quiet', '-q') && has('verbose', '-v')) throw new InputError('--quiet and --verbose ask for opposite outputs; give one');
 }

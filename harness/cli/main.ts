@@ -44,6 +44,12 @@ const policyOptions = {
   policy: { type: 'string', describe: 'policy file (JSON): thresholds per stage kind (embed, attn, moe, logits) and mode, floor and behaviour bounds (README "Reading the verdict")' },
 } as const;
 
+/** What yargs hands a middleware beside the arguments (its types omit it): the parser of the command being run. */
+interface CommandParser {
+  /** the command's options by kind; `boolean` lists those that take no value */
+  getOptions(): { boolean: string[] };
+}
+
 function fail(message: string, code: ExitCode): never {
   process.stderr.write(`layerdiff: error: ${message}\n`);
   process.exit(code);
@@ -65,7 +71,6 @@ export function joinStdoutTargets(argv: string[]): string[] {
 export async function main(rawArgv: string[]): Promise<number> {
   let code: ExitCode = ExitCode.pass;
   rejectRepeatedOptions(rawArgv);
-  rejectEmptyValues(rawArgv);
   simdLevel(); // a bad LAYERDIFF_SIMD is one line and exit 2 before any work, not a level silently ignored
   const argv = joinStdoutTargets(rawArgv);
   await yargs(argv)
@@ -80,6 +85,8 @@ export async function main(rawArgv: string[]): Promise<number> {
     .option('color', { type: 'string', choices: COLOUR_MODES, default: 'auto', global: true, describe: 'colour the verdict and statuses: auto = on a TTY (NO_COLOR turns it off, FORCE_COLOR on); always; never' })
     .option('quiet', { alias: 'q', type: 'boolean', default: false, global: true, describe: 'print only the verdict line and errors (reports are still written)' })
     .option('verbose', { alias: 'v', type: 'boolean', default: false, global: true, describe: 'print more: every differing tensor, the finite part of non-finite stages, timings, the environment' })
+    // before validation, so that `--mode=` is named as an empty value, not as a choice yargs does not know
+    .middleware(((_a: unknown, y: CommandParser) => rejectEmptyValues(rawArgv, new Set(y.getOptions().boolean))) as never, true)
     .middleware((a) => configureTerminal({ colour: a.color as ColourMode, quiet: a.quiet === true, verbose: a.verbose === true }))
     .fail((msg, err, y) => {
       if (err) throw err;

@@ -241,6 +241,9 @@ describe('input faults are exit 2, one line', () => {
   }, 90_000);
 
   it('an option given an empty value, and -q with -v, are usage errors (yargs read an empty number as 0, an empty path as none)', () => {
+    // the flags come from the parser of the command run (main.ts); these are diff's and generate's
+    const flags = new Set(['help', 'version', 'quiet', 'verbose', 'fail-fast', 'drill', 'weights']);
+    const rejectEmpty = (argv: readonly string[]) => rejectEmptyValues(argv, flags);
     for (const [argv, says] of [
       [['diff', '--warn-above='], /--warn-above is given an empty value/],
       [['generate', model, '--path', 'reference', '--tokens', '1,2', '--temperature='], /--temperature is given an empty value/],
@@ -248,13 +251,19 @@ describe('input faults are exit 2, one line', () => {
       [['diff', '-q', '-v'], /--quiet and --verbose ask for opposite outputs/],
       [['diff', '-qv'], /--quiet and --verbose ask for opposite outputs/],
     ] as const) {
-      expect(() => rejectEmptyValues(argv), argv.join(' ')).toThrow(says);
+      expect(() => rejectEmpty(argv), argv.join(' ')).toThrow(says);
     }
     // an empty prompt is a prompt; flags take no value; values that merely look like flags are values
-    expect(() => rejectEmptyValues(['generate', model, '--prompt', '', '--quiet'])).not.toThrow();
-    expect(() => rejectEmptyValues(['diff', '--fail-above', '-1', '--no-drill', '-q'])).not.toThrow();
-    expect(() => rejectEmptyValues(['generate', model, '--prompt', '-q', '--verbose'])).not.toThrow();
+    expect(() => rejectEmpty(['generate', model, '--prompt', '', '--quiet'])).not.toThrow();
+    expect(() => rejectEmpty(['diff', '--fail-above', '-1', '--no-drill', '-q'])).not.toThrow();
+    expect(() => rejectEmpty(['generate', model, '--prompt', '-q', '--verbose'])).not.toThrow();
+    // a flag's next token is not its value: here it is an empty positional (the model folder), also refused
+    expect(() => rejectEmpty(['diff', '--fail-fast', '', '-q'])).toThrow(/an empty argument \(''\) is given where a path is expected/);
     badInput(cli(['diff', '--warn-above=']), /^layerdiff: error: --warn-above is given an empty value/);
+    // named before yargs' own validation (an empty choice), with every flag of the command known to the parser
+    badInput(cli(['diff', '--mode=']), /^layerdiff: error: --mode is given an empty value/);
+    badInput(cli(['inspect', model, '--check', '--json', '']), /^layerdiff: error: --json is given an empty value/);
+    badInput(cli(['diff', '-q', '--verbose']), /--quiet and --verbose ask for opposite outputs/);
   });
 
   it('num_hidden_layers 1e9 is refused at once, and tokens past max_position_embeddings are refused', async () => {
