@@ -224,7 +224,11 @@ export class Checkpoint {
 }
 
 export function readJsonObject(file: string, bytes?: Buffer): Record<string, unknown> {
-  const text = utf8Text(bytes ?? readRegularBytes(file), { file });
+  return parseJsonObject(utf8Text(bytes ?? readRegularBytes(file), { file }), file);
+}
+
+/** `text` (read from `file`) as a JSON object, or an InputError naming the file. */
+export function parseJsonObject(text: string, file: string): Record<string, unknown> {
   let v: unknown;
   try {
     v = JSON.parse(text);

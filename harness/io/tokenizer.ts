@@ -8,18 +8,10 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Tokenizer } from '@huggingface/tokenizers';
 import { InputError } from '../errors.js';
-import { readJsonObject } from './checkpoint.js';
+import { parseJsonObject, readJsonObject } from './checkpoint.js';
+import { readRegularBytes, utf8Text } from './regular.js';
 import { GuardedTokenizer } from './tokenizer_guard.js';
-
-/** The part of the library we use (its shipped .d.ts do not resolve under NodeNext, so we type it here). */
-interface HfTokenizer {
-  encode(text: string, options?: { add_special_tokens?: boolean }): { ids: Array<number | undefined> };
-  decode(ids: number[], options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean }): string;
-  token_to_id(token: string): number | undefined;
-}
-type HfTokenizerCtor = new (tokenizer: object, config: object) => HfTokenizer;
 
 export const TOKENIZER_FILE = 'tokenizer.json';
 export const TOKENIZER_CONFIG_FILE = 'tokenizer_config.json';
@@ -38,35 +30,54 @@ export class TextTokenizer {
   readonly vocabSize: number;
   readonly bosTokenId: number | undefined;
   readonly eosTokenId: number | undefined;
+  /** the model's unknown token, if it has one */
+  private readonly unk: number | undefined;
 
   private constructor(
     readonly file: string,
-    private readonly tk: HfTokenizer,
-    /** encode and decode, on a worker with a deadline (tokenizer_guard.ts); `tk` answers the lookups */
+    /** encode, decode and the id lookups, on a worker with a deadline (tokenizer_guard.ts) */
     private readonly guarded: GuardedTokenizer,
     vocabSize: number,
-    specials: { bos?: string; eos?: string },
+    specials: { bos?: string; eos?: string; unk?: string },
     private readonly specialIds: ReadonlySet<number> = new Set(),
-    private readonly unk: number | undefined = undefined,
   ) {
     this.vocabSize = vocabSize;
-    this.bosTokenId = specials.bos === undefined ? undefined : tk.token_to_id(specials.bos);
-    this.eosTokenId = specials.eos === undefined ? undefined : tk.token_to_id(specials.eos);
+    const [bos, eos, unk] = guarded.ids([specials.bos ?? '', specials.eos ?? '', specials.unk ?? '']);
+    this.bosTokenId = specials.bos === undefined ? undefined : bos;
+    this.eosTokenId = specials.eos === undefined ? undefined : eos;
+    this.unk = specials.unk === undefined ? undefined : unk;
   }
 
   /** Load `<modelDir>/tokenizer.json` and, if present, `<modelDir>/tokenizer_config.json`. */
   /** `read`: the checkpoint's metadata reader (Checkpoint.readMeta), so the bytes parsed are the bytes fingerprinted */
   static load(modelDir: string, read?: MetaReader): TextTokenizer {
     const file = path.join(modelDir, TOKENIZER_FILE);
-    const json = readJsonObject(file, read?.(TOKENIZER_FILE) ?? undefined);
     const configFile = path.join(modelDir, TOKENIZER_CONFIG_FILE);
     const cfgBytes = read !== undefined ? read(TOKENIZER_CONFIG_FILE) : fs.existsSync(configFile) ? undefined : null;
     const config = cfgBytes === null ? {} : readJsonObject(configFile, cfgBytes);
-    return TextTokenizer.fromJson(json, config, file);
+    const text = utf8Text(read?.(TOKENIZER_FILE) ?? readRegularBytes(file), { file });
+    // the worker parses and builds the library's copy while this thread checks its own
+    const guard = new GuardedTokenizer(text, libraryOptions(config), file);
+    try {
+      return TextTokenizer.build(parseJsonObject(text, file), config, file, guard);
+    } catch (e) {
+      guard.close();
+      throw e;
+    }
   }
 
-  /** Build from parsed JSON; `file` is what error messages name. */
+  /** Build from parsed JSON; `file` is what error messages name (tokenizer_config.json's fields: the file beside it). */
   static fromJson(json: Record<string, unknown>, config: Record<string, unknown>, file: string): TextTokenizer {
+    const guard = new GuardedTokenizer(JSON.stringify(json), libraryOptions(config), file);
+    try {
+      return TextTokenizer.build(json, config, file, guard);
+    } catch (e) {
+      guard.close();
+      throw e;
+    }
+  }
+
+  private static build(json: Record<string, unknown>, config: Record<string, unknown>, file: string, guard: GuardedTokenizer): TextTokenizer {
     const model = json.model;
     if (model === null || typeof model !== 'object' || Array.isArray(model)) throw new InputError('has no "model" object', { file });
     const vocab = (model as Record<string, unknown>).vocab;
@@ -85,25 +96,26 @@ export class TextTokenizer {
       maxId = Math.max(maxId, id as number);
     }
     if (maxId < 0) throw new InputError('the vocabulary is empty', { file });
-    // The library requires these keys to exist (null is fine) and iterates added_tokens.
-    const filled: Record<string, unknown> = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, ...json, added_tokens: added };
-    const cfg = { ...config, clean_up_tokenization_spaces: config.clean_up_tokenization_spaces === true };
-    let tk: HfTokenizer;
-    try {
-      tk = new (Tokenizer as unknown as HfTokenizerCtor)(filled, cfg);
-    } catch (e) {
-      throw new InputError(`cannot be loaded by @huggingface/tokenizers: ${(e as Error).message}`, { file });
-    }
     const special = (key: string): string | undefined => {
       const v = config[key];
       if (typeof v === 'string') return v;
       if (v !== null && typeof v === 'object' && typeof (v as { content?: unknown }).content === 'string') return (v as { content: string }).content;
       return undefined;
     };
+    const bos = special('bos_token'), eos = special('eos_token');
+    const configFile = path.join(path.dirname(file), TOKENIZER_CONFIG_FILE);
+    const template = specialTokensTemplate(config, { bos, eos }, (token) => idInJson(json, token, file), configFile);
+    // The library requires added_tokens to exist and iterates it (the worker also fills the null-able keys).
+    guard.build(template === undefined ? { added_tokens: added } : { added_tokens: added, post_processor: template.processor });
     const specialIds = new Set(added.filter((t) => (t as { special?: unknown }).special === true).map((t) => (t as { id: number }).id));
     const unkToken = (model as Record<string, unknown>).unk_token;
-    const unk = typeof unkToken === 'string' ? tk.token_to_id(unkToken) : undefined;
-    return new TextTokenizer(file, tk, new GuardedTokenizer(filled, cfg, file), maxId + 1, { bos: special('bos_token'), eos: special('eos_token') }, specialIds, unk ?? undefined);
+    const tk = new TextTokenizer(file, guard, maxId + 1, { bos, eos, unk: typeof unkToken === 'string' ? unkToken : undefined }, specialIds);
+    // the template's ids were read from the JSON; the library's own lookup must agree (it decides every other id)
+    for (const [token, id] of template?.ids ?? []) {
+      const lib = token === bos ? tk.bosTokenId : tk.eosTokenId;
+      if (lib !== id) throw new InputError(`${JSON.stringify(token)} has id ${id} in the file's tables but ${String(lib)} by the tokenizer library; an inconsistent tokenizer`, { file });
+    }
+    return tk;
   }
 
   /** Token ids for `text`; special tokens (BOS) are added as the tokenizer's post-processor specifies. */
@@ -124,10 +136,6 @@ export class TextTokenizer {
     return this.guarded.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
   }
 
-  tokenToId(token: string): number | undefined {
-    return this.tk.token_to_id(token);
-  }
-
   /** The id of the model's unknown token, if it has one. */
   unkId(): number | undefined {
     return this.unk;
@@ -137,6 +145,78 @@ export class TextTokenizer {
   isSpecial(id: number): boolean {
     return this.specialIds.has(id);
   }
+}
+
+/** The library's options from tokenizer_config.json: transformers' default of no clean-up (the JS default is on). */
+function libraryOptions(config: Record<string, unknown>): object {
+  return { ...config, clean_up_tokenization_spaces: config.clean_up_tokenization_spaces === true };
+}
+
+/** The classes whose tokenizer transformers builds with add_bos_token true unless tokenizer_config.json says otherwise. */
+const BOS_BY_DEFAULT = new Set(['LlamaTokenizer', 'LlamaTokenizerFast']);
+
+/**
+ * The special tokens transformers adds on encode where tokenizer_config.json decides them, not tokenizer.json:
+ * a Llama-class tokenizer (LlamaTokenizerFast.update_post_processor, add_bos_token true by default), or any class
+ * naming add_bos_token / add_eos_token (transformers 5's TokenizersBackend), has its post-processor replaced by
+ * the template `[BOS] $A [EOS]`, each part as those fields say. DeepSeek's tokenizers ship a ByteLevel
+ * post-processor and `add_bos_token: true`: read from tokenizer.json alone, a prompt lacked the BOS that
+ * transformers, vLLM and DeepSeek's own code put first. undefined: tokenizer.json's post-processor stands.
+ * `ids`: the processor and the ids it names, read from the file's tables (`idOf`).
+ */
+function specialTokensTemplate(
+  config: Record<string, unknown>,
+  tokens: { bos?: string; eos?: string },
+  idOf: (token: string) => number | undefined,
+  configFile: string,
+): { processor: object; ids: Array<[string, number]> } | undefined {
+  const flag = (key: string, byDefault: boolean): boolean => {
+    const v = config[key];
+    if (v === undefined || v === null) return v === null ? false : byDefault;
+    if (typeof v !== 'boolean') throw new InputError(`${key} ${JSON.stringify(v)} is not true or false`, { file: configFile });
+    return v;
+  };
+  const llama = typeof config.tokenizer_class === 'string' && BOS_BY_DEFAULT.has(config.tokenizer_class);
+  if (!llama && !Object.hasOwn(config, 'add_bos_token') && !Object.hasOwn(config, 'add_eos_token')) return undefined;
+  const parts: Array<{ token: string; key: string }> = [];
+  if (flag('add_bos_token', llama)) parts.push({ token: tokens.bos ?? '', key: 'bos_token' });
+  if (flag('add_eos_token', false)) parts.push({ token: tokens.eos ?? '', key: 'eos_token' });
+  const ids: Array<[string, number]> = [];
+  for (const p of parts) {
+    const what = p.key === 'bos_token' ? 'add_bos_token' : 'add_eos_token';
+    if (p.token === '') throw new InputError(`${what} is true but there is no ${p.key}; name the token or set ${what} false`, { file: configFile });
+    const id = idOf(p.token);
+    if (id === undefined) throw new InputError(`${what} is true but its ${p.key} ${JSON.stringify(p.token)} has no id in tokenizer.json`, { file: configFile });
+    ids.push([p.token, id]);
+  }
+  const piece = (p: { token: string }, typeId: number) => ({ SpecialToken: { id: p.token, type_id: typeId } });
+  const [head, tail] = [parts.filter((p) => p.key === 'bos_token'), parts.filter((p) => p.key === 'eos_token')];
+  const sequence = (id: 'A' | 'B', typeId: number) => [...head.map((p) => piece(p, typeId)), { Sequence: { id, type_id: typeId } }, ...tail.map((p) => piece(p, typeId))];
+  const processor = {
+    type: 'TemplateProcessing',
+    single: sequence('A', 0),
+    pair: [...sequence('A', 0), ...sequence('B', 1)],
+    special_tokens: Object.fromEntries(ids.map(([token, id]) => [token, { id: token, ids: [id], tokens: [token] }])),
+  };
+  return { processor, ids };
+}
+
+/**
+ * A token's id from tokenizer.json's own tables, as the library looks it up: the added tokens first, then the
+ * model's vocabulary (an id map, or Unigram's list of [piece, score]). Two added entries of one text with two ids
+ * are refused: which one a library takes is not something to guess.
+ */
+function idInJson(json: Record<string, unknown>, token: string, file: string): number | undefined {
+  const added = (json.added_tokens ?? []) as Array<{ id: number; content: string }>;
+  const ids = new Set(added.filter((t) => t.content === token).map((t) => t.id));
+  if (ids.size > 1) throw new InputError(`added_tokens gives ${JSON.stringify(token)} ${ids.size} ids (${[...ids].join(', ')})`, { file });
+  if (ids.size === 1) return [...ids][0];
+  const vocab = (json.model as { vocab: unknown }).vocab;
+  if (Array.isArray(vocab)) {
+    const i = vocab.findIndex((e) => Array.isArray(e) && e[0] === token);
+    return i < 0 ? undefined : i;
+  }
+  return Object.hasOwn(vocab as object, token) ? (vocab as Record<string, number>)[token] : undefined;
 }
 
 /** Text any real tokenizer maps to ordinary vocabulary pieces. */
