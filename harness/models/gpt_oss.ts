@@ -24,6 +24,8 @@ export interface GptOssYarn {
   betaFast: number;
   betaSlow: number;
   originalMax: number;
+  /** round the correction range out to whole dims (transformers' default; gpt-oss's own config says false) */
+  truncate: boolean;
 }
 
 export interface GptOssConfig {
@@ -62,11 +64,20 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
   const layers = c.int('num_hidden_layers');
   const heads = c.int('num_attention_heads');
   const kvHeads = c.int('num_key_value_heads', heads);
-  const headDim = c.int('head_dim', Math.floor(hidden / heads));
+  // GptOssConfig's default head_dim is 64 (gpt-oss's), not hidden / heads
+  const headDim = c.int('head_dim', 64);
   const experts = c.int('num_local_experts');
-  const topk = c.int('num_experts_per_tok', c.int('experts_per_token', 4));
-  if (ck.config.experts_per_token !== undefined && ck.config.num_experts_per_tok !== undefined && ck.config.experts_per_token !== ck.config.num_experts_per_tok) {
+  // transformers reads num_experts_per_tok only (default 4); OpenAI's name beside it must agree, and alone it is
+  // ambiguous (OpenAI's code would take it, transformers 4)
+  if (ck.config.experts_per_token !== undefined && ck.config.num_experts_per_tok === undefined) {
+    bad(`experts_per_token ${JSON.stringify(ck.config.experts_per_token)} is given without num_experts_per_tok, which transformers reads (default 4); give num_experts_per_tok`);
+  }
+  const topk = c.int('num_experts_per_tok', 4);
+  if (ck.config.experts_per_token !== undefined && ck.config.experts_per_token !== ck.config.num_experts_per_tok) {
     bad(`experts_per_token ${JSON.stringify(ck.config.experts_per_token)} contradicts num_experts_per_tok ${JSON.stringify(ck.config.num_experts_per_tok)}`);
+  }
+  if (ck.config.partial_rotary_factor !== undefined && ck.config.partial_rotary_factor !== null && ck.config.partial_rotary_factor !== 1) {
+    bad(`partial_rotary_factor ${JSON.stringify(ck.config.partial_rotary_factor)} is not supported for gpt_oss (RoPE turns every dim of a head)`);
   }
   const intermediate = c.int('intermediate_size');
   if (heads % kvHeads !== 0) bad(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kvHeads}`);
@@ -116,7 +127,9 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
   if (rs !== undefined) {
     const type = rs.raw.rope_type ?? rs.raw.type;
     if (type !== 'yarn') bad(`rope_scaling.rope_type ${JSON.stringify(type)} is not supported for gpt_oss (yarn only)`);
-    if (rs.raw.truncate !== undefined && rs.raw.truncate !== false) bad(`rope_scaling.truncate ${JSON.stringify(rs.raw.truncate)} is not supported (gpt-oss computes YaRN's correction range untruncated)`);
+    // transformers' _compute_yarn_parameters: truncate defaults to true (gpt-oss's own config says false)
+    const truncate = rs.raw.truncate ?? true;
+    if (typeof truncate !== 'boolean') bad(`rope_scaling.truncate ${JSON.stringify(rs.raw.truncate)} is not true or false`);
     for (const k of ['attention_factor', 'mscale', 'mscale_all_dim']) {
       if (rs.raw[k] !== undefined && rs.raw[k] !== null) bad(`rope_scaling.${k} is not supported for gpt_oss (the concentration is 0.1·ln(factor) + 1)`);
     }
@@ -126,7 +139,21 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
     const originalMax = rs.int('original_max_position_embeddings');
     if (!(factor >= 1)) bad(`rope_scaling.factor ${factor} must be ≥ 1`);
     if (!(betaFast > betaSlow && betaSlow > 0)) bad(`rope_scaling needs beta_fast > beta_slow > 0, got ${betaFast}, ${betaSlow}`);
-    yarn = factor > 1 ? { factor, betaFast, betaSlow, originalMax } : null;
+    yarn = factor > 1 ? { factor, betaFast, betaSlow, originalMax, truncate: truncate as boolean } : null;
+    // OpenAI's names for the same values (its own config, and the released one's initial_context_length) must agree
+    for (const [oai, value, hf] of [
+      ['initial_context_length', originalMax, 'original_max_position_embeddings'],
+      ['rope_scaling_factor', factor, 'factor'],
+      ['rope_ntk_alpha', betaSlow, 'beta_slow'],
+      ['rope_ntk_beta', betaFast, 'beta_fast'],
+    ] as const) {
+      const v = ck.config[oai];
+      if (v !== undefined && v !== null && v !== value) bad(`${oai} ${JSON.stringify(v)} contradicts rope_scaling.${hf} ${value}`);
+    }
+  } else {
+    for (const oai of ['rope_scaling_factor', 'rope_ntk_alpha', 'rope_ntk_beta']) {
+      if (ck.config[oai] !== undefined && ck.config[oai] !== null) bad(`${oai} ${JSON.stringify(ck.config[oai])} asks for YaRN, but rope_scaling is null`);
+    }
   }
   // recent GptOssConfig has swiglu_alpha (default 1.702); this tool computes gpt-oss's constant α only
   if (ck.config.swiglu_alpha !== undefined && ck.config.swiglu_alpha !== null && ck.config.swiglu_alpha !== GPT_OSS_ALPHA) {
@@ -139,12 +166,23 @@ export function parseGptOssConfig(ck: Pick<Checkpoint, 'config' | 'configFile'>)
     sliding,
     ropeTheta,
     yarn,
-    // gpt-oss clamps the gate to ≤ limit and the linear half to [−limit, limit]: a limit ≤ 0 is no such model
-    swigluLimit: c.positive('swiglu_limit', 7),
+    swigluLimit: swigluLimit(c, bad),
     eps: c.positive('rms_norm_eps', 1e-5),
     tieEmbeddings: c.bool('tie_word_embeddings', false),
   };
 }
+
+/**
+ * gpt-oss clamps the gate to ≤ limit and the linear half to [−limit, limit]. OpenAI's reference reads the limit from
+ * the config, transformers' GptOssExperts hard-codes 7.0: any other value is a model the two compute differently,
+ * so it is refused, as a limit ≤ 0 (no such model) is.
+ */
+function swigluLimit(c: ConfigReader, bad: (msg: string) => never): number {
+  const limit = c.positive('swiglu_limit', GPT_OSS_LIMIT);
+  if (limit !== GPT_OSS_LIMIT) bad(`swiglu_limit ${limit} is not supported for gpt_oss (transformers computes ${GPT_OSS_LIMIT} whatever the config says, OpenAI's reference the config's value)`);
+  return limit;
+}
+const GPT_OSS_LIMIT = 7;
 
 /** One routed expert: gate_up [2I, H] (gate and up rows interleaved), down [H, I], both mxfp4, with their biases. */
 export interface GptOssExpert {
@@ -375,8 +413,12 @@ export function gptOssRope(cfg: Pick<GptOssConfig, 'headDim' | 'ropeTheta' | 'ya
   const freq = Float64Array.from({ length: half }, (_, j) => theta ** ((2 * j) / d));
   if (yarn === null) return { invFreq: freq.map((f) => 1 / f), concentration: 1 };
   const corr = (beta: number) => (half * Math.log(yarn.originalMax / (beta * 2 * Math.PI))) / Math.log(theta);
-  const low = corr(yarn.betaFast);
-  const high = corr(yarn.betaSlow);
+  // transformers' find_correction_range: rounded out when truncating, then clamped to [0, d − 1]; an empty range
+  // widened by 0.001 (linear_ramp_factor). OpenAI's reference asserts 0 < low < high < d/2 − 1 instead, where the
+  // clamps change nothing.
+  const low = Math.max(yarn.truncate ? Math.floor(corr(yarn.betaFast)) : corr(yarn.betaFast), 0);
+  const high0 = Math.min(yarn.truncate ? Math.ceil(corr(yarn.betaSlow)) : corr(yarn.betaSlow), d - 1);
+  const high = high0 === low ? high0 + 0.001 : high0;
   const invFreq = freq.map((f, j) => {
     const ramp = Math.min(1, Math.max(0, (j - low) / (high - low)));
     const mask = 1 - ramp;
