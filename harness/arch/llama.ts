@@ -30,10 +30,7 @@ export const LLAMA: Architecture = {
         }
         return out;
       },
-      conformance: () => {
-        for (let L = 0; L < m.cfg.layers; L++) m.loadLayer(L, false);
-        m.finalNorm();
-      },
+      conformance: () => m.conformance(),
       reference: new LlamaReference(m),
       device: new LlamaDevice(m, backend.native, faults),
     };

@@ -46,7 +46,8 @@ export interface BnbState {
   quantType: 'nf4' | 'fp4';
   /** flat elements per absmax */
   blocksize: number;
-  /** the stored quant_map [16] (what decodes the codes), and whether it equals the named table */
+  /** the stored quant_map [16] (what decodes the codes), and whether it equals the named table (the loader refuses
+   *  any other: bitsandbytes decodes with its own; the kernels still take any table, tested so) */
   quantMap: Float32Array;
   namedTable: boolean;
   /** double quantization: absmax = nested quant_map[code] · nested absmax[⌊b/blocksize⌋] + offset */
@@ -180,6 +181,8 @@ function readGlobal(ck: Checkpoint, name: string, op: 'mul' | 'div'): NonNullabl
 }
 
 const BNB_NAMED = { nf4: NF4_VALUES, fp4: BNB_FP4_VALUES } as const;
+/** the block sizes bitsandbytes' dequantize_4bit accepts */
+const BNB_BLOCKSIZES: readonly number[] = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 /** A JSON-holding U8 tensor (bitsandbytes' quant_state), parsed; malformed bytes are bad input naming it. */
 function jsonTensor(ck: Checkpoint, name: string): Record<string, unknown> {
@@ -226,7 +229,8 @@ function loadBnb(ck: Checkpoint, r: ReturnType<typeof recognise>, base: Pick<Lin
   const [out, inn] = expect;
   if (!Array.isArray(js.shape) || js.shape.length !== 2 || js.shape[0] !== out || js.shape[1] !== inn) bad('shape', `${JSON.stringify(js.shape)} disagrees with the config's [${out}, ${inn}]`);
   const bs = js.blocksize;
-  if (!Number.isSafeInteger(bs) || (bs as number) < 2 || (bs as number) > 1 << 20) bad('blocksize', `${JSON.stringify(bs)} is not a positive block size`);
+  // bitsandbytes' dequantize_4bit takes these block sizes only (raises on any other)
+  if (!BNB_BLOCKSIZES.includes(bs as number)) bad('blocksize', `${JSON.stringify(bs)} is not a block size bitsandbytes dequantizes (${BNB_BLOCKSIZES.join(', ')})`);
   const blocksize = bs as number;
   const n = out * inn;
   const nblocks = Math.ceil(n / blocksize);
@@ -247,6 +251,12 @@ function loadBnb(ck: Checkpoint, r: ReturnType<typeof recognise>, base: Pick<Lin
   }
   const quantMap = f32Tensor(ck, `${module}.weight.quant_map`, 16, 'quant_map');
   const named = BNB_NAMED[quantType];
+  // bitsandbytes decodes with its own table for quant_type (dequantize_4bit passes quant_type, not the stored
+  // map): a stored map that differs from it describes weights bitsandbytes would not compute
+  const differs = [...quantMap].findIndex((v, k) => !(Object.is(v, named[k]) || v === named[k]));
+  if (differs >= 0) {
+    throw new InputError(`code ${differs} is ${quantMap[differs]}, where bitsandbytes' ${quantType} table has ${named[differs]}: bitsandbytes decodes with its own table, not the stored one`, at(`${module}.weight.quant_map`));
+  }
   let nested: BnbState['nested'] = null;
   if (hasNested) {
     const nbs = js.nested_blocksize;
@@ -267,7 +277,7 @@ function loadBnb(ck: Checkpoint, r: ReturnType<typeof recognise>, base: Pick<Lin
     scale: tensor(aName),
     block: [1, blocksize],
     global: null,
-    bnb: { quantType, blocksize, quantMap, namedTable: quantMap.every((v, k) => Object.is(v, named[k]) || v === named[k]), nested, dtype: String(js.dtype ?? 'unknown') },
+    bnb: { quantType, blocksize, quantMap, namedTable: true, nested, dtype: String(js.dtype ?? 'unknown') },
   };
 }
 

@@ -41,6 +41,8 @@ export interface QuantConfig {
 export interface ModulePattern {
   text: string;
   test: (module: string) => boolean;
+  /** compressed-tensors' precedence among targets (match_targets): 0 an exact name, 1 a regex or wildcard, 2 a class name */
+  rank: 0 | 1 | 2;
 }
 
 const KNOWN_METHODS: readonly string[] = ['fp8', 'mxfp4', 'fp4', 'quark', 'modelopt', 'compressed-tensors', 'bitsandbytes'];
@@ -84,12 +86,12 @@ export function modulePattern(text: string, plain: 'fnmatch' | 'exact', where: {
     } catch {
       throw new InputError(`${where.field}: ${JSON.stringify(text)} is not a valid regular expression`, { file: where.file });
     }
-    return { text, test: (m) => re.test(m) };
+    return { text, test: (m) => re.test(m), rank: 1 };
   }
-  if (text === 'Linear') return { text, test: () => true };
-  if (plain === 'exact') return { text, test: (m) => m === text };
+  if (text === 'Linear') return { text, test: () => true, rank: 2 };
+  if (plain === 'exact') return { text, test: (m) => m === text, rank: 0 };
   const re = fnmatchRegex(text);
-  return { text, test: (m) => re.test(m) };
+  return { text, test: (m) => re.test(m), rank: 1 };
 }
 
 function stringList(v: unknown, where: { file: string; field: string }): string[] {
@@ -165,15 +167,31 @@ function quarkForm(spec: unknown, field: string, file: string): DeclaredFp4 | nu
 function parseQuark(qc: Record<string, unknown>, file: string): QuantConfig {
   const f = (field: string) => ({ file, field: `quantization_config.${field}` });
   const global = qc.global_quant_config === undefined ? {} : obj(qc.global_quant_config, f('global_quant_config'));
+  quarkOutputs(global, 'quantization_config.global_quant_config', file);
   const defaultForm = quarkForm(global.weight, 'quantization_config.global_quant_config.weight', file);
   const groups: QuantConfig['groups'] = [];
+  // per layer type (Linear, Conv2d, ...): not read here, so a form declared there could not be checked
+  const byType = qc.layer_type_quant_config;
+  if (byType !== undefined && byType !== null && Object.keys(obj(byType, f('layer_type_quant_config'))).length > 0) {
+    throw new InputError('quantization_config.layer_type_quant_config is not supported (give per-layer specs in layer_quant_config)', { file });
+  }
   const layers = qc.layer_quant_config === undefined || qc.layer_quant_config === null ? {} : obj(qc.layer_quant_config, f('layer_quant_config'));
   for (const [pat, spec] of Object.entries(layers)) {
+    quarkOutputs(obj(spec, f(`layer_quant_config.${pat}`)), `quantization_config.layer_quant_config.${pat}`, file);
     const form = quarkForm(obj(spec, f(`layer_quant_config.${pat}`)).weight, `quantization_config.layer_quant_config.${pat}.weight`, file);
     if (form !== null) groups.push({ targets: [modulePattern(pat, 'fnmatch', f('layer_quant_config'))], form });
   }
   const ignore = stringList(qc.exclude, f('exclude')).map((p) => modulePattern(p, 'fnmatch', f('exclude')));
   return { method: 'quark', weightBlockSize: [128, 128], declared: qc, file, ignore, groups, defaultForm };
+}
+
+/**
+ * Quark's output_tensors quantize a linear's output (its FP8 KV cache is k_proj/v_proj outputs): a forward pass
+ * neither path computes, refused by name. Its input_tensors (W4A4) are not: on MI250, which has no FP4 or FP8
+ * matrix units, the activations of the deployed path stay FP16 (README, Formats).
+ */
+function quarkOutputs(spec: Record<string, unknown>, field: string, file: string): void {
+  if (spec.output_tensors !== undefined && spec.output_tensors !== null) throw new InputError(`${field}.output_tensors is not supported (quantized linear outputs, e.g. Quark's FP8 KV cache, are not computed)`, { file });
 }
 
 /** ModelOpt algorithms that exist and are refused by name (not implemented). */
@@ -182,15 +200,15 @@ const MODELOPT_REFUSED: Record<string, string> = {
   W4A8_AWQ: 'INT4 weights',
   W4A16_AWQ: 'INT4 weights',
   W4A8_NVFP4_FP8: 'FP8 activations',
-  W4A16_NVFP4: 'not implemented',
   MIXED_PRECISION: 'per-layer quantized_layers are not implemented',
   FP8: 'ModelOpt per-tensor FP8 is not implemented',
 };
 
 function modelOptAlgo(algo: unknown, field: string, file: string): void {
-  if (algo === 'NVFP4') return;
-  if (typeof algo === 'string' && Object.hasOwn(MODELOPT_REFUSED, algo)) throw new InputError(`${field} ${JSON.stringify(algo)} is not supported: ${MODELOPT_REFUSED[algo]} (only NVFP4)`, { file });
-  throw new InputError(`${field} ${JSON.stringify(algo)} is not supported (only NVFP4)`, { file });
+  // W4A16_NVFP4 stores what NVFP4 stores, less the input_scale: the same weights
+  if (algo === 'NVFP4' || algo === 'W4A16_NVFP4') return;
+  if (typeof algo === 'string' && Object.hasOwn(MODELOPT_REFUSED, algo)) throw new InputError(`${field} ${JSON.stringify(algo)} is not supported: ${MODELOPT_REFUSED[algo]} (only NVFP4, W4A16_NVFP4)`, { file });
+  throw new InputError(`${field} ${JSON.stringify(algo)} is not supported (only NVFP4, W4A16_NVFP4)`, { file });
 }
 
 /**
@@ -241,11 +259,26 @@ function configGroups(v: unknown, formOf: (group: Record<string, unknown>, field
       if (w.num_bits !== 4) throw new InputError(`${field}.weights.num_bits ${JSON.stringify(w.num_bits)} is not 4`, { file });
       if (w.type !== undefined && w.type !== 'float') throw new InputError(`${field}.weights.type ${JSON.stringify(w.type)} is not float (FP4)`, { file });
       if (w.group_size !== undefined && w.group_size !== size) throw new InputError(`${field}.weights.group_size ${JSON.stringify(w.group_size)} disagrees with ${form}'s ${size}`, { file });
+      ctWeightArgs(w, form, `${field}.weights`, file);
     }
     const targets = stringList(group.targets ?? ['Linear'], { file, field: `${field}.targets` }).map((p) => modulePattern(p, 'exact', { file, field: `${field}.targets` }));
     groups.push({ targets, form: w === null ? 'plain' : form });
   }
   return groups;
+}
+
+/**
+ * The QuantizationArgs fields that change what stored FP4 weights mean (compressed-tensors' forward_helpers and
+ * compressors): a zero point (symmetric false), activation-order groups (actorder, with a weight_g_idx), weights
+ * quantized at run time (dynamic), a strategy other than FP4's block one. Each is refused by name: decoded
+ * without them, every weight would be silently wrong.
+ */
+function ctWeightArgs(w: Record<string, unknown>, form: DeclaredFp4, field: string, file: string): void {
+  if (w.symmetric !== undefined && w.symmetric !== null && w.symmetric !== true) throw new InputError(`${field}.symmetric ${JSON.stringify(w.symmetric)} is not supported (a zero point per block is not implemented; FP4 is symmetric)`, { file });
+  if (w.actorder !== undefined && w.actorder !== null && w.actorder !== false) throw new InputError(`${field}.actorder ${JSON.stringify(w.actorder)} is not supported (activation-order groups, weight_g_idx, are not implemented)`, { file });
+  if (w.dynamic !== undefined && w.dynamic !== null && w.dynamic !== false) throw new InputError(`${field}.dynamic ${JSON.stringify(w.dynamic)} is not supported (weights quantized at run time are not stored FP4)`, { file });
+  const strategies = form === 'nvfp4' ? ['tensor_group'] : ['group', 'tensor_group'];
+  if (w.strategy !== undefined && w.strategy !== null && !strategies.includes(w.strategy as string)) throw new InputError(`${field}.strategy ${JSON.stringify(w.strategy)} is not supported for ${form} (${strategies.join(' or ')})`, { file });
 }
 
 function parseCompressedTensors(qc: Record<string, unknown>, file: string): QuantConfig {
@@ -255,6 +288,8 @@ function parseCompressedTensors(qc: Record<string, unknown>, file: string): Quan
   if (qc.quantization_status !== undefined && qc.quantization_status !== 'compressed') {
     throw new InputError(`quantization_config.quantization_status ${JSON.stringify(qc.quantization_status)}: only compressed checkpoints store packed FP4`, { file });
   }
+  // transforms (online Hadamard rotations of a linear's input or output) change the model the weights describe
+  if (qc.transform_config !== undefined && qc.transform_config !== null) throw new InputError('quantization_config.transform_config is not supported (transforms such as online Hadamard rotations are not computed)', { file });
   const groups = configGroups(qc.config_groups ?? {}, (group, field) => ctForm(mixed ? group.format : (group.format ?? top), mixed ? `${field}.format` : 'quantization_config.format', file), file);
   const field = { file, field: 'quantization_config.ignore' };
   const ignore = stringList(qc.ignore, field).map((p) => modulePattern(p, 'exact', field));
@@ -264,7 +299,8 @@ function parseCompressedTensors(qc: Record<string, unknown>, file: string): Quan
 /**
  * bitsandbytes as transformers writes it (BitsAndBytesConfig.to_dict, spec/fp4-formats.md §5): 4-bit only
  * (LLM.int8 is not FP4), uint8 storage, nf4 or fp4. `llm_int8_skip_modules` keeps modules plain the way
- * transformers matches them: a name equal to the entry, or containing it followed by a dot.
+ * transformers matches them (_replace_with_bnb_linear): a leaf name equal to the entry, a full name equal to it,
+ * or one containing it followed by a dot.
  */
 function parseBitsAndBytes(qc: Record<string, unknown>, file: string): QuantConfig {
   const f = (k: string) => `quantization_config.${k}`;
@@ -280,7 +316,7 @@ function parseBitsAndBytes(qc: Record<string, unknown>, file: string): QuantConf
   const field = { file, field: f('llm_int8_skip_modules') };
   // without a list transformers skips the output head itself (get_keys_to_not_convert)
   const skip = qc.llm_int8_skip_modules === undefined || qc.llm_int8_skip_modules === null ? ['lm_head'] : stringList(qc.llm_int8_skip_modules, field);
-  const ignore = skip.map((key): ModulePattern => ({ text: key, test: (m) => m === key || m.includes(key + '.') }));
+  const ignore = skip.map((key): ModulePattern => ({ text: key, test: (m) => m === key || m.includes(key + '.') || m.slice(m.lastIndexOf('.') + 1) === key, rank: 1 }));
   return { method: 'bitsandbytes', weightBlockSize: [128, 128], declared: qc, file, ignore, groups: [], defaultForm: 'bnb4', bnb: { quantType: t, doubleQuant: dq } };
 }
 
@@ -292,6 +328,11 @@ function parseBitsAndBytes(qc: Record<string, unknown>, file: string): QuantConf
 export function declaredFor(qc: QuantConfig, module: string): 'plain' | DeclaredFp4 | null {
   if (qc.method === 'none' || qc.method === 'fp8' || qc.method === 'mxfp4' || qc.method === 'fp4') return null;
   if (qc.ignore.some((p) => p.test(module))) return 'plain';
+  if (qc.method === 'compressed-tensors' || qc.method === 'modelopt') {
+    // compressed-tensors' match_targets: an exact name wins over a regex, a regex over a class name, whatever
+    // the groups' order (a mixed-precision "Linear" group beside a regex one)
+    for (const rank of [0, 1, 2]) for (const g of qc.groups) if (g.targets.some((p) => p.rank === rank && p.test(module))) return g.form;
+  }
   for (const g of qc.groups) if (g.targets.some((p) => p.test(module))) return g.form;
   // no group targets it: compressed-tensors (and ModelOpt when it lists groups) leave such a module plain
   if (qc.method === 'compressed-tensors' || (qc.method === 'modelopt' && qc.groups.length > 0)) return 'plain';

@@ -8,7 +8,7 @@ import type { Checkpoint } from '../io/checkpoint.js';
 import { assertStoredLayers } from './layers.js';
 import { forEachRowChunk, readRows } from './rows.js';
 import { ConfigReader } from '../io/config.js';
-import { expectShape, type LinearWeight, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
+import { expectShape, type LinearWeight, linearTensorNames, loadLinear, parseQuantConfig, type QuantConfig, type StoredTensor } from '../formats/linear.js';
 
 export interface LlamaConfig {
   hidden: number;
@@ -188,6 +188,9 @@ export type LlamaLinear = (typeof LLAMA_LINEARS)[number];
 const ATTENTION_LINEARS: readonly LlamaLinear[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
 
 /** The checkpoint name of layer L's projection `key` (`model.layers.L.self_attn.q_proj`, `….mlp.down_proj`), without `.weight`/`.bias`. */
+/** KV-cache quantization scales as compressed-tensors, ModelOpt and Quark store them (self_attn.k_scale, k_proj.k_scale, k_proj.output_scale) */
+const KV_CACHE_SCALE = /^model\.layers\.\d+\.self_attn\.(?:(?:[qkv]_proj\.)?(?:[qkv]|kv|prob)_scale|[qkv]_proj\.output_scale)$/;
+
 export const llamaLinearStem = (L: number, key: LlamaLinear) => `model.layers.${L}.${ATTENTION_LINEARS.includes(key) ? 'self_attn' : 'mlp'}.${key}`;
 
 /** Whether the config gives projection `key` a bias. */
@@ -264,6 +267,35 @@ export class LlamaCheckpoint {
 
   finalNorm(): StoredTensor {
     return expectShape(this.ck, 'model.norm.weight', [this.cfg.hidden], ['BF16', 'F16', 'F32']);
+  }
+
+  /**
+   * Every tensor checked against the config without reading data, and every stored tensor given a role: one that
+   * no path reads is bad input, named, not silently left out. A zero point or a group index beside a linear
+   * (compressed-tensors' asymmetric or activation-order forms) would change every weight it decodes. Kept
+   * without a role: RoPE's inv_freq buffers older transformers saved (derived from the config), and the KV-cache
+   * scales of an FP8 KV cache, which is a serving option (vLLM's --kv-cache-dtype) neither path computes.
+   */
+  conformance(): void {
+    const known = new Set<string>([this.embedName, this.headName, 'lm_head.weight', 'model.norm.weight']);
+    for (let L = 0; L < this.cfg.layers; L++) {
+      const w = this.loadLayer(L, false);
+      for (const key of LLAMA_LINEARS) {
+        for (const n of linearTensorNames(this.ck, w[key])) known.add(n);
+        if (w.bias[key] !== null) known.add(`${llamaLinearStem(L, key)}.bias`);
+      }
+      for (const n of ['input_layernorm.weight', 'post_attention_layernorm.weight', 'self_attn.rotary_emb.inv_freq']) known.add(`model.layers.${L}.${n}`);
+    }
+    this.finalNorm();
+    for (const name of this.ck.names()) {
+      if (known.has(name) || KV_CACHE_SCALE.test(name)) continue;
+      const why = name.endsWith('.weight_zero_point')
+        ? 'a zero point (asymmetric quantization) is not implemented; refused rather than decoded without it'
+        : name.endsWith('.weight_g_idx')
+          ? 'a group index (activation-order groups) is not implemented; refused rather than decoded without it'
+          : 'tensor has no role in llama (unknown name, or a layer index past num_hidden_layers)';
+      throw new InputError(why, { file: this.fileOf(name), tensor: name });
+    }
   }
 
   /** Embedding rows for the given tokens only (the vocab × hidden table is never read whole). */

@@ -22,7 +22,7 @@ import { loadDeviceNative } from '../../device-hip/binding.js';
 import { LinearCache } from '../../device-hip/linear.js';
 import { FIXTURE_FORMAT_ENTRY, FIXTURE_FP4_FORMATS, type FixtureFp4Format } from '../../fixtures/fp4_producers.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
-import { dropTensor, editQuantConfig, replaceTensor } from '../../fixtures/inject.js';
+import { addTensor, dropTensor, editQuantConfig, replaceTensor } from '../../fixtures/inject.js';
 import { cli, quietDiff } from './cli.js';
 import { LlamaCheckpoint } from '../models/llama.js';
 
@@ -340,6 +340,39 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
       make: (s, d) => replaceTensor(s, d, `${M}.weight.quant_map`, (t) => ({ ...t, data: Uint8Array.from([...t.data.subarray(0, 4), 0, 0, 0xc0, 0x7f, ...t.data.subarray(8)]) })),
       says: /quant_map holds NaN at \[1\]/,
     },
+    // from a read-only review against the producers' code: fields that change what the stored FP4 means
+    ...(['symmetric', 'actorder', 'dynamic', 'strategy'] as const).map((k) => ({
+      id: `compressed-tensors weights.${k} that changes the weights`,
+      src: 'ct-nvfp4' as const,
+      make: (s: string, d: string) => editQuantConfig(s, d, (qc) => {
+        const w = (qc.config_groups as Record<string, Record<string, Record<string, unknown>>>).group_0.weights;
+        w[k] = { symmetric: false, actorder: 'group', dynamic: true, strategy: 'channel' }[k];
+      }),
+      says: new RegExp(`quantization_config\\.config_groups\\.group_0\\.weights\\.${k} .* is not supported`),
+    })),
+    { id: 'compressed-tensors online transforms', src: 'ct-nvfp4', make: (s, d) => editQuantConfig(s, d, (qc) => (qc.transform_config = { config_groups: { u: { type: 'hadamard', apply: [{ location: 'input', targets: ['Linear'] }] } } })), says: /quantization_config\.transform_config is not supported/ },
+    {
+      id: "Quark's quantized outputs (an FP8 KV cache)",
+      src: 'quark-mxfp4',
+      make: (s, d) => editQuantConfig(s, d, (qc) => (qc.layer_quant_config = { '*k_proj': { output_tensors: { dtype: 'fp8_e4m3', qscheme: 'per_tensor' } } })),
+      says: /quantization_config\.layer_quant_config\.\*k_proj\.output_tensors is not supported/,
+    },
+    { id: "Quark's layer_type_quant_config", src: 'quark-mxfp4', make: (s, d) => editQuantConfig(s, d, (qc) => (qc.layer_type_quant_config = { Linear: { weight: { dtype: 'fp6_e3m2' } } })), says: /quantization_config\.layer_type_quant_config is not supported/ },
+    {
+      id: 'a bitsandbytes quant_map other than its named table (bitsandbytes decodes with its own)',
+      src: 'bnb-nf4',
+      make: (s, d) => replaceTensor(s, d, `${M}.weight.quant_map`, (t) => ({ ...t, data: new Uint8Array(Float32Array.from(new Float32Array(t.data.slice().buffer), (v) => v * 2).buffer) })),
+      says: /code 0 is -2, where bitsandbytes' nf4 table has -1: bitsandbytes decodes with its own table/,
+    },
+    {
+      id: 'a bitsandbytes block size bitsandbytes does not dequantize',
+      src: 'bnb-fp4',
+      make: (s, d) => replaceTensor(s, d, `${M}.weight.quant_state.bitsandbytes__fp4`, (t) => {
+        const data = new TextEncoder().encode(new TextDecoder().decode(t.data).replace('"blocksize": 64', '"blocksize": 96'));
+        return { ...t, shape: [data.length], data };
+      }),
+      says: /quant_state\.blocksize 96 is not a block size bitsandbytes dequantizes \(32, 64, 128/,
+    },
   ];
   /** What `diff`/`inspect --check` meet first: the config, then each layer's binding, then the NaN-code check. */
   function firstError(dir: string, check: boolean): InputError {
@@ -390,6 +423,59 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     const lines = r.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^layerdiff: error: .*config\.json: the declared quantization contradicts what is stored in \d+ places \(first: model\.layers\.\d+\.\S+\.weight: stored (plain|nvfp4) /);
+  });
+
+  it('a stored tensor no path reads is refused by name (a zero point, a group index), KV-cache scales and inv_freq buffers are not', () => {
+    const conform = (dir: string) => {
+      const ck = Checkpoint.open(dir);
+      try {
+        new LlamaCheckpoint(ck).conformance();
+      } finally {
+        ck.close();
+      }
+    };
+    const f32 = (name: string, n: number) => ({ name, dtype: 'F32' as const, shape: [n], data: new Uint8Array(4 * n) });
+    for (const [tensor, says] of [
+      [`${M}.weight_zero_point`, /weight_zero_point'?: a zero point \(asymmetric quantization\) is not implemented/],
+      [`${M}.weight_g_idx`, /weight_g_idx'?: a group index \(activation-order groups\) is not implemented/],
+      ['model.layers.1.mlp.shared_gate.weight', /tensor has no role in llama/],
+    ] as const) {
+      const dst = path.join(tmp, `extra-${tensor.replace(/\W+/g, '-')}`);
+      addTensor(dirs['ct-nvfp4'], dst, `${M}.weight_packed`, f32(tensor, 4));
+      expect(() => conform(dst), tensor).toThrow(InputError);
+      expect(() => conform(dst)).toThrow(says);
+    }
+    let dst = path.join(tmp, 'extra-kv-scale');
+    addTensor(dirs['ct-nvfp4'], dst, `${M}.weight_packed`, f32('model.layers.1.self_attn.k_scale', 1));
+    expect(() => conform(dst)).not.toThrow();
+    dst = path.join(tmp, 'extra-inv-freq');
+    addTensor(dirs['modelopt-nvfp4'], dst, `${M}.weight`, f32('model.layers.2.self_attn.rotary_emb.inv_freq', 16));
+    expect(() => conform(dst)).not.toThrow();
+  });
+
+  it("compressed-tensors targets as match_targets ranks them: an exact name, then a regex, then the class, whatever the groups' order", () => {
+    const qc = parseQuantConfig({
+      quantization_config: {
+        quant_method: 'compressed-tensors', format: 'mixed-precision',
+        config_groups: {
+          all: { format: 'nvfp4-pack-quantized', targets: ['Linear'], weights: { num_bits: 4, type: 'float', group_size: 16, strategy: 'tensor_group', symmetric: true, dynamic: false, actorder: null } },
+          down: { format: 'mxfp4-pack-quantized', targets: ['re:.*mlp\\.down_proj$'], weights: { num_bits: 4, type: 'float', group_size: 32, strategy: 'group' } },
+          one: { format: 'mxfp4-pack-quantized', targets: ['model.layers.0.mlp.up_proj'], weights: { num_bits: 4, type: 'float', group_size: 32 } },
+        },
+      },
+    }, '/m/config.json');
+    expect(declaredFor(qc, 'model.layers.3.mlp.down_proj')).toBe('mxfp4');
+    expect(declaredFor(qc, 'model.layers.0.mlp.up_proj')).toBe('mxfp4');
+    expect(declaredFor(qc, 'model.layers.1.mlp.up_proj')).toBe('nvfp4');
+  });
+
+  it("bitsandbytes' skip list matches a leaf name as transformers does; ModelOpt's W4A16_NVFP4 is NVFP4's weights", () => {
+    const bnb = parseQuantConfig({ quantization_config: { quant_method: 'bitsandbytes', load_in_4bit: true, bnb_4bit_quant_type: 'nf4', llm_int8_skip_modules: ['lm_head', 'down_proj'] } }, '/m/config.json');
+    expect(declaredFor(bnb, 'model.layers.4.mlp.down_proj')).toBe('plain');
+    expect(declaredFor(bnb, 'model.layers.4.mlp.up_proj')).toBe('bnb4');
+    expect(declaredFor(bnb, 'model.layers.4.mlp.down_proj_x')).toBe('bnb4');
+    const w4a16 = parseQuantConfig({ quantization_config: { quant_method: 'modelopt', quant_algo: 'W4A16_NVFP4', ignore: ['lm_head'] } }, '/m/config.json');
+    expect(declaredFor(w4a16, 'model.layers.0.mlp.up_proj')).toBe('nvfp4');
   });
 
   it('FP8 with static activation scales is refused by name (only dynamic: activations stay in the compute dtype)', () => {
