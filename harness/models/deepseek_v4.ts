@@ -326,7 +326,11 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
     };
   }
 
-  /** Expert ids of hash layer weights `w` for token id `token` (a tid2eid row), range-checked. */
+  /**
+   * Expert ids of hash layer weights `w` for token id `token` (a tid2eid row), range-checked. A row naming one
+   * expert twice is refused: DeepSeek's MoE.forward adds it once (`y[idx] += …` keeps one write per token) while
+   * its weights are normalised over every slot, a model no clean rule describes (the release's rows are distinct).
+   */
   hashExperts(w: DeepseekV4LayerWeights, token: number): number[] {
     const t = w.ffn.gate.tid2eid;
     if (t === null) throw new Error(`layer ${w.index} is not a hash layer`);
@@ -339,6 +343,7 @@ export class DeepseekV4Checkpoint implements DeepseekV4Weights {
       if (!Number.isInteger(e) || e < 0 || e >= experts) {
         throw new InputError(`row ${token} holds expert id ${e}, outside [0, ${experts})`, { file: t.file, tensor: t.name });
       }
+      if (ids.includes(e)) throw new InputError(`row ${token} lists expert ${e} twice (DeepSeek's code would apply it once but weigh it twice)`, { file: t.file, tensor: t.name });
       ids.push(e);
     }
     return ids;

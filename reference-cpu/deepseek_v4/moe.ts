@@ -21,7 +21,7 @@ export function sqrtSoftplus(x: number): number {
 }
 
 export interface Routing {
-  /** per token, expert ids sorted ascending (duplicates from a tid2eid row kept) */
+  /** per token, expert ids sorted ascending (a duplicate is kept: the binding refuses tid2eid rows holding one) */
   ids: number[][];
   /** per token, ω aligned with ids */
   weights: number[][];
@@ -112,7 +112,8 @@ export function moe(f: Float32Array, S: number, w: DeepseekV4LayerWeights, d: Mo
   const bias = w.ffn.gate.bias !== null ? decodeStored(w.ffn.gate.bias) : null;
   const routing = route({ scores, S, experts: E, topk: d.topk, routeScale: d.routeScale, bias, hashIds, forced });
 
-  // Tokens per expert, in token order; a token listing an expert twice (a tid2eid row may) runs it twice.
+  // Tokens per expert, in token order; a token listing an expert twice would run it twice (the binding refuses
+  // such tid2eid rows: DeepSeek's code applies one of them)
   const byExpert = new Map<number, Array<[number, number]>>();
   routing.ids.forEach((ids, t) => ids.forEach((e, i) => {
     let l = byExpert.get(e);

@@ -1040,6 +1040,23 @@ describe('deepseek_v4 tiny checkpoint', () => {
     expect(m.hashExperts(w, 5)).toEqual(good.tid2eid.get(1)![5]);
   });
 
+  it("refuses a tid2eid row naming an expert twice (DeepSeek's code would apply it once, weigh it twice), and an id out of range", () => {
+    const row = (edit: (ids: BigInt64Array) => void) => (ts: TensorToWrite[]) => {
+      const t = ts.find((x) => x.name === 'layers.1.ffn.gate.tid2eid')!;
+      const ids = new BigInt64Array(t.data.slice().buffer);
+      edit(ids);
+      t.data = new Uint8Array(ids.buffer);
+    };
+    const k = TINY.topk;
+    const twice = open(variant('tid2eid-twice', row((ids) => (ids[5 * k + 1] = ids[5 * k]))));
+    const w = twice.loadLayer(1);
+    expect(() => twice.hashExperts(w, 5)).toThrow(InputError);
+    expect(() => twice.hashExperts(w, 5)).toThrow(new RegExp(`tensor 'layers\\.1\\.ffn\\.gate\\.tid2eid': row 5 lists expert ${good.tid2eid.get(1)![5][0]} twice`));
+    expect(twice.hashExperts(w, 6)).toEqual(good.tid2eid.get(1)![6]); // only the rows used are read
+    const far = open(variant('tid2eid-far', row((ids) => (ids[5 * k] = 1000n))));
+    expect(() => far.hashExperts(far.loadLayer(1), 5)).toThrow(/row 5 holds expert id 1000, outside \[0, /);
+  });
+
   it('rejects wrong dtypes, shapes, missing and unexpected tensors, naming file and tensor', () => {
     const cases: Array<[string, WriteOpts['edit'], RegExp]> = [
       ['hc-bf16', (ts) => retype(ts, 'layers.0.hc_attn_fn', 'BF16'), /model\.safetensors: tensor 'layers\.0\.hc_attn_fn': dtype BF16 not allowed/],
