@@ -46,8 +46,8 @@ const policyOptions = {
 
 /** What yargs hands a middleware beside the arguments (its types omit it): the parser of the command being run. */
 interface CommandParser {
-  /** the command's options by kind; `boolean` lists those that take no value */
-  getOptions(): { boolean: string[] };
+  /** the command's options: `key` all of them (aliases too), `boolean` those that take no value */
+  getOptions(): { boolean: string[]; key: Record<string, unknown> };
 }
 
 function fail(message: string, code: ExitCode): never {
@@ -86,7 +86,7 @@ export async function main(rawArgv: string[]): Promise<number> {
     .option('quiet', { alias: 'q', type: 'boolean', default: false, global: true, describe: 'print only the verdict line and errors (reports are still written)' })
     .option('verbose', { alias: 'v', type: 'boolean', default: false, global: true, describe: 'print more: every differing tensor, the finite part of non-finite stages, timings, the environment' })
     // before validation, so that `--mode=` is named as an empty value, not as a choice yargs does not know
-    .middleware(((_a: unknown, y: CommandParser) => rejectEmptyValues(rawArgv, new Set(y.getOptions().boolean))) as never, true)
+    .middleware(((_a: unknown, y: CommandParser) => rejectEmptyValues(rawArgv, new Set(y.getOptions().boolean), new Set(Object.keys(y.getOptions().key)))) as never, true)
     .middleware((a) => configureTerminal({ colour: a.color as ColourMode, quiet: a.quiet === true, verbose: a.verbose === true }))
     .fail((msg, err, y) => {
       if (err) throw err;

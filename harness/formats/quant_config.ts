@@ -176,8 +176,10 @@ function parseQuark(qc: Record<string, unknown>, file: string): QuantConfig {
     throw new InputError('quantization_config.layer_type_quant_config is not supported (give per-layer specs in layer_quant_config)', { file });
   }
   const layers = qc.layer_quant_config === undefined || qc.layer_quant_config === null ? {} : obj(qc.layer_quant_config, f('layer_quant_config'));
+  // the layers whose outputs export.kv_cache_group names are the FP8 KV cache (vLLM's QuarkConfig reads it there)
+  const kvGroup = stringList(qc.export === undefined || qc.export === null ? undefined : obj(qc.export, f('export')).kv_cache_group, f('export.kv_cache_group'));
   for (const [pat, spec] of Object.entries(layers)) {
-    quarkOutputs(obj(spec, f(`layer_quant_config.${pat}`)), `quantization_config.layer_quant_config.${pat}`, file);
+    if (!kvGroup.includes(pat)) quarkOutputs(obj(spec, f(`layer_quant_config.${pat}`)), `quantization_config.layer_quant_config.${pat}`, file);
     const form = quarkForm(obj(spec, f(`layer_quant_config.${pat}`)).weight, `quantization_config.layer_quant_config.${pat}.weight`, file);
     if (form !== null) groups.push({ targets: [modulePattern(pat, 'fnmatch', f('layer_quant_config'))], form });
   }
@@ -186,9 +188,10 @@ function parseQuark(qc: Record<string, unknown>, file: string): QuantConfig {
 }
 
 /**
- * Quark's output_tensors quantize a linear's output (its FP8 KV cache is k_proj/v_proj outputs): a forward pass
- * neither path computes, refused by name. Its input_tensors (W4A4) are not: on MI250, which has no FP4 or FP8
- * matrix units, the activations of the deployed path stay FP16 (README, Formats).
+ * Quark's output_tensors quantize a linear's output: a forward pass neither path computes, refused by name, except
+ * on the layers export.kv_cache_group names, whose outputs are the FP8 KV cache: a serving option, as ModelOpt's and
+ * compressed-tensors' KV caches are (README, Formats). Its input_tensors (W4A4) are not refused either: on MI250,
+ * which has no FP4 or FP8 matrix units, the activations of the deployed path stay FP16.
  */
 function quarkOutputs(spec: Record<string, unknown>, field: string, file: string): void {
   if (spec.output_tensors !== undefined && spec.output_tensors !== null) throw new InputError(`${field}.output_tensors is not supported (quantized linear outputs, e.g. Quark's FP8 KV cache, are not computed)`, { file });
@@ -275,7 +278,9 @@ function configGroups(v: unknown, formOf: (group: Record<string, unknown>, field
  */
 function ctWeightArgs(w: Record<string, unknown>, form: DeclaredFp4, field: string, file: string): void {
   if (w.symmetric !== undefined && w.symmetric !== null && w.symmetric !== true) throw new InputError(`${field}.symmetric ${JSON.stringify(w.symmetric)} is not supported (a zero point per block is not implemented; FP4 is symmetric)`, { file });
-  if (w.actorder !== undefined && w.actorder !== null && w.actorder !== false) throw new InputError(`${field}.actorder ${JSON.stringify(w.actorder)} is not supported (activation-order groups, weight_g_idx, are not implemented)`, { file });
+  // "weight" / "static" order the calibration only and store the usual format; "group" / "dynamic" (true in older
+  // versions) store a weight_g_idx mapping columns to scale groups
+  if (w.actorder === true || w.actorder === 'group' || w.actorder === 'dynamic') throw new InputError(`${field}.actorder ${JSON.stringify(w.actorder)} is not supported (activation-order groups, weight_g_idx, are not implemented)`, { file });
   if (w.dynamic !== undefined && w.dynamic !== null && w.dynamic !== false) throw new InputError(`${field}.dynamic ${JSON.stringify(w.dynamic)} is not supported (weights quantized at run time are not stored FP4)`, { file });
   const strategies = form === 'nvfp4' ? ['tensor_group'] : ['group', 'tensor_group'];
   if (w.strategy !== undefined && w.strategy !== null && !strategies.includes(w.strategy as string)) throw new InputError(`${field}.strategy ${JSON.stringify(w.strategy)} is not supported for ${form} (${strategies.join(' or ')})`, { file });

@@ -141,6 +141,11 @@ export class TextTokenizer {
     return this.unk;
   }
 
+  /** Stop the worker that holds the library's tokenizer (a caller that refuses it). */
+  close(): void {
+    this.guarded.close();
+  }
+
   /** Is `id` one of the added special tokens (BOS, EOS, padding, …)? */
   isSpecial(id: number): boolean {
     return this.specialIds.has(id);
@@ -177,7 +182,10 @@ function specialTokensTemplate(
     return v;
   };
   const llama = typeof config.tokenizer_class === 'string' && BOS_BY_DEFAULT.has(config.tokenizer_class);
-  if (!llama && !Object.hasOwn(config, 'add_bos_token') && !Object.hasOwn(config, 'add_eos_token')) return undefined;
+  const explicit = Object.hasOwn(config, 'add_bos_token') || Object.hasOwn(config, 'add_eos_token');
+  // a Llama class naming no BOS here (older conversions keep it in special_tokens_map.json, which transformers
+  // also reads): tokenizer.json's own post-processor stands, as it did before these fields were read
+  if (!explicit && (!llama || (tokens.bos ?? '') === '')) return undefined;
   const parts: Array<{ token: string; key: string }> = [];
   if (flag('add_bos_token', llama)) parts.push({ token: tokens.bos ?? '', key: 'bos_token' });
   if (flag('add_eos_token', false)) parts.push({ token: tokens.eos ?? '', key: 'eos_token' });
@@ -233,14 +241,19 @@ export type MetaReader = (name: string) => Buffer | null;
 
 export function loadTokenizer(modelDir: string, read?: MetaReader): TextTokenizer {
   const tk = TextTokenizer.load(modelDir, read);
-  const configFile = path.join(modelDir, 'config.json');
-  const vocab = fs.existsSync(configFile) ? readJsonObject(configFile).vocab_size : undefined;
-  if (typeof vocab === 'number' && tk.vocabSize > vocab) {
-    throw new InputError(`the tokenizer's ids run to ${tk.vocabSize - 1}, beyond vocab_size ${vocab} of ${configFile}`, { file: tk.file });
+  try {
+    const configFile = path.join(modelDir, 'config.json');
+    const vocab = fs.existsSync(configFile) ? readJsonObject(configFile).vocab_size : undefined;
+    if (typeof vocab === 'number' && tk.vocabSize > vocab) {
+      throw new InputError(`the tokenizer's ids run to ${tk.vocabSize - 1}, beyond vocab_size ${vocab} of ${configFile}`, { file: tk.file });
+    }
+    const ids = tk.encode(PROBE_TEXT, { addSpecialTokens: false });
+    const unk = tk.unkId();
+    const ordinary = ids.filter((id) => id !== unk && !tk.isSpecial(id));
+    if (ordinary.length === 0) throw new InputError(`maps ordinary text (${JSON.stringify(PROBE_TEXT)}) to no vocabulary token (${JSON.stringify(ids)}); not a usable tokenizer`, { file: tk.file });
+    return tk;
+  } catch (e) {
+    tk.close(); // a refused tokenizer leaves no worker behind
+    throw e;
   }
-  const ids = tk.encode(PROBE_TEXT, { addSpecialTokens: false });
-  const unk = tk.unkId();
-  const ordinary = ids.filter((id) => id !== unk && !tk.isSpecial(id));
-  if (ordinary.length === 0) throw new InputError(`maps ordinary text (${JSON.stringify(PROBE_TEXT)}) to no vocabulary token (${JSON.stringify(ids)}); not a usable tokenizer`, { file: tk.file });
-  return tk;
 }

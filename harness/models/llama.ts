@@ -187,10 +187,10 @@ export const LLAMA_LINEARS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj
 export type LlamaLinear = (typeof LLAMA_LINEARS)[number];
 const ATTENTION_LINEARS: readonly LlamaLinear[] = ['q_proj', 'k_proj', 'v_proj', 'o_proj'];
 
-/** The checkpoint name of layer L's projection `key` (`model.layers.L.self_attn.q_proj`, `….mlp.down_proj`), without `.weight`/`.bias`. */
 /** KV-cache quantization scales as compressed-tensors, ModelOpt and Quark store them (self_attn.k_scale, k_proj.k_scale, k_proj.output_scale) */
 const KV_CACHE_SCALE = /^model\.layers\.\d+\.self_attn\.(?:(?:[qkv]_proj\.)?(?:[qkv]|kv|prob)_scale|[qkv]_proj\.output_scale)$/;
 
+/** The checkpoint name of layer L's projection `key` (`model.layers.L.self_attn.q_proj`, `….mlp.down_proj`), without `.weight`/`.bias`. */
 export const llamaLinearStem = (L: number, key: LlamaLinear) => `model.layers.${L}.${ATTENTION_LINEARS.includes(key) ? 'self_attn' : 'mlp'}.${key}`;
 
 /** Whether the config gives projection `key` a bias. */
@@ -277,7 +277,7 @@ export class LlamaCheckpoint {
    * scales of an FP8 KV cache, which is a serving option (vLLM's --kv-cache-dtype) neither path computes.
    */
   conformance(): void {
-    const known = new Set<string>([this.embedName, this.headName, 'lm_head.weight', 'model.norm.weight']);
+    const known = new Set<string>([this.embedName, this.headName, 'lm_head.weight', 'model.norm.weight', 'model.rotary_emb.inv_freq']);
     for (let L = 0; L < this.cfg.layers; L++) {
       const w = this.loadLayer(L, false);
       for (const key of LLAMA_LINEARS) {

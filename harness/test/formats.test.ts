@@ -453,6 +453,32 @@ describe('bad input per format: exit 2, one line naming file, tensor and field',
     expect(() => conform(dst)).not.toThrow();
   });
 
+  it("what stores the usual format is read: Quark's KV-cache outputs (export.kv_cache_group), compressed-tensors actorder weight/static", () => {
+    let dst = path.join(tmp, 'quark-kv-fp8');
+    editQuantConfig(dirs['quark-mxfp4'], dst, (qc) => {
+      const weight = (qc.global_quant_config as Record<string, unknown>).weight;
+      const fp8 = { dtype: 'fp8_e4m3', qscheme: 'per_tensor', is_dynamic: false };
+      qc.layer_quant_config = { '*k_proj': { weight, output_tensors: fp8 }, '*v_proj': { weight, output_tensors: fp8 } };
+      qc.export = { kv_cache_group: ['*k_proj', '*v_proj'], pack_method: 'reorder', weight_format: 'real_quantized' };
+    });
+    let ck = Checkpoint.open(dst);
+    try {
+      expect(parseQuantConfig(ck.config, ck.configFile).groups.map((g) => [g.targets[0].text, g.form])).toEqual([['*k_proj', 'mxfp4'], ['*v_proj', 'mxfp4']]);
+    } finally {
+      ck.close();
+    }
+    for (const actorder of ['weight', 'static']) {
+      dst = path.join(tmp, `ct-actorder-${actorder}`);
+      editQuantConfig(dirs['ct-nvfp4'], dst, (qc) => ((qc.config_groups as Record<string, Record<string, Record<string, unknown>>>).group_0.weights.actorder = actorder));
+      ck = Checkpoint.open(dst);
+      try {
+        expect(parseQuantConfig(ck.config, ck.configFile).groups[0].form).toBe('nvfp4');
+      } finally {
+        ck.close();
+      }
+    }
+  });
+
   it("compressed-tensors targets as match_targets ranks them: an exact name, then a regex, then the class, whatever the groups' order", () => {
     const qc = parseQuantConfig({
       quantization_config: {

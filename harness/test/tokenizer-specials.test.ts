@@ -40,6 +40,10 @@ describe('special tokens from tokenizer_config.json', () => {
     expect(encode(byteLevelJson(), { tokenizer_class: 'PreTrainedTokenizerFast', ...specials })).toEqual(plain);
     // the fixtures' own files (Llama-3-like: a BOS template in tokenizer.json, PreTrainedTokenizerFast): unchanged
     expect(encode(tokenizerJson(tinyBpe()), { tokenizer_class: 'PreTrainedTokenizerFast', ...specials })).toEqual([BOS_ID, ...plain]);
+    // a Llama class naming no BOS in tokenizer_config.json (older conversions keep it in special_tokens_map.json):
+    // tokenizer.json's post-processor stands
+    expect(encode(tokenizerJson(tinyBpe()), { tokenizer_class: 'LlamaTokenizer', bos_token: '', eos_token: EOS_TOKEN })).toEqual([BOS_ID, ...plain]);
+    expect(encode(byteLevelJson(), { tokenizer_class: 'LlamaTokenizerFast' })).toEqual(plain);
     // add_bos_token false on a Llama class removes the BOS a template in tokenizer.json would add (transformers replaces it)
     expect(encode(tokenizerJson(tinyBpe()), { tokenizer_class: 'LlamaTokenizerFast', add_bos_token: false, ...specials })).toEqual(plain);
   });
@@ -56,7 +60,7 @@ describe('special tokens from tokenizer_config.json', () => {
       expect((err as Error).message).toMatch(says);
     };
     refused(byteLevelJson(), { add_bos_token: 'yes', ...specials }, /tokenizer_config\.json: add_bos_token "yes" is not true or false/);
-    refused(byteLevelJson(), { tokenizer_class: 'LlamaTokenizerFast', eos_token: EOS_TOKEN }, /tokenizer_config\.json: add_bos_token is true but there is no bos_token/);
+    refused(byteLevelJson(), { tokenizer_class: 'LlamaTokenizerFast', add_bos_token: true, eos_token: EOS_TOKEN }, /tokenizer_config\.json: add_bos_token is true but there is no bos_token/);
     refused(byteLevelJson(), { add_bos_token: true, bos_token: '<s>' }, /add_bos_token is true but its bos_token "<s>" has no id in tokenizer\.json/);
     const twice = byteLevelJson();
     twice.added_tokens = [...(twice.added_tokens as object[]), { id: 7, content: BOS_TOKEN, special: true }];

@@ -258,7 +258,12 @@ describe('input faults are exit 2, one line', () => {
     expect(() => rejectEmpty(['diff', '--fail-above', '-1', '--no-drill', '-q'])).not.toThrow();
     expect(() => rejectEmpty(['generate', model, '--prompt', '-q', '--verbose'])).not.toThrow();
     // a flag's next token is not its value: here it is an empty positional (the model folder), also refused
-    expect(() => rejectEmpty(['diff', '--fail-fast', '', '-q'])).toThrow(/an empty argument \(''\) is given where a path is expected/);
+    expect(() => rejectEmpty(['diff', '--fail-fast', '', '-q'])).toThrow(/an empty argument \(''\) is given; give what it stands for \(a path, a name\) or leave it out \(see layerdiff diff --help\)/);
+    expect(() => rejectEmpty(['', 'diff'])).toThrow(/an empty command \(''\) is given/);
+    // an option the command lacks is left to the parser's "unknown option", not called empty
+    expect(() => rejectEmptyValues(['gate', '--fail-fast', ''], flags, new Set(['json']))).toThrow(/an empty argument/);
+    expect(() => rejectEmptyValues(['gate', '--nonesuch='], flags, new Set(['json']))).not.toThrow();
+    badInput(cli(['gate', LLAMA_TINY(), '--fail-fast=']), /unknown option --fail-fast/);
     badInput(cli(['diff', '--warn-above=']), /^layerdiff: error: --warn-above is given an empty value/);
     // named before yargs' own validation (an empty choice), with every flag of the command known to the parser
     badInput(cli(['diff', '--mode=']), /^layerdiff: error: --mode is given an empty value/);
