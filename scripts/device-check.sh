@@ -71,7 +71,8 @@ case "$mode" in
     arch=${LD_HIP_ARCH:-$(rocminfo 2>/dev/null | grep -o -m1 'gfx[0-9a-f]*' || true)}
     arch=${arch:-gfx90a}
     step "hipcc for $arch: device_check, code object, module_check"
-    flags=(--offload-arch="$arch" -O3 -ffp-contract=off -std=c++17 "${inc[@]}")
+    # the numerics the emulation assumes, stated (as .ci/hip-compile states them)
+    flags=(--offload-arch="$arch" -O3 -ffp-contract=off -fno-gpu-flush-denormals-to-zero -fhip-fp32-correctly-rounded-divide-sqrt -fno-fast-math -std=c++17 "${inc[@]}")
     hipcc "${flags[@]}" device-hip/check/device_check.hip -o "$build/device_check" || exit 1
     hipcc "${flags[@]}" --genco device-hip/kernels/all.hip -o "$build/ld_kernels_$arch.co" || status=1
     build_module_check || status=1

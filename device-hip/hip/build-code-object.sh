@@ -15,7 +15,8 @@ if [ ! -e /dev/kfd ] && [ "${LAYERDIFF_BUILD_HIP:-0}" != 1 ]; then echo "skipped
 arch=${LAYERDIFF_HIP_ARCH:-$(rocminfo 2>/dev/null | grep -o -m1 'gfx[0-9a-f]*' || true)}
 arch=${arch:-gfx90a}
 export HIP_PLATFORM=amd
-if "$hipcc" --offload-arch="$arch" -O3 -ffp-contract=off -std=c++17 --genco -I"$here/include" -I"$here/kernels" \
+# the numerics the emulation assumes, stated (as .ci/hip-compile states them)
+if "$hipcc" --offload-arch="$arch" -O3 -ffp-contract=off -fno-gpu-flush-denormals-to-zero -fhip-fp32-correctly-rounded-divide-sqrt -fno-fast-math -std=c++17 --genco -I"$here/include" -I"$here/kernels" \
     "$here/kernels/all.hip" -o "$dir/ld_kernels_$arch.co" 2>"$dir/ld_kernels.log"; then
   echo "built ld_kernels_$arch.co with $hipcc" >"$status"
 else
