@@ -4,12 +4,13 @@
  * one section per prompt). Every cause names the prompts it showed in.
  */
 import type { GateReport } from '../harness/gate/report.js';
-import { sci, verdictLine } from './format.js';
+import { policyText, sci, verdictLine } from './format.js';
 import { htmlPage, htmlSections } from './html.js';
 import { reportJson } from './json.js';
 import { junitDocument, junitSuite } from './junit.js';
-import { mdCell, renderMarkdown } from './markdown.js';
+import { mdCell, mdCode, renderMarkdown } from './markdown.js';
 import { esc } from './svg.js';
+import { printable } from '../harness/io/printable.js';
 
 type Prompt = GateReport['prompts'][number];
 
@@ -36,7 +37,7 @@ export function worstOf(g: GateReport, p: Prompt): { stage: string; text: string
 /** `FAIL layer.1 scale-axis (all 6 prompts): …` — the verdict line of the first failing prompt, with the prompts it holds for. */
 export function gateVerdictLine(g: GateReport): string {
   const n = g.prompts.length;
-  if (g.verdict === 'pass') return `PASS: all ${n} acceptance prompts within ${g.policy.metric} ≤ ${g.policy.fail_above}`;
+  if (g.verdict === 'pass') return `PASS: all ${n} acceptance prompts within ${g.policy.metric} ≤ ${g.policy.fail_above}${g.policy.rule === 'floor' ? ' or their FP16 floor' : ''}`;
   const failed = g.prompts.filter((p) => p.verdict === 'fail');
   const first = failed[0];
   const line = verdictLine(first.report);
@@ -63,9 +64,9 @@ export function gateJunit(g: GateReport): string {
 export function gateMarkdown(g: GateReport): string {
   const out: string[] = [];
   out.push(`## layerdiff gate: ${g.verdict === 'pass' ? '✅ PASS' : '❌ FAIL'}`, '', `**${mdCell(gateVerdictLine(g))}**`, '');
-  out.push(`- model: \`${g.model.path}\` (${mdCell(g.model.architecture)}, ${g.model.num_layers} layers)`);
-  out.push(`- policy: \`${g.policy.metric}\` fail > ${g.policy.fail_above}, warn > ${g.policy.warn_above}; both modes, all stages`);
-  out.push(g.record.path !== null ? `- record: \`${g.record.path}\` ${g.record.written ? 'written' : 'not written'}` : '- no record (a shard or the reference side)', '');
+  out.push(`- model: ${mdCode(g.model.path)} (${mdCell(g.model.architecture)}, ${g.model.num_layers} layers)`);
+  out.push(`- policy: ${mdCell(policyText(g.policy))}; both modes, all stages`);
+  out.push(g.record.path !== null ? `- record: ${mdCode(g.record.path)} ${g.record.written ? 'written' : 'not written'}` : '- no record (a shard or the reference side)', '');
   out.push(`| # | prompt | tokens | worst ${g.policy.metric} | at stage | verdict |`, '|---:|---|---:|---:|---|---|');
   g.prompts.forEach((p, i) => {
     const w = worstOf(g, p);
@@ -78,7 +79,8 @@ export function gateMarkdown(g: GateReport): string {
     out.push('');
   }
   for (const p of g.prompts) {
-    out.push(`<details><summary>prompt ${mdCell(p.name)}: ${p.verdict}</summary>`, '');
+    // inside an HTML block Markdown escapes do nothing: the name is HTML-escaped (it injected live HTML)
+    out.push(`<details><summary>prompt ${esc(printable(p.name))}: ${p.verdict}</summary>`, '');
     // the prompt's own summary, its headings one level down
     out.push(renderMarkdown(p.report).replace(/^(#+) /gm, '$1## '), '</details>', '');
   }
@@ -90,7 +92,7 @@ export function gateHtml(g: GateReport): string {
   const body: string[] = [];
   body.push(`<h1>layerdiff gate</h1><div class="sub">${h(g.model.architecture)}, ${g.model.num_layers} layers, ${g.prompts.length} acceptance prompts — <span class="mono">${h(g.model.path)}</span></div>`);
   body.push(`<div class="banner ${g.verdict}" id="verdict">${h(gateVerdictLine(g))}</div>`);
-  body.push(`<p id="policy">policy: <span class="mono">${h(`${g.policy.metric} fail > ${g.policy.fail_above}, warn > ${g.policy.warn_above}`)}</span> · both modes, all stages · ${g.record.path !== null ? `record <span class="mono">${h(g.record.path)}</span> ${g.record.written ? 'written' : 'not written'}` : 'no record (a shard or the reference side)'}</p>`);
+  body.push(`<p id="policy">policy: <span class="mono">${h(policyText(g.policy))}</span> · both modes, all stages · ${g.record.path !== null ? `record <span class="mono">${h(g.record.path)}</span> ${g.record.written ? 'written' : 'not written'}` : 'no record (a shard or the reference side)'}</p>`);
   const rows = g.prompts.map((p, i) => {
     const w = worstOf(g, p);
     return `<tr class="${p.verdict}"><td>${i + 1}</td><td class="l"><a href="#p${i + 1}-section">${h(p.name)}</a></td><td>${p.report.input.tokens.length}</td><td>${h(w.text)}</td><td class="l mono">${h(w.stage)}</td><td><span class="st-${p.verdict}">${p.verdict.toUpperCase()}</span></td></tr>`;

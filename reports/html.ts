@@ -76,7 +76,7 @@ export function htmlSections(r: Report, pre: string, heading: 2 | 3 = 2): string
   if (heading === 2) body.push(`<h1>layerdiff report</h1><div class="sub">${h(r.model.architecture)}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — <span class="mono">${h(r.model.path)}</span></div>`);
   body.push(
     r.verdict === 'pass'
-      ? `<div class="banner pass" id="${pre}verdict">PASS — every stage within ${h(r.policy.metric)} ≤ ${r.policy.fail_above}</div>`
+      ? `<div class="banner pass" id="${pre}verdict">PASS — every stage within ${h(r.policy.metric)} ≤ ${r.policy.fail_above}${r.policy.rule === 'floor' ? ' or its FP16 floor' : ''}</div>`
       : `<div class="banner fail" id="${pre}verdict">FAIL — first failure: <span class="mono">${h(r.first_failure ?? '')}</span>${r.diagnosis[0] ? ` · likely cause <span class="cause">${h(r.diagnosis[0].cause)}</span>` : ''}</div>`,
   );
   body.push(`<p class="mono" id="${pre}verdict-line"><b>${h(verdictLine(r))}</b></p>`);
@@ -207,7 +207,7 @@ export function htmlSections(r: Report, pre: string, heading: 2 | 3 = 2): string
     ...(dev.threads !== undefined ? ([['threads', String(dev.threads)]] as Array<[string, string]>) : []),
     ...Object.entries(dev.versions ?? {}).map(([k, v]) => [`version: ${k}`, v] as [string, string]),
     ['reference', r.golden?.action === 'compared' ? `golden run ${r.golden.dir}` : `${r.backends.reference.name} (${r.backends.reference.dtype})`],
-    ['policy', `${r.policy.metric}: fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above}`],
+    ['policy', policyText(r.policy)],
     ['mode', r.mode],
     ['layers', r.layers],
     ['model fingerprint', `${r.model.fingerprint} (${r.model.fingerprint_kind})`],

@@ -3,27 +3,46 @@
  * the stage table, the drill-down and the weights check. GitHub-flavoured tables; no raw HTML, no images.
  */
 import type { Report } from '../harness/runner/report.js';
-import { backendLine, cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, sci, verdictLine } from './format.js';
+import { backendLine, cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, policyText, sci, verdictLine } from './format.js';
+import { printable } from '../harness/io/printable.js';
 
-/** Cell text: pipes and newlines would break the table row; backslash-escape the characters Markdown reads. */
+/** Cell text: pipes and newlines would break the table row; backslash-escape the characters Markdown reads, `&`
+ *  as an entity (else `&amp;` shows as `&`), control characters shown escaped. */
 export function mdCell(s: string): string {
-  return s.replace(/\\/g, '\\\\').replace(/\|/g, '\\|').replace(/[\r\n]+/g, ' ').replace(/([*_`[\]<>])/g, '\\$1');
+  return printable(s.replace(/[\r\n]+/g, ' '))
+    .replace(/\\/g, '\\\\')
+    .replace(/\|/g, '\\|')
+    .replace(/&/g, '&amp;')
+    .replace(/([*_`[\]<>])/g, '\\$1');
+}
+
+/**
+ * An inline code span holding `s` whatever it contains (a model folder named by its user, a manifest's path): line
+ * breaks and control characters shown escaped, and a fence of more backticks than any run inside it (CommonMark),
+ * padded with a space where `s` starts or ends with a backtick. A path written raw between backticks ended the span
+ * at its first backtick, and what followed rendered as Markdown and HTML.
+ */
+export function mdCode(s: string): string {
+  const t = printable(s);
+  const fence = '`'.repeat(Math.max(0, ...(t.match(/`+/g) ?? []).map((run) => run.length)) + 1);
+  const pad = t.startsWith('`') || t.endsWith('`') ? ' ' : '';
+  return `${fence}${pad}${t}${pad}${fence}`;
 }
 
 const STATUS = { pass: '✅ pass', warn: '⚠️ warn', fail: '❌ fail' } as const;
 
 export function renderMarkdown(r: Report): string {
   const out: string[] = [];
-  const head = r.verdict === 'pass' ? '✅ PASS' : `❌ FAIL — first failure: \`${r.first_failure}\``;
+  const head = r.verdict === 'pass' ? '✅ PASS' : `❌ FAIL — first failure: ${mdCode(r.first_failure ?? '')}`;
   out.push(`## layerdiff: ${head}`, '', `**${mdCell(verdictLine(r))}**`, '');
-  out.push(`**${mdCell(r.model.architecture)}**, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — \`${r.model.path}\``, '');
+  out.push(`**${mdCell(r.model.architecture)}**, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens — ${mdCode(r.model.path)}`, '');
   out.push(`- device: **${mdCell(backendLine(r))}**`);
-  out.push(`- policy: \`${r.policy.metric}\` fail > ${r.policy.fail_above}, warn > ${r.policy.warn_above}; mode ${r.mode}`);
+  out.push(`- policy: ${mdCell(policyText(r.policy))}; mode ${r.mode}`);
   const lt = logitsText(r);
   if (lt !== null) out.push(`- logits: ${mdCell(lt)}`);
   if (r.injected) out.push(`- ⚠️ **${mdCell(faultText(r.injected))}**`);
-  if (r.golden) out.push(`- golden: ${r.golden.action} \`${r.golden.dir}\``);
-  if (r.repro) out.push(`- repro bundle: \`${r.repro.dir}\` (\`layerdiff replay ${r.repro.dir}\`)`);
+  if (r.golden) out.push(`- golden: ${r.golden.action} ${mdCode(r.golden.dir)}`);
+  if (r.repro) out.push(`- repro bundle: ${mdCode(r.repro.dir)} (${mdCode(`layerdiff replay ${r.repro.dir}`)})`);
   out.push('');
   if (r.diagnosis.length > 0) {
     out.push('### Likely cause', '');

@@ -6,6 +6,7 @@ import Table from 'cli-table3';
 import type { Report } from '../harness/runner/report.js';
 import type { Questions } from '../harness/compare/questions.js';
 import { cos, describeDrill, describeWeights, faultText, flipsText, logitsText, mismatchedTensors, modesRun, nonFiniteText, policyText, sci, statusText, verdictLine } from './format.js';
+import { printable } from '../harness/io/printable.js';
 
 const COLOURS = { pass: '\x1b[32m', warn: '\x1b[33m', fail: '\x1b[31m' } as const;
 const RESET = '\x1b[0m';
@@ -56,8 +57,9 @@ export function renderTable(r: Report, colour: boolean, verbose = false): string
   const dev = r.backends.device;
   const lines = [
     renderVerdict(r, colour),
-    `layerdiff ${r.tool.version} — ${r.model.architecture}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${r.model.path}`,
-    `reference: ${r.golden?.action === 'compared' ? `golden run ${r.golden.dir} (not recomputed)` : 'reference-cpu fp32'} · device: ${dev.name} (${dev.description})`,
+    // paths and names from a saved run's manifest or the user's folders: shown, never obeyed by the terminal
+    `layerdiff ${r.tool.version} — ${printable(r.model.architecture)}, ${r.model.num_layers} layers, ${r.input.tokens.length} tokens: ${printable(r.model.path)}`,
+    `reference: ${r.golden?.action === 'compared' ? `golden run ${printable(r.golden.dir)} (not recomputed)` : 'reference-cpu fp32'} · device: ${printable(dev.name)} (${printable(dev.description)})`,
     `policy: ${policyText(r.policy)} · mode ${r.mode}${r.injected ? ` · ${faultText(r.injected)}` : ''}`,
   ];
   if (r.weights !== null) {

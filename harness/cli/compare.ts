@@ -115,7 +115,8 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     policy,
     mode,
     layers: layerIds.length > 0 ? `${Math.min(...layerIds)}-${Math.max(...layerIds)}` : 'none',
-    injected: null,
+    // a dump of `diff --inject` keeps its marker: a simulated bug must never read as a device failure
+    injected: B.injected,
     run,
     diagnosis: diagnose(run, policy, null),
     golden: { dir: path.resolve(A.dir), action: 'compared' },

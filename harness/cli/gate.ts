@@ -25,6 +25,7 @@ import { ASSIGNMENT, assignShards, parseShard, promptSetDigest, promptSetEntries
 import { Checkpoint } from '../io/checkpoint.js';
 import { quickFingerprint } from '../io/fingerprint.js';
 import { assertDistinctPaths, assertOutsideModel, checkOutputDir, checkOutputFile, isInside, realish, writeFileAtomic } from '../io/writer.js';
+import { printable } from '../io/printable.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
@@ -217,7 +218,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           run = runDiff(model, {
             tokens: inputs[i].tokens, mode: 'both', layers: null, policy, freeSelection: false, dumpDir: null,
             golden: goldens.get(i) ?? null, saveGolden: saver,
-            onStage: (p) => progress.show(`gate: prompt ${k + 1}/${mine.length} (${prompts[i].name}) · ${p.stage} ${p.done}/${nStages}`),
+            onStage: (p) => progress.show(`gate: prompt ${k + 1}/${mine.length} (${printable(prompts[i].name)}) · ${p.stage} ${p.done}/${nStages}`),
           });
         } catch (e) {
           saver?.abort();
@@ -242,7 +243,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
         const sum = summarize(prompts[i].name, report, policy, createHash('sha256').update(json).digest('hex'));
         summaries.push(sum);
         // one line per prompt as it finishes: a CI log shows progress (and which prompt failed) before the end
-        log(`gate: prompt ${k + 1}/${mine.length} ${prompts[i].name}: ${report.verdict === 'pass' ? 'pass' : verdictLine(report)} · worst ${policy.metric} ${sum.worst.value !== null ? sci(sum.worst.value) : 'NaN/Inf'} at ${sum.worst.stage} · ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        log(`gate: prompt ${k + 1}/${mine.length} ${printable(prompts[i].name)}: ${report.verdict === 'pass' ? 'pass' : verdictLine(report)} · worst ${policy.metric} ${sum.worst.value !== null ? sci(sum.worst.value) : 'NaN/Inf'} at ${sum.worst.stage} · ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       }
     } catch (e) {
       // an interrupted gate leaves none of the golden runs it saved: they would look like a finished side
@@ -255,16 +256,16 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       buildGateReport({ prompts: mine.map((i, k) => ({ name: prompts[i].name, verdict: reports[k].verdict, report: reports[k] })), device: backend.identity, policy, record: recordPath, written, elapsedMs: Date.now() - started });
     const g = gateReport(false);
     if (failed.length > 0) {
-      const vl = gateVerdictLine(g);
+      const vl = printable(gateVerdictLine(g)); // prompt names from the user's file: shown, never obeyed
       human.write(`${useColour(human as { isTTY?: boolean }) ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
     }
     if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
     const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files };
     const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
     if (failed.length > 0 && !terminal().quiet) {
-      human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => s.name).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
+      human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => printable(s.name)).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
       // each cause once, naming the prompts it showed in
-      for (const l of gateCauseLines(g)) human.write(`  ${l}\n`);
+      for (const l of gateCauseLines(g)) human.write(`  ${printable(l)}\n`);
     }
     if (faults !== null) {
       // a simulated bug never unlocks anything: report whether the gate caught it, write no record or partial
@@ -369,10 +370,10 @@ export function renderGateTable(rows: PromptSummary[], policy: Policy, device: s
     style: { head: [], border: [], compact: true },
     colAligns: ['right', 'left', 'right', 'right', 'left', 'right', 'left'],
   });
-  rows.forEach((s, i) => t.push([String(scope.numbers?.[i] ?? i + 1), s.name, String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
+  rows.forEach((s, i) => t.push([String(scope.numbers?.[i] ?? i + 1), printable(s.name), String(s.tokens), s.worst.value !== null ? sci(s.worst.value) : 'nan/inf', s.worst.stage, String(s.warnings), s.verdict]));
   const what = scope.shard != null ? `shard ${scope.shard.index}/${scope.shard.count}: ${rows.length} of ${scope.of ?? rows.length} acceptance prompts` : `${rows.length} acceptance prompts`;
   const q = (s: PromptSummary) => (s.questions ? `own error ${s.questions.own_error.status} · drift ${s.questions.drift.status} · behaviour ${s.questions.behaviour.status}` : '-');
   const flips = (s: PromptSummary) => (s.questions && s.questions.behaviour.flips > 0 ? ` (${s.questions.behaviour.flips} flips: ${s.questions.behaviour.benign} benign, ${s.questions.behaviour.scoring_bug} scoring bug)` : '');
-  const answers = rows.some((s) => s.questions) ? rows.map((s, i) => `  ${scope.numbers?.[i] ?? i + 1}. ${s.name}: ${q(s)}${flips(s)}`) : [];
+  const answers = rows.some((s) => s.questions) ? rows.map((s, i) => `  ${scope.numbers?.[i] ?? i + 1}. ${printable(s.name)}: ${q(s)}${flips(s)}`) : [];
   return [`layerdiff gate — ${what} · device ${device} · policy ${policyText(policy)} · all modes, all stages`, t.toString(), ...answers].join('\n');
 }

@@ -23,6 +23,7 @@ import { generate, type GenerateResult, TextStream } from '../generate/engine.js
 import { checkSampling } from '../generate/sampler.js';
 import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
 import { assertDistinctPaths, checkOutputs, writeFileAtomic } from '../io/writer.js';
+import { printable } from '../io/printable.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
@@ -160,6 +161,9 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         throw e;
       }
     };
+    // on a terminal, a decoded token's control characters (a tokenizer's ESC sequences) are shown, not obeyed;
+    // a pipe or a file gets the text as decoded
+    const shownText = (t: string) => ((io.stdout as { isTTY?: boolean }).isTTY === true ? printable(t, true) : t);
     const result = gen({
       maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk),
       // a shard the record vouched for, or an FP16 cache file, edited in place while generating stops the run before
@@ -171,7 +175,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       onToken: (seq, tok) => {
         const delta = streams[seq].push(tok);
         if (B === 1) {
-          if (delta !== '') io.stdout.write(delta);
+          if (delta !== '') io.stdout.write(shownText(delta));
           midLine ||= delta !== '';
         } else if (delta !== '') {
           io.stdout.write(`[${seq + 1}] ${JSON.stringify(delta)}\n`);
@@ -179,11 +183,11 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       },
     });
     const texts = tk !== null ? result.tokens.map((ids) => decode(ids)) : null;
-    if (B === 1) io.stdout.write(streams[0].flush() + '\n');
+    if (B === 1) io.stdout.write(shownText(streams[0].flush()) + '\n');
     else {
       result.tokens.forEach((ids, i) => {
         const shown = a.prompt[i] ?? a.tokens[i - a.prompt.length];
-        io.stdout.write(`=== [${i + 1}] ${JSON.stringify(shown.length > 60 ? shown.slice(0, 57) + '...' : shown)} (${result.finish[i]})\n${texts?.[i] ?? ids.join(' ')}\n`);
+        io.stdout.write(`=== [${i + 1}] ${JSON.stringify(shown.length > 60 ? shown.slice(0, 57) + '...' : shown)} (${result.finish[i]})\n${shownText(texts?.[i] ?? ids.join(' '))}\n`);
       });
     }
     const n = result.tokens.reduce((s, t) => s + t.length, 0);

@@ -11,6 +11,7 @@ import { declaredFor, type QuantConfig } from '../formats/quant_config.js';
 import { FORMATS, SIDE_SUFFIXES, WEIGHT_SUFFIXES } from '../formats/registry.js';
 import { selectBackend } from '../runner/backend.js';
 import { architectureOf, openModel } from '../runner/model.js';
+import { printable } from '../io/printable.js';
 
 interface Group {
   pattern: string;
@@ -118,7 +119,7 @@ export function runInspect(dir: string, before?: (numLayers: number) => void): E
     process.stdout.write(lines.join('\n') + '\n');
     if (contra.length === 0) return ExitCode.pass;
     // exit 2 says why on stderr too, in the one line every bad input gets (the full list is on stdout above)
-    process.stderr.write(`layerdiff: error: ${qc.file}: the declared quantization contradicts what is stored in ${contra.length} place${contra.length === 1 ? '' : 's'} (first: ${contra[0]})\n`);
+    process.stderr.write(`layerdiff: error: ${printable(`${qc.file}: the declared quantization contradicts what is stored in ${contra.length} place${contra.length === 1 ? '' : 's'} (first: ${contra[0]})`)}\n`);
     return ExitCode.badInput;
   } finally {
     ck.close();

@@ -9,6 +9,7 @@ import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { ExitCode, InputError, LockedError } from '../errors.js';
 import { filesystemWriteError } from '../io/writer.js';
+import { printable } from '../io/printable.js';
 import { simdLevel } from '../io/addon.js';
 import { packageRoot, toolVersion } from '../version.js';
 import { parseLayers, runDiffCommand } from './diff.js';
@@ -51,7 +52,8 @@ interface CommandParser {
 }
 
 function fail(message: string, code: ExitCode): never {
-  process.stderr.write(`layerdiff: error: ${message}\n`);
+  // one line, whatever a tensor name or a tokenizer's text in the message holds (escape sequences, line breaks)
+  process.stderr.write(`layerdiff: error: ${printable(message)}\n`);
   process.exit(code);
 }
 

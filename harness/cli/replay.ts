@@ -17,10 +17,11 @@ import { ACTIVATIONS, MODEL_DIR, REPRO_MANIFEST, REPRO_SCHEMA, type ReproManifes
 import { readActs, verifyDigest } from '../repro/files.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
-import { FAULT_IDS } from '../faults/plan.js';
+import { FAULT_IDS, isFaultPlan } from '../faults/plan.js';
 import { type Drill, drillDown, MODES, selectionFlips } from '../runner/run.js';
 import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
 import { readRegularText } from '../io/regular.js';
+import { printable } from '../io/printable.js';
 
 export interface ReplayArgs {
   dir: string;
@@ -77,12 +78,7 @@ function checkManifestFields(m: ReproManifest, file: string): void {
   if (!(MODES as readonly unknown[]).includes(m.mode)) bad('mode', `one of ${MODES.join(', ')}`, m.mode);
   if (typeof m.free_selection !== 'boolean') bad('free_selection', 'true or false', m.free_selection);
   const inj = m.injected as unknown;
-  if (inj !== null) {
-    const f = inj as { fault?: unknown; layer?: unknown } | undefined;
-    if (typeof f !== 'object' || !(FAULT_IDS as readonly unknown[]).includes(f?.fault) || !(f?.layer === null || (Number.isSafeInteger(f?.layer) && (f!.layer as number) >= 0))) {
-      bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, inj);
-    }
-  }
+  if (inj !== null && !isFaultPlan(inj)) bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, inj);
   // the policy as the run resolved it: the same checks as a --policy file (its `source` is where it came from)
   const pol = m.policy as unknown;
   if (pol === null || typeof pol !== 'object' || Array.isArray(pol)) bad('policy', 'an object', pol);
@@ -160,7 +156,8 @@ export function renderReplay(m: ReproManifest, r: ReplayResult, device: string):
     t.push([mode, sci(x.max_abs), sci(x.mean_abs), sci(x.rel_l2), cos(x.cosine), sci(x.max_ref), String(x.nan.device + x.inf.device), String(x.selection_flips), sci(m.recorded[mode]?.max_abs)]);
   }
   const lines = [
-    `layerdiff replay — ${r.stage} of ${m.architecture} (${m.source.path}), ${m.tokens.length} tokens, device ${device}`,
+    // the bundle's own strings are shown, never obeyed: a shared bundle's escape sequences could forge lines
+    `layerdiff replay — ${r.stage} of ${printable(m.architecture)} (${printable(m.source.path)}), ${m.tokens.length} tokens, device ${printable(device)}`,
     `policy: ${m.policy.metric} fail > ${m.policy.fail_above}, warn > ${m.policy.warn_above} · mode ${m.mode}${m.injected ? ` · ${faultText(m.injected)}` : ''}`,
     t.toString(),
   ];

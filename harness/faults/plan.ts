@@ -29,6 +29,12 @@ export interface FaultPlan {
   layer: number | null;
 }
 
+/** A fault plan as a saved run records it (run.json, repro.json): a known fault and a layer index or null. */
+export function isFaultPlan(v: unknown): v is FaultPlan {
+  const f = v as { fault?: unknown; layer?: unknown } | null;
+  return f !== null && typeof f === 'object' && (FAULT_IDS as readonly unknown[]).includes(f.fault) && (f.layer === null || (Number.isSafeInteger(f.layer) && (f.layer as number) >= 0));
+}
+
 export function parseInject(spec: string, numLayers: number): FaultPlan {
   const m = /^([a-z0-9-]+)(?:@(\d+))?$/.exec(spec.trim());
   if (m === null || !(FAULT_IDS as readonly string[]).includes(m[1])) {

@@ -13,6 +13,7 @@ import type { DeviceIdentity } from '../runner/backend.js';
 import { readActs, tensorNames } from './files.js';
 import { GOLDEN_MANIFEST, openGolden } from './golden.js';
 import { readRegularText } from '../io/regular.js';
+import { FAULT_IDS, isFaultPlan } from '../faults/plan.js';
 
 export const DUMP_SCHEMA = 'layerdiff.dump/1';
 export const DUMP_MANIFEST = 'run.json';
@@ -46,6 +47,8 @@ export interface SavedRun {
   prompt?: string;
   model: { path: string; architecture: string; fingerprint: string; num_layers: number } | null;
   device: DeviceIdentity | null;
+  /** the fault the saved run simulated on its device (a dump of `diff --inject`), null for none or a golden run */
+  injected: DumpManifest['injected'];
   stage(name: string): SavedStage;
 }
 
@@ -63,6 +66,7 @@ function checkDumpManifest(m: DumpManifest, file: string): void {
   if (!Number.isSafeInteger(m.model.num_layers) || m.model.num_layers < 1) bad('model.num_layers', 'a positive integer', m.model.num_layers);
   if (!obj(m.device) || typeof m.device.name !== 'string' || typeof m.device.description !== 'string') bad('device', 'an object with a name and a description', m.device);
   if (!Array.isArray(m.stages) || !m.stages.every((n) => typeof n === 'string' && stageOrder([n]).length === 1)) bad('stages', 'a list of stage names', m.stages);
+  if (m.injected !== undefined && m.injected !== null && !isFaultPlan(m.injected)) bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, m.injected);
 }
 
 /** Forward order: embed, layer.0 …, final_norm, logits. */
@@ -109,7 +113,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     const g = openGolden(dir);
     const m = 'model' in g.manifest ? (g.manifest as { model?: SavedRun['model'] }).model ?? null : null;
     return {
-      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null,
+      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null,
       stage: (name) => {
         const r = g.stage(name);
         return { reference: r.out, device: null, device_isolated: null, selections: r.selections };
@@ -137,7 +141,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     if (extra.length > 0) throw new InputError(`${extra[0]}.safetensors is not a stage ${DUMP_MANIFEST} lists (another run's file?)`, { file: dir });
   }
   return {
-    dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null,
+    dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null, injected: manifest?.injected ?? null,
     stage: (name) => {
       const file = path.join(dir, `${name}.safetensors`);
       const names = tensorNames(file);

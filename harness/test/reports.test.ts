@@ -19,7 +19,12 @@ import type { RunResult, StageResult } from '../runner/run.js';
 import { packageRoot } from '../version.js';
 import { writeLlamaTiny } from '../../fixtures/llama-tiny.js';
 import { renderJunit } from '../../reports/junit.js';
-import { mdCell, renderMarkdown } from '../../reports/markdown.js';
+import { mdCell, mdCode, renderMarkdown } from '../../reports/markdown.js';
+import { policyText } from '../../reports/format.js';
+import { gateMarkdown } from '../../reports/gate.js';
+import { buildGateReport, type GateReport } from '../gate/report.js';
+import { printable } from '../io/printable.js';
+import { addTensor } from '../../fixtures/inject.js';
 import { cliAsync } from './async-cli.js';
 import { dumpDom, screenshot } from './browser.js';
 import { cli, LLAMA_TINY, quietDiff } from './cli.js';
@@ -32,14 +37,17 @@ const base = (over: Partial<DiffArgs> = {}): DiffArgs => ({
 const quiet = quietDiff;
 
 describe('JUnit and Markdown writers', () => {
-  it('JUnit stays well formed with hostile text, and carries it back unchanged (minus non-XML characters)', async () => {
+  it('JUnit stays well formed with hostile text, and carries it back unchanged (non-XML characters shown as codes)', async () => {
     const { report } = await quiet(base({ inject: 'nibble-swap@3' }));
     const nasty = 'dir <&> "quoted" \'single\' ]]> \u0001ctl \uFFFE end';
     const r: Report = { ...report, model: { ...report.model, path: nasty } };
     const root = parseXml(renderJunit(r));
     const suite = children(root, 'testsuite')[0];
     const model = children(children(suite, 'properties')[0], 'property').find((p) => p.attrs.name === 'model')!;
-    expect(model.attrs.value).toBe('dir <&> "quoted" \'single\' ]]> ctl  end');
+    expect(model.attrs.value).toBe('dir <&> "quoted" \'single\' ]]> \\u0001ctl \\ufffe end');
+    // a line break in an attribute survives as one (a parser turns a raw one into a space)
+    const lines = parseXml(renderJunit({ ...report, model: { ...report.model, path: 'a\nb' } }));
+    expect(children(children(children(lines, 'testsuite')[0], 'properties')[0], 'property').find((p) => p.attrs.name === 'model')!.attrs.value).toBe('a\nb');
     expect(children(suite, 'testcase')).toHaveLength(7);
     // one failure for the root (layer.3, the cause first in its message); final_norm and logits fail only on
     // the input layer.3 handed them, so they are skipped with a message naming the root
@@ -61,6 +69,7 @@ describe('JUnit and Markdown writers', () => {
 
   it('Markdown cells escape pipes and line breaks', async () => {
     expect(mdCell('a|b\nc_d')).toBe('a\\|b c\\_d');
+    expect(mdCell('x &amp; y')).toBe('x &amp;amp; y');
     const { report } = await quiet(base({ inject: 'scale-axis@2' }));
     const md = renderMarkdown(report);
     // every row of a table has as many cells as its header: no pipe in a cell leaked through
@@ -71,6 +80,74 @@ describe('JUnit and Markdown writers', () => {
     });
     expect(md).toContain('### Drill-down');
     expect(md).toContain('| `model.layers.2.mlp.down_proj.weight` | mxfp4 |');
+  });
+});
+
+describe('text from the checkpoint, the user or a saved run, in every report', () => {
+  /** CommonMark's inline code span: a fence of n backticks, then content holding no run of exactly n, then the fence */
+  function codeSpanContent(span: string): string {
+    const n = /^`+/.exec(span)![0].length;
+    expect(span.endsWith('`'.repeat(n)) && !span.endsWith('`'.repeat(n + 1))).toBe(true);
+    const inner = span.slice(n, -n);
+    expect((inner.match(/`+/g) ?? []).every((run) => run.length !== n)).toBe(true);
+    return inner.startsWith(' ') && inner.endsWith(' ') && inner.trim() !== '' ? inner.slice(1, -1) : inner;
+  }
+
+  it('printable shows control characters and bidi overrides as codes, on one line, and leaves text alone', () => {
+    expect(printable('a\x1b[2J\x07b\r\nc\u202ed\x9b')).toBe('a\\x1b[2J\\x07b\\x0d\\x0ac\\u202ed\\x9b');
+    expect(printable('line 1\n\tline 2\r', true)).toBe('line 1\n\tline 2\\x0d');
+    expect(printable('Grüße, 你好, ｜begin▁of▁sentence｜ 🙂')).toBe('Grüße, 你好, ｜begin▁of▁sentence｜ 🙂');
+  });
+
+  it('a path in Markdown is one code span whatever it holds: backticks, a line break, HTML, control characters', async () => {
+    for (const p of ['/m/plain', '/m/a`b``c', '`edge`', '/m/x`<img src=x onerror=alert(1)>|a&b\n# H1 [l](https:e.x) \x1b[31m']) {
+      const span = mdCode(p);
+      expect(span.includes('\n') || span.includes('\x1b')).toBe(false);
+      expect(codeSpanContent(span)).toBe(printable(p));
+    }
+    const { report } = await quiet(base({ inject: 'nibble-swap@3' }));
+    const md = renderMarkdown({ ...report, model: { ...report.model, path: '/m/x`<img src=x>\n# Approved' } });
+    const line = md.split('\n').find((l) => l.includes('tokens —'))!;
+    expect(codeSpanContent(line.slice(line.indexOf('tokens — ') + 9))).toBe('/m/x`<img src=x>\\x0a# Approved');
+    expect(md).not.toMatch(/^# Approved/m);
+  });
+
+  it("a gate prompt's name is HTML-escaped inside the summary's raw HTML block, its control characters shown as codes", async () => {
+    const { report } = await quiet(base({ inject: 'nibble-swap@3' }));
+    const hostile = '<img src=https://evil.example/x.png onerror=alert(1)>\x1b[2J';
+    const g: GateReport = {
+      ...buildGateReport({ prompts: [{ name: hostile, verdict: report.verdict, report }], device: report.backends.device, policy: report.policy, record: null, written: false, elapsedMs: 1 }),
+    };
+    const md = gateMarkdown(g);
+    expect(md).toContain('<summary>prompt &lt;img src=https://evil.example/x.png onerror=alert(1)&gt;\\x1b[2J: fail</summary>');
+    expect(md).not.toMatch(/(?<!\\)<img/); // elsewhere Markdown-escaped (\<img), inert
+    expect(md).not.toContain('\x1b');
+  });
+
+  it('compare keeps the injected-fault marker of a dump made with --inject; replay and errors print a bundle\'s or a tensor\'s escape sequences as codes', async () => {
+    const A = path.join(tmp, 'cmp-A'), B = path.join(tmp, 'cmp-B');
+    await quiet(base({ dump: A }));
+    await quiet(base({ dump: B, inject: 'nibble-swap@1' }));
+    const r = cli(['compare', A, B, '--summary', path.join(tmp, 'cmp.md')]);
+    expect(r.code).toBe(1);
+    expect(fs.readFileSync(path.join(tmp, 'cmp.md'), 'utf8')).toMatch(/INJECTED FAULT nibble-swap@1/);
+    // a tensor whose name carries an escape sequence: one error line, the sequence shown, not obeyed
+    const dir = path.join(tmp, 'esc-tensor');
+    addTensor(LLAMA_TINY(), dir, 'model.layers.1.mlp.up_proj.weight', { name: 'model.layers.1.x\x1b]0;PWNED\x07\nFAKE', dtype: 'F32', shape: [1], data: new Uint8Array(4) });
+    const e = cli(['diff', dir]);
+    expect(e.code).toBe(2);
+    expect(e.stderr.trim().split('\n')).toHaveLength(1);
+    expect(e.stderr).toContain("tensor 'model.layers.1.x\\x1b]0;PWNED\\x07\\x0aFAKE'");
+  });
+
+  it('the policy the reports state is the one that judged: the FP16 floor named where it excused a stage', async () => {
+    const { report } = await quiet(base({ metric: undefined, failAbove: undefined, warnAbove: undefined }));
+    expect(report.policy.rule).toBe('floor');
+    expect(renderMarkdown(report)).toContain(`- policy: ${mdCell(policyText(report.policy))}`);
+    const xml = parseXml(renderJunit(report));
+    const prop = children(children(children(xml, 'testsuite')[0], 'properties')[0], 'property').find((p) => p.attrs.name === 'policy')!;
+    expect(prop.attrs.value).toBe(policyText(report.policy));
+    expect(policyText(report.policy)).toMatch(/FP16 floor/);
   });
 });
 
