@@ -44,9 +44,10 @@ export function rejectEmptyValues(argv: readonly string[], flags: ReadonlySet<st
   // a token right after an option that takes a value (`--prompt -q`) is that value, not a flag
   const isValue = (i: number) => i > 0 && /^--[A-Za-z][\w-]*$/.test(argv[i - 1]) && !flags.has(argv[i - 1].slice(2)) && !argv[i - 1].startsWith('--no-');
   // an empty positional (`diff ''`) is a path yargs would take as given: it was reported as ": no such directory"
-  const command = argv.findIndex((a) => !a.startsWith('-'));
+  const command = argv.findIndex((a, i) => !a.startsWith('-') && !isValue(i)); // `--color never diff`: diff
+  const help = command >= 0 && argv[command] !== '' ? `layerdiff ${argv[command]} --help` : 'layerdiff --help';
   argv.forEach((a, i) => {
-    if (a === '' && !isValue(i)) throw new InputError(i === command ? "an empty command ('') is given; give one (see layerdiff --help)" : `an empty argument ('') is given; give what it stands for (a path, a name) or leave it out (see layerdiff ${argv[command] ?? ''} --help)`.replace(' ( --help)', ' (--help)'));
+    if (a === '' && !isValue(i)) throw new InputError(i === command ? "an empty command ('') is given; give one (see layerdiff --help)" : `an empty argument ('') is given; give what it stands for (a path, a name) or leave it out (see ${help})`);
   });
   const has = (long: string, short: string) => argv.some((a, i) => !isValue(i) && (a === `--${long}` || a === short || (/^-[a-z]+$/.test(a) && a.includes(short[1]))));
   if (has('quiet', '-q') && has('verbose', '-v')) throw new InputError('--quiet and --verbose ask for opposite outputs; give one');

@@ -333,12 +333,13 @@ function parseBitsAndBytes(qc: Record<string, unknown>, file: string): QuantConf
 export function declaredFor(qc: QuantConfig, module: string): 'plain' | DeclaredFp4 | null {
   if (qc.method === 'none' || qc.method === 'fp8' || qc.method === 'mxfp4' || qc.method === 'fp4') return null;
   if (qc.ignore.some((p) => p.test(module))) return 'plain';
-  if (qc.method === 'compressed-tensors' || qc.method === 'modelopt') {
-    // compressed-tensors' match_targets: an exact name wins over a regex, a regex over a class name, whatever
-    // the groups' order (a mixed-precision "Linear" group beside a regex one)
-    for (const rank of [0, 1, 2]) for (const g of qc.groups) if (g.targets.some((p) => p.rank === rank && p.test(module))) return g.form;
+  // compressed-tensors' match_targets (config_groups, ModelOpt's too): an exact name wins over a regex, a regex over a
+  // class name, whatever the groups' order (a mixed-precision "Linear" group beside a regex one); Quark's
+  // layer_quant_config: the first pattern in order
+  const ranked = qc.method === 'compressed-tensors' || qc.method === 'modelopt';
+  for (const rank of ranked ? [0, 1, 2] : [null]) {
+    for (const g of qc.groups) if (g.targets.some((p) => (rank === null || p.rank === rank) && p.test(module))) return g.form;
   }
-  for (const g of qc.groups) if (g.targets.some((p) => p.test(module))) return g.form;
   // no group targets it: compressed-tensors (and ModelOpt when it lists groups) leave such a module plain
   if (qc.method === 'compressed-tensors' || (qc.method === 'modelopt' && qc.groups.length > 0)) return 'plain';
   return qc.defaultForm;

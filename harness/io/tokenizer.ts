@@ -56,28 +56,29 @@ export class TextTokenizer {
     const cfgBytes = read !== undefined ? read(TOKENIZER_CONFIG_FILE) : fs.existsSync(configFile) ? undefined : null;
     const config = cfgBytes === null ? {} : readJsonObject(configFile, cfgBytes);
     const text = utf8Text(read?.(TOKENIZER_FILE) ?? readRegularBytes(file), { file });
-    // the worker parses and builds the library's copy while this thread checks its own
-    const guard = new GuardedTokenizer(text, libraryOptions(config), file);
-    try {
-      return TextTokenizer.build(parseJsonObject(text, file), config, file, guard);
-    } catch (e) {
-      guard.close();
-      throw e;
-    }
+    return TextTokenizer.build(text, () => parseJsonObject(text, file), config, file);
   }
 
   /** Build from parsed JSON; `file` is what error messages name (tokenizer_config.json's fields: the file beside it). */
   static fromJson(json: Record<string, unknown>, config: Record<string, unknown>, file: string): TextTokenizer {
-    const guard = new GuardedTokenizer(JSON.stringify(json), libraryOptions(config), file);
+    return TextTokenizer.build(JSON.stringify(json), () => json, config, file);
+  }
+
+  /**
+   * The worker starts on `text` first, so it parses and builds the library's copy while this thread parses its own
+   * (`parse`) and checks it; a refusal stops the worker.
+   */
+  private static build(text: string, parse: () => Record<string, unknown>, config: Record<string, unknown>, file: string): TextTokenizer {
+    const guard = new GuardedTokenizer(text, libraryOptions(config), file);
     try {
-      return TextTokenizer.build(json, config, file, guard);
+      return TextTokenizer.checked(parse(), config, file, guard);
     } catch (e) {
       guard.close();
       throw e;
     }
   }
 
-  private static build(json: Record<string, unknown>, config: Record<string, unknown>, file: string, guard: GuardedTokenizer): TextTokenizer {
+  private static checked(json: Record<string, unknown>, config: Record<string, unknown>, file: string, guard: GuardedTokenizer): TextTokenizer {
     const model = json.model;
     if (model === null || typeof model !== 'object' || Array.isArray(model)) throw new InputError('has no "model" object', { file });
     const vocab = (model as Record<string, unknown>).vocab;

@@ -260,6 +260,7 @@ describe('input faults are exit 2, one line', () => {
     // a flag's next token is not its value: here it is an empty positional (the model folder), also refused
     expect(() => rejectEmpty(['diff', '--fail-fast', '', '-q'])).toThrow(/an empty argument \(''\) is given; give what it stands for \(a path, a name\) or leave it out \(see layerdiff diff --help\)/);
     expect(() => rejectEmpty(['', 'diff'])).toThrow(/an empty command \(''\) is given/);
+    expect(() => rejectEmpty(['--color', 'never', 'faults', ''])).toThrow(/\(see layerdiff faults --help\)$/); // an option's value is not the command
     // an option the command lacks is left to the parser's "unknown option", not called empty
     expect(() => rejectEmptyValues(['gate', '--fail-fast', ''], flags, new Set(['json']))).toThrow(/an empty argument/);
     expect(() => rejectEmptyValues(['gate', '--nonesuch='], flags, new Set(['json']))).not.toThrow();
