@@ -15,7 +15,7 @@ import { ExitCode, InputError } from '../errors.js';
 import { buildRecord, failedPrompts, summarize } from '../gate/accept.js';
 import { combineDigests } from '../gate/fingerprint.js';
 import { checkPartialSignature, PARTIAL_MANIFEST, readPartial, reportFileName, type ShardPartial } from '../gate/partial.js';
-import { canonicalJson, deviceKey, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
+import { canonicalJson, deviceKey, policyDifferences, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
 import { ASSIGNMENT, assignShards, promptSetDigest } from '../gate/shard.js';
 import { readRegularBytes, utf8Text } from '../io/regular.js';
 import { assertDistinctPaths } from '../io/writer.js';
@@ -159,8 +159,9 @@ function differences(a: ShardPartial, b: ShardPartial): string[] {
   const db = deviceKey(b.device);
   const dev = Object.keys(da).filter((k) => canonicalJson(da[k]) !== canonicalJson(db[k]));
   if (dev.length > 0) d.push(`the device (${dev.map((k) => `${k}: ${canonicalJson(db[k])} ≠ ${canonicalJson(da[k])}`).join(', ')})`);
-  const pol = (['metric', 'fail_above', 'warn_above'] as const).filter((k) => a.policy[k] !== b.policy[k]);
-  if (pol.length > 0) d.push(`the policy (${pol.map((k) => `${k} ${b.policy[k]} ≠ ${a.policy[k]}`).join(', ')})`);
+  // every field that judges a stage: a shard judged by a looser per-stage override or another rule checked less
+  const pol = policyDifferences(b.policy, a.policy);
+  if (pol.length > 0) d.push(`the policy (${pol.map((x) => `${x.key} ${x.have} ≠ ${x.want}`).join(', ')})`);
   if (a.tool.version !== b.tool.version) d.push(`the tool version (${b.tool.version} ≠ ${a.tool.version})`);
   // the record carries one build, which generation must match: shards of two builds ran two device paths
   else if (a.tool.build !== b.tool.build) d.push(`the build (${short(b.tool.build)}… ≠ ${short(a.tool.build)}…)`);

@@ -99,6 +99,17 @@ export function canonicalJson(v: unknown): string {
   return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
 }
 
+/**
+ * The fields in which two policies judge differently (canonical JSON of each side): every field that judges a stage
+ * (rule, thresholds, floor ratios, per-kind and per-stage overrides, behaviour bounds), all but `source`, which only
+ * names where the policy came from. Generation against its record and a merge across its shards both compare this.
+ */
+export function policyDifferences(have: Policy, want: Policy): Array<{ key: string; have: string; want: string }> {
+  const field = (p: Policy, k: string) => canonicalJson((p as unknown as Record<string, unknown>)[k] ?? null);
+  const keys = [...new Set(['metric', 'fail_above', 'warn_above', ...Object.keys(want), ...Object.keys(have)])].filter((k) => k !== 'source');
+  return keys.filter((k) => field(have, k) !== field(want, k)).map((key) => ({ key, have: field(have, key), want: field(want, key) }));
+}
+
 export function recordHmac(rec: AcceptanceRecord, key: string): string {
   const { hmac: _drop, ...body } = rec;
   return createHmac('sha256', key).update(canonicalJson(body)).digest('hex');
@@ -306,14 +317,9 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
     add('device', `the device differs from the accepted one (${devDiff.map((k) => `${k}: ${canonicalJson(have[k])} ≠ recorded ${canonicalJson(want[k])}`).join(', ')})`);
   }
 
-  // Every field that judges a stage must match (rule, thresholds, per-kind and per-stage overrides, behaviour bounds):
-  // a record accepted under a looser per-kind policy must not unlock a stricter-looking run. `source` only names a file.
-  const polKeys = [...new Set(['metric', 'fail_above', 'warn_above', ...Object.keys(rec.policy), ...Object.keys(v.policy)])].filter((k) => k !== 'source');
-  const polField = (p: Policy, k: string) => canonicalJson((p as unknown as Record<string, unknown>)[k] ?? null);
-  const polDiff = polKeys.filter((k) => polField(rec.policy, k) !== polField(v.policy, k));
-  if (polDiff.length > 0) {
-    add('policy', `the policy differs from the accepted one (${polDiff.map((k) => `${k} ${polField(v.policy, k)} ≠ recorded ${polField(rec.policy, k)}`).join(', ')})`);
-  }
+  // a record accepted under a looser per-kind policy must not unlock a stricter-looking run
+  const polDiff = policyDifferences(v.policy, rec.policy);
+  if (polDiff.length > 0) add('policy', `the policy differs from the accepted one (${polDiff.map((d) => `${d.key} ${d.have} ≠ recorded ${d.want}`).join(', ')})`);
 
   // The record vouches for the device path of the tool that ran the gate; another version, or another build of the
   // same version (its modules, addons or the backend's native files changed), is other code.

@@ -211,6 +211,13 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
   it('a shard run under another policy, and one of another prompt set', async () => {
     const [pol] = await shards(3, path.join(tmp, 'n3-policy'), { warnAbove: 0.02 }, [2]);
     expect(mergeError([three[0], pol, three[2]])).toMatch(/the policy \(warn_above 0.02 ≠ 0.01\)/);
+    // the same three numbers, but one stage judged looser and the floor rule: every judging field is compared
+    const loose = path.join(tmp, 'loose-policy.json');
+    fs.writeFileSync(loose, JSON.stringify({ rule: 'fixed', metric: 'max_abs', fail_above: 0.1, warn_above: 0.01, stages: { 'layer.1': { fail_above: 1e9 } } }));
+    const [st] = await shards(3, path.join(tmp, 'n3-stage-override'), { metric: undefined, failAbove: undefined, warnAbove: undefined, policy: loose }, [2]);
+    expect(mergeError([three[0], st, three[2]])).toMatch(/the policy \(stages \{"layer\.1":\{"fail_above":1000000000\}\} ≠ null\)/);
+    const [fl] = await shards(3, path.join(tmp, 'n3-floor-rule'), { metric: undefined, failAbove: undefined, warnAbove: undefined }, [2]);
+    expect(mergeError([three[0], fl, three[2]])).toMatch(/the policy \(rule "floor" ≠ "fixed"/);
     const file = path.join(tmp, 'prompts.jsonl');
     fs.writeFileSync(file, '{"name": "short", "prompt": "Hi"}\n{"tokens": [5, 6, 7]}\n{"tokens": [9]}\n');
     const [ps] = await shards(3, path.join(tmp, 'n3-prompts'), { prompts: file }, [2]);
