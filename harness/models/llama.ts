@@ -36,7 +36,8 @@ export function parseLlamaConfig(ck: Checkpoint): LlamaConfig {
   const hidden = c.int('hidden_size');
   const heads = c.int('num_attention_heads');
   const kvHeads = c.int('num_key_value_heads', heads);
-  const headDim = c.int('head_dim', hidden / heads);
+  // transformers: hidden_size // num_attention_heads when head_dim is absent
+  const headDim = c.int('head_dim', Math.floor(hidden / heads));
   if (heads % kvHeads !== 0) throw new InputError(`num_attention_heads ${heads} is not a multiple of num_key_value_heads ${kvHeads}`, { file: ck.configFile });
   if (headDim % 2 !== 0) throw new InputError(`head_dim ${headDim} must be even for RoPE`, { file: ck.configFile });
   const rope = parseRope(c, ck.configFile);
@@ -75,6 +76,10 @@ export interface Llama3RopeScaling {
 function parseRopeScaling(c: ConfigReader, file: string, key: 'rope_scaling' | 'rope_parameters' = 'rope_scaling'): Llama3RopeScaling | null {
   const rs = c.obj(key);
   if (rs === undefined) return null;
+  // transformers 4.x lets the legacy `type` win, 5.x `rope_type`: both given and different is not knowable
+  if (rs.raw.rope_type !== undefined && rs.raw.type !== undefined && rs.raw.rope_type !== rs.raw.type) {
+    throw new InputError(`${key} names rope_type ${JSON.stringify(rs.raw.rope_type)} and type ${JSON.stringify(rs.raw.type)}: which scaling it means is not knowable`, { file });
+  }
   const type = rs.raw.rope_type ?? rs.raw.type;
   // a scaling given without its type (transformers 4.x raises on it) is not plain RoPE by omission
   if (type === undefined && Object.keys(rs.raw).some((k) => k !== 'rope_theta' && k !== 'partial_rotary_factor')) {
@@ -87,7 +92,9 @@ function parseRopeScaling(c: ConfigReader, file: string, key: 'rope_scaling' | '
     if (!(v > 0)) throw new InputError(`${key}.${k} must be a positive number, got ${JSON.stringify(rs.raw[k])}`, { file });
     return v;
   };
-  const out = { factor: pos('factor'), lowFreqFactor: pos('low_freq_factor'), highFreqFactor: pos('high_freq_factor'), originalMaxPositions: pos('original_max_position_embeddings') };
+  // absent, transformers 5.x's standardize_rope_params takes max_position_embeddings (4.x raised a KeyError)
+  const original = rs.raw.original_max_position_embeddings === undefined && (c.raw.max_position_embeddings ?? null) !== null ? c.positive('max_position_embeddings', 0) : pos('original_max_position_embeddings');
+  const out = { factor: pos('factor'), lowFreqFactor: pos('low_freq_factor'), highFreqFactor: pos('high_freq_factor'), originalMaxPositions: original };
   if (!(out.highFreqFactor > out.lowFreqFactor)) throw new InputError(`${key}: high_freq_factor ${out.highFreqFactor} must exceed low_freq_factor ${out.lowFreqFactor}`, { file });
   return out;
 }
@@ -103,8 +110,10 @@ function parseRope(c: ConfigReader, file: string): { theta: number; llama3: Llam
   if (rp === undefined) return legacy;
   const params = { theta: rp.raw.rope_theta === undefined ? legacy.theta : rp.positive('rope_theta', 10000), llama3: parseRopeScaling(c, file, 'rope_parameters') };
   const scalingGiven = c.raw.rope_scaling !== undefined && c.raw.rope_scaling !== null;
-  if ((c.raw.rope_theta !== undefined && params.theta !== legacy.theta) || (scalingGiven && JSON.stringify(params.llama3) !== JSON.stringify(legacy.llama3))) {
-    throw new InputError(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_theta ${JSON.stringify(c.raw.rope_theta)} / rope_scaling ${JSON.stringify(c.raw.rope_scaling)}: which one the model was trained with is not knowable`, { file });
+  // with rope_scaling given, transformers 5.x replaces rope_parameters by it and takes rope_theta from the top
+  // level (10000 when absent); 4.x never reads rope_parameters: its theta must then be that one
+  if (((c.raw.rope_theta !== undefined || scalingGiven) && params.theta !== legacy.theta) || (scalingGiven && JSON.stringify(params.llama3) !== JSON.stringify(legacy.llama3))) {
+    throw new InputError(`rope_parameters ${JSON.stringify(rp.raw)} disagrees with rope_theta ${JSON.stringify(c.raw.rope_theta) ?? 'absent (10000)'} / rope_scaling ${JSON.stringify(c.raw.rope_scaling)}: which one the model was trained with is not knowable`, { file });
   }
   return params;
 }
@@ -139,7 +148,7 @@ export function llamaInvFreq(cfg: Pick<LlamaConfig, 'headDim' | 'ropeTheta' | 'r
  *   rope_parameters holding both: implemented in both paths;
  *   tie_word_embeddings: implemented (the head is the embedding, as transformers ties it);
  *   attention_bias, mlp_bias: implemented (each projection adds its `.bias` after the product, in both paths);
- *   hidden_act: only "silu" (SwiGLU) is implemented;
+ *   hidden_act: only "silu" (SwiGLU) is implemented ("swish" is transformers' other name for it);
  *   max_position_embeddings: positions beyond it are refused (cli/input.ts, cli/generate.ts).
  * Anything not implemented is refused with the field and its value, never silently computed as something else.
  */
@@ -148,7 +157,8 @@ function refuseUnimplementedLlamaFields(c: ConfigReader): void {
     throw new InputError(`${key} ${JSON.stringify(c.raw[key])} is not supported for llama: ${why}`, { file: c.file });
   };
   const act = c.raw.hidden_act;
-  if (act !== undefined && act !== 'silu') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
+  // transformers' ACT2FN maps "swish" to the same SiLU
+  if (act !== undefined && act !== 'silu' && act !== 'swish') refuse('hidden_act', 'only "silu" (SwiGLU) is implemented');
   // partial RoPE (rotating only part of each head) is not Llama's; transformers builds inv_freq for the part
   const prf = c.raw.partial_rotary_factor;
   if (prf !== undefined && prf !== null && prf !== 1) refuse('partial_rotary_factor', 'only full RoPE (1.0) is implemented');

@@ -11,7 +11,7 @@ import { copyCheckpoint } from '../../fixtures/inject.js';
 import { LlamaReference } from '../../reference-cpu/llama.js';
 import { InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { LlamaCheckpoint, llamaInvFreq } from '../models/llama.js';
+import { LlamaCheckpoint, llamaInvFreq, parseLlamaConfig } from '../models/llama.js';
 import { architectureFor } from '../arch/registry.js';
 import { LLAMA_TINY, quietDiff } from './cli.js';
 import { expectLlamaDecodersMatchRecompute } from './llama-decoders.js';
@@ -96,6 +96,39 @@ describe('rope_scaling llama3', () => {
     expect(() => cfgOf((c) => (c.rope_parameters = { ...SCALING, rope_theta: 500000 }))).toThrow(/rope_parameters .* disagrees with rope_theta 10000/);
     expect(() => cfgOf((c) => ((c.rope_scaling = SCALING), (c.rope_parameters = { ...SCALING, factor: 4 })))).toThrow(/disagrees with rope_theta .* rope_scaling/);
     expect(() => cfgOf((c) => (c.rope_parameters = { rope_type: 'yarn', factor: 4 }))).toThrow(/rope_parameters .*"yarn".* is not supported for llama/);
+    // rope_scaling given: transformers 5.x replaces rope_parameters by it, theta from the top level (10000 when absent)
+    expect(() => cfgOf((c) => ((c.rope_scaling = SCALING), delete c.rope_theta, (c.rope_parameters = { ...SCALING, rope_theta: 500000 })))).toThrow(/rope_parameters .* disagrees with rope_theta absent \(10000\)/);
+    // 4.x lets `type` win, 5.x `rope_type`: both, different, is refused
+    expect(() => cfgOf((c) => (c.rope_scaling = { ...SCALING, type: 'linear' }))).toThrow(/rope_scaling names rope_type "llama3" and type "linear"/);
+  });
+
+  it('takes transformers 5.x\'s defaults: original_max_position_embeddings from max_position_embeddings, head_dim as hidden // heads, "swish" as SiLU', () => {
+    const d = path.join(tmp, 'defaults');
+    const cfgOf = (edit: (c: Record<string, unknown>) => void) => {
+      fs.rmSync(d, { recursive: true, force: true });
+      copyCheckpoint(LLAMA_TINY(), d);
+      setConfig(d, edit);
+      const ck = Checkpoint.open(d);
+      try {
+        return parseLlamaConfig(ck);
+      } finally {
+        ck.close();
+      }
+    };
+    const explicit = cfgOf((c) => (c.rope_scaling = { ...SCALING, original_max_position_embeddings: c.max_position_embeddings }));
+    const implied = cfgOf((c) => {
+      const { original_max_position_embeddings: _, ...rest } = SCALING;
+      c.rope_scaling = rest;
+    });
+    expect(implied.ropeLlama3).toEqual(explicit.ropeLlama3);
+    expect(Array.from(llamaInvFreq(implied))).toEqual(Array.from(llamaInvFreq(explicit)));
+    const plain = cfgOf(() => undefined);
+    const odd = cfgOf((c) => {
+      c.hidden_size = (c.hidden_size as number) + 1; // not a multiple of the heads: transformers floors
+      delete c.head_dim;
+    });
+    expect(odd.headDim).toBe(Math.floor(((plain.hidden as number) + 1) / plain.heads));
+    expect(cfgOf((c) => (c.hidden_act = 'swish')).headDim).toBe(plain.headDim);
   });
 
   it('refuses another rope type or a bad field by name', () => {
