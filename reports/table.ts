@@ -133,7 +133,7 @@ export function behaviourFigures(lm: NonNullable<Questions['behaviour']['logits'
   const judged = lm.kl_p99_unflipped !== undefined;
   const all = (x: string) => (judged ? ` [all: ${x}]` : '');
   const figures =
-    `top-1 ${pct(lm.top1_agreement_unflipped ?? lm.top1_agreement)}${all(pct(lm.top1_agreement))} (≥ ${(t.top1_min * 100).toFixed(0)}%), ` +
+    `top-1 ${pct(lm.top1_agreement_decided ?? lm.top1_agreement_unflipped ?? lm.top1_agreement)}${all(pct(lm.top1_agreement))} (≥ ${(t.top1_min * 100).toFixed(0)}%${(lm.top1_near_ties ?? 0) > 0 ? `; ${lm.top1_near_ties} near-tie${lm.top1_near_ties === 1 ? '' : 's'} within ${sci(lm.tie_bound)} left out` : ''}), ` +
     `KL mean ${sci(lm.kl_mean_unflipped ?? lm.kl_mean)}${all(sci(lm.kl_mean))} (≤ ${t.kl_mean_max}), p99 ${sci(lm.kl_p99_unflipped ?? lm.kl_p99)}${all(sci(lm.kl_p99))} (≤ ${t.kl_p99_max})`;
   if (!judged) return figures;
   return `${figures}, over the ${lm.flipped_tokens === 1 ? 'tokens but the one' : `tokens but the ${lm.flipped_tokens}`} with a benign flip`;

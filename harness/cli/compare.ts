@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { carriedFrom } from '../compare/carried.js';
 import { diagnose } from '../compare/diagnose.js';
 import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics } from '../compare/metrics.js';
-import { resolvePolicy, verdict, worst } from '../compare/policy.js';
+import { newNonFinite, resolvePolicy, verdict, worst } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
 import type { Selections } from '../models/path.js';
@@ -43,7 +43,7 @@ function flips(ref: Selections | null, dev: Selections | null): number {
 
 export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   const started = Date.now();
-  const policy = resolvePolicy(a);
+  const asked = resolvePolicy(a);
   const targets = { json: a.json, junit: a.junit, html: a.html, summary: a.summary };
   checkReportTargets(targets, () => undefined);
   assertDistinctPaths(
@@ -61,6 +61,18 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   const names = A.stages.filter((n) => B.stages.includes(n));
   if (names.length === 0) throw new InputError(`RUN_A (${A.stages.join(', ')}) and RUN_B (${B.stages.join(', ')}) have no stage in common`, { file: B.dir });
 
+  // The FP16 floor as `diff` measured it (a dump records its run's; the reference side's first, the same reference
+  // computation either way), and the stage where the device's free run first flipped a top-k choice: before it the
+  // free run computed what the forced run would, so its error is drift and judged against the drift budget; from
+  // it on its rows compute other experts or blocks, and its per-stage errors are information (as in `diff`).
+  const floors = (A.kind === 'dump' ? A.floors : null) ?? B.floors;
+  const firstFlip = B.kind === 'dump' ? B.firstFlip : undefined;
+  // without a floor the floor rule is the user's rule alone: the reports then state the rule that judged
+  const policy = asked.rule === 'floor' && floors === null ? { ...asked, rule: 'fixed' as const } : asked;
+  if (policy !== asked) {
+    process.stderr.write(`layerdiff: note: neither run holds the FP16 floor its diff measured (a golden run, a fixed-rule dump or an older dump): each stage is judged by ${policy.metric} against ${policy.fail_above} alone\n`);
+  }
+  let flipped = false;
   const stages: StageResult[] = [];
   let hasIso = false;
   for (const name of names) {
@@ -82,9 +94,14 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     const acc = cmp(dev);
     const isoM = cmp(iso);
     if (acc === null && isoM === null) throw new InputError(`RUN_B's ${name} holds no device output (device or device_isolated)`, { file: B.dir });
+    const floor = floors?.[name] ?? null;
+    if (name === firstFlip) flipped = true;
+    // after a flip only a NaN/Inf the reference lacks still fails the free run's stage
+    const accStatus = flipped ? (acc !== null && newNonFinite(acc) ? 'fail' : 'pass') : verdict(acc, policy, { stage: name, mode: 'accumulated', floor: floor?.accumulated_forced ?? null });
     const s: StageResult = {
       name,
-      status: worst(verdict(acc, policy, { stage: name, mode: 'accumulated' }), verdict(isoM, policy, { stage: name, mode: 'isolated' })),
+      status: worst(accStatus, verdict(isoM, policy, { stage: name, mode: 'isolated', floor: floor?.isolated ?? null })),
+      ...(floor !== null ? { floor } : {}),
       accumulated: acc,
       isolated: isoM,
       ...(name === 'logits' ? { logits: { accumulated: dev && compareLogits(dev, ref), isolated: iso && compareLogits(iso, ref) } } : {}),

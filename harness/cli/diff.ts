@@ -204,6 +204,9 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         mode: a.mode,
         injected: faults,
         stages: run.stages.map((s) => s.name),
+        // what `compare` needs to judge these outputs as this run did: its floors, and where its free run flipped
+        ...(run.stages.some((s) => s.floor !== undefined) ? { floors: Object.fromEntries(run.stages.filter((s) => s.floor !== undefined).map((s) => [s.name, { isolated: s.floor!.isolated ?? null, accumulated_forced: s.floor!.accumulated_forced ?? null }])) } : {}),
+        ...(run.stages.some((s) => s.accumulated !== null) ? { first_flip: run.stages.find((s) => (s.flips?.accumulated?.count ?? 0) > 0)?.name ?? null } : {}),
       };
       fs.writeFileSync(path.join(staging, DUMP_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       const written = new Set(fs.readdirSync(staging));
@@ -257,7 +260,11 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         mode: a.mode as Mode,
         freeSelection: a.freeSelection,
         device: backend.identity.name,
-        recorded: { status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null },
+        recorded: {
+          status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null,
+          floor: st.floor ?? null,
+          flipped: report.stages.slice(0, report.stages.indexOf(st) + 1).some((s) => (s.flips?.accumulated?.count ?? 0) > 0),
+        },
       });
     }
     writeReports(report, targets);

@@ -8,7 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Table from 'cli-table3';
 import { compareActs, type StageMetrics } from '../compare/metrics.js';
-import { parsePolicy, type Policy, type Status, verdict, worst } from '../compare/policy.js';
+import { floorOf, isStageFloor, roundActF16 } from '../compare/floor.js';
+import { newNonFinite, parsePolicy, type Policy, type Status, verdict, worst } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { checkOutputs, writeFileAtomic } from '../io/writer.js';
@@ -18,7 +19,7 @@ import { readActs, verifyDigest } from '../repro/files.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
 import { FAULT_IDS, isFaultPlan } from '../faults/plan.js';
-import { type Drill, drillDown, MODES, selectionFlips } from '../runner/run.js';
+import { type Drill, drillDown, MODES, selectionFlips, substageFloors, substageMetrics } from '../runner/run.js';
 import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
 import { readRegularText } from '../io/regular.js';
 import { printable } from '../io/printable.js';
@@ -87,6 +88,9 @@ function checkManifestFields(m: ReproManifest, file: string): void {
   m.policy = { ...parsePolicy(rest, `${file}: policy`), source };
   const rec = m.recorded as unknown as Record<string, unknown> | null;
   if (rec === null || typeof rec !== 'object' || typeof rec.status !== 'string') bad('recorded', 'an object with the recorded status and metrics', rec);
+  // the drift budget replay judges the accumulated run by, and whether it judges it at all: a looser edit is refused
+  if (rec!.floor !== undefined && rec!.floor !== null && !isStageFloor(rec!.floor)) bad('recorded.floor', 'null or { isolated, accumulated_forced } each null or { max_abs, mean_abs, rms, rel_l2 } ≥ 0', rec!.floor);
+  if (rec!.flipped !== undefined && typeof rec!.flipped !== 'boolean') bad('recorded.flipped', 'true or false', rec!.flipped);
   for (const [rel, digest] of Object.entries(m.files)) {
     if (typeof digest !== 'string') bad(`files.${rel}`, 'a SHA-256 digest', digest);
     // relative paths inside the bundle only
@@ -117,8 +121,22 @@ export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: Repr
     const acc = doAcc && devIn !== null ? model.device.layer(L, devIn, w, ctx) : null;
     const accumulated = acc ? compareActs(acc.out, ref.out, selectionFlips(ref, acc)) : null;
     const isolated = iso ? compareActs(iso.out, ref.out, selectionFlips(ref, iso)) : null;
-    const status = worst(verdict(accumulated, m.policy), verdict(isolated, m.policy));
-    const drill = status === 'fail' ? drillDown(m.stage, ref, iso ?? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }), m.policy) : null;
+    // judged as `diff` judged the layer: own error against the FP16 floor, recomputed here as diff computes it (the
+    // reference on its input as FP16 holds it, with its own choices and FP16 storage), the layer output and each
+    // sub-stage against its own; the accumulated run against the drift budget the run recorded (the sum of the earlier
+    // layers' floors, not recomputable from one layer) while its free run had flipped no top-k choice: until then it
+    // is the forced run diff judged as drift; after, its rows compute other experts and it is information
+    const floorRun = m.policy.rule === 'floor' ? model.reference.layer(L, roundActF16(refIn), w, { ...ctx, forcedSelections: ref.selections, fp16Storage: true }) : null;
+    const isoFloor = floorRun !== null ? floorOf(compareActs(roundActF16(floorRun.out), ref.out)) : null;
+    const subFloors = floorRun !== null ? substageFloors(ref, floorRun) : null;
+    const own = isolated === null ? 'pass' : Object.entries(substageMetrics(ref, iso) ?? {}).reduce<Status>(
+      (s, [k, sm]) => worst(s, verdict(sm, m.policy, { stage: `${m.stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null })),
+      verdict(isolated, m.policy, { stage: m.stage, mode: 'isolated', floor: isoFloor }),
+    );
+    const judgesFree = m.recorded.flipped !== true && (accumulated?.selection_flips ?? 0) === 0;
+    const free = accumulated === null ? 'pass' : judgesFree ? verdict(accumulated, m.policy, { stage: m.stage, mode: 'accumulated', floor: m.recorded.floor?.accumulated_forced ?? null }) : newNonFinite(accumulated) ? 'fail' : 'pass';
+    const status = worst(own, free);
+    const drill = status === 'fail' ? drillDown(m.stage, ref, iso ?? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }), m.policy, floorRun) : null;
 
     const differences: string[] = [];
     const refSame = stored.data.length === ref.out.data.length && stored.data.every((x, i) => Object.is(x, ref.out.data[i]));

@@ -26,6 +26,21 @@ export interface FloorMetrics {
 
 export const ZERO_FLOOR: FloorMetrics = { max_abs: 0, mean_abs: 0, rms: 0, rel_l2: 0 };
 
+/**
+ * Whether `v` is a stage's floors as a saved run or a bundle records them, `{ isolated, accumulated_forced }` each
+ * null or every metric a finite number ≥ 0: a hand-edited figure (negative, missing, a string) would judge otherwise.
+ */
+export function isStageFloor(v: unknown): boolean {
+  const metrics = (m: unknown) =>
+    m === null || (typeof m === 'object' && !Array.isArray(m) && (Object.keys(ZERO_FLOOR) as Array<keyof FloorMetrics>).every((k) => {
+      const x = (m as Record<string, unknown>)[k];
+      return typeof x === 'number' && Number.isFinite(x) && x >= 0;
+    }));
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const f = v as Record<string, unknown>;
+  return metrics(f.isolated ?? null) && metrics(f.accumulated_forced ?? null);
+}
+
 /** An activation as FP16 storage holds it (round to nearest even, overflow to Inf). */
 export function roundActF16(a: Act): Act {
   return act(a.shape, roundF16Values(a.data)); // f16ToF32(f32ToF16Bits(x)) of each value, natively

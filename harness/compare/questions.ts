@@ -116,7 +116,8 @@ export function logitReasons(logits: LogitMetrics, b: Questions['behaviour']['th
   const reasons: string[] = [];
   const over = logits.kl_p99_unflipped !== undefined ? ' (tokens without a benign flip)' : '';
   const top1 = judgedTop1(logits);
-  if (top1 < b.top1_min) reasons.push(`top-1 agreement ${(top1 * 100).toFixed(1)}%${over} < ${(b.top1_min * 100).toFixed(1)}%`);
+  const ties = (logits.top1_near_ties ?? 0) > 0 ? ` (${logits.top1_near_ties} near-tie${logits.top1_near_ties === 1 ? '' : 's'} left out)` : '';
+  if (top1 < b.top1_min) reasons.push(`top-1 agreement ${(top1 * 100).toFixed(1)}%${over}${ties} < ${(b.top1_min * 100).toFixed(1)}%`);
   const mean = judgedKlMean(logits);
   if (!(mean <= b.kl_mean_max)) reasons.push(`mean KL ${mean.toExponential(2)}${over} > ${b.kl_mean_max}`);
   const p99 = judgedKlP99(logits);

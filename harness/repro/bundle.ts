@@ -19,6 +19,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import type { FloorMetrics } from '../compare/floor.js';
 import type { StageMetrics } from '../compare/metrics.js';
 import type { Policy } from '../compare/policy.js';
 import type { Checkpoint } from '../io/checkpoint.js';
@@ -55,7 +56,16 @@ export interface ReproManifest {
   free_selection: boolean;
   device: string;
   /** what the run measured for this stage; replay must print the same */
-  recorded: { status: string; accumulated: StageMetrics | null; isolated: StageMetrics | null; drill: Drill | null };
+  recorded: {
+    status: string;
+    accumulated: StageMetrics | null;
+    isolated: StageMetrics | null;
+    drill: Drill | null;
+    /** the stage's FP16 floor as the run measured it (its drift budget cannot be recomputed from one layer); absent: none */
+    floor?: { isolated: FloorMetrics | null; accumulated_forced: FloorMetrics | null } | null;
+    /** whether the free accumulated run had flipped a top-k choice by this stage (its errors then information) */
+    flipped?: boolean;
+  };
   /** path relative to the bundle → SHA-256 */
   files: Record<string, string>;
   checkpoint: { dir: string; layer_tensors: string[]; other_tensors: string[] };

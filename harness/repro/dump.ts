@@ -5,6 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { type FloorMetrics, isStageFloor } from '../compare/floor.js';
 import type { Policy } from '../compare/policy.js';
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
@@ -28,6 +29,18 @@ export interface DumpManifest {
   mode: string;
   injected: { fault: string; layer: number | null } | null;
   stages: string[];
+  /**
+   * The FP16 floor the run measured per stage (the reference on its input as FP16 holds it: runner/floor), so that
+   * `compare` judges the saved outputs as `diff` did; absent when the run had none (the fixed rule).
+   */
+  floors?: Record<string, SavedFloor>;
+  /** the first stage where the free accumulated run chose another top-k set than the reference (null: none) */
+  first_flip?: string | null;
+}
+
+export interface SavedFloor {
+  isolated: FloorMetrics | null;
+  accumulated_forced: FloorMetrics | null;
 }
 
 /** One stage of a saved run: the outputs it holds (null where that side or mode was not saved). */
@@ -49,6 +62,10 @@ export interface SavedRun {
   device: DeviceIdentity | null;
   /** the fault the saved run simulated on its device (a dump of `diff --inject`), null for none or a golden run */
   injected: DumpManifest['injected'];
+  /** the run's FP16 floor per stage (null: none saved, as in a golden run or a fixed-rule dump) */
+  floors: Record<string, SavedFloor> | null;
+  /** the first stage where its free accumulated run flipped a top-k choice; null none, undefined not recorded */
+  firstFlip: string | null | undefined;
   stage(name: string): SavedStage;
 }
 
@@ -67,6 +84,15 @@ function checkDumpManifest(m: DumpManifest, file: string): void {
   if (!obj(m.device) || typeof m.device.name !== 'string' || typeof m.device.description !== 'string') bad('device', 'an object with a name and a description', m.device);
   if (!Array.isArray(m.stages) || !m.stages.every((n) => typeof n === 'string' && stageOrder([n]).length === 1)) bad('stages', 'a list of stage names', m.stages);
   if (m.injected !== undefined && m.injected !== null && !isFaultPlan(m.injected)) bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, m.injected);
+  if (m.floors !== undefined) {
+    if (!obj(m.floors)) bad('floors', 'an object of stage floors', m.floors);
+    for (const [name, f] of Object.entries(m.floors)) {
+      // a floor of a stage the run did not write would judge nothing; a negative or missing figure is not a floor
+      if (!m.stages.includes(name)) bad(`floors.${name}`, 'a stage the run wrote', name);
+      if (!isStageFloor(f)) bad(`floors.${name}`, '{ isolated, accumulated_forced } each null or { max_abs, mean_abs, rms, rel_l2 } ≥ 0', f);
+    }
+  }
+  if (m.first_flip !== undefined && m.first_flip !== null && !(typeof m.first_flip === 'string' && m.stages.includes(m.first_flip))) bad('first_flip', 'null or a stage the run wrote', m.first_flip);
 }
 
 /** Forward order: embed, layer.0 …, final_norm, logits. */
@@ -113,7 +139,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     const g = openGolden(dir);
     const m = 'model' in g.manifest ? (g.manifest as { model?: SavedRun['model'] }).model ?? null : null;
     return {
-      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null,
+      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, firstFlip: undefined,
       stage: (name) => {
         const r = g.stage(name);
         return { reference: r.out, device: null, device_isolated: null, selections: r.selections };
@@ -142,6 +168,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
   }
   return {
     dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null, injected: manifest?.injected ?? null,
+    floors: manifest?.floors ?? null, firstFlip: manifest?.first_flip,
     stage: (name) => {
       const file = path.join(dir, `${name}.safetensors`);
       const names = tensorNames(file);

@@ -22,6 +22,7 @@ import { cli, hashTree, LLAMA_TINY } from './cli.js';
 import { children, parseXml } from './xml.js';
 import { readActs, tensorNames } from '../repro/files.js';
 import { writeSafetensors } from '../io/safetensors.js';
+import { packageRoot } from '../version.js';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-reports-cli-'));
 const out = (name: string) => path.join(tmp, name);
@@ -243,6 +244,40 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     expect(children(children(parseXml(fs.readFileSync(out('compare.xml'), 'utf8')), 'testsuite')[0], 'testcase')).toHaveLength(7);
     expect(fast.code).toBe(1);
     expect((JSON.parse(fast.stdout) as Report).stages.map((s) => s.name)).toEqual(['embed', 'layer.0', 'layer.1']);
+  });
+
+  it('judges a dump as its diff did: against the FP16 floor it recorded, the free run as drift until its first flip', async () => {
+    // deepseek-v4-tiny on 200 tokens: streams at |x| ≈ 160–330 (a correct path 0.1–0.2 off in max_abs) and a benign
+    // flip at layer.3; without the dump's floors and first flip, compare failed the dump its diff passed
+    const ds = path.join(packageRoot(), 'fixtures', 'deepseek-v4-tiny');
+    const long = Array.from({ length: 200 }, (_, i) => (i * 37 + 11) % 384).join(',');
+    const clean = out('ds-clean');
+    const bug = out('ds-accumulate');
+    const [d, b] = await limit(2, [
+      () => cliAsync(['diff', ds, '--tokens', long, '--no-weights', '--dump', clean, '-q']),
+      // the FP16-accumulating GEMM at layer 1: still the first failure when judged from the dump
+      () => cliAsync(['diff', ds, '--tokens', long.split(',').slice(0, 96).join(','), '--no-weights', '--inject', 'fp16-accumulate@1', '--dump', bug, '-q']),
+    ]);
+    expect([d.code, b.code]).toEqual([0, 1]);
+    const m = readJson<{ floors: Record<string, { isolated: { rms: number } }>; first_flip: string | null }>(path.join(clean, 'run.json'));
+    expect(Object.keys(m.floors)).toEqual(['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits']);
+    expect(m.floors['layer.0'].isolated.rms).toBeGreaterThan(0);
+    expect(m.first_flip).toBe('layer.3');
+    const [c, cb] = await limit(2, [() => cliAsync(['compare', clean, clean, '--json', out('ds-clean.json')]), () => cliAsync(['compare', bug, bug, '--json', out('ds-bug.json')])]);
+    expect(c.code, c.stdout).toBe(0);
+    expect(readJson<Report>(out('ds-clean.json')).policy).toMatchObject({ rule: 'floor' });
+    expect(cb.code).toBe(1);
+    expect(readJson<Report>(out('ds-bug.json')).first_failure).toBe('layer.1');
+    // a floor figure edited to a negative number is bad input naming it, not a looser verdict
+    const edited = out('ds-edited');
+    fs.cpSync(bug, edited, { recursive: true });
+    const f = path.join(edited, 'run.json');
+    const man = JSON.parse(fs.readFileSync(f, 'utf8')) as { floors: Record<string, { isolated: { rms: number } }> };
+    man.floors['layer.1'].isolated.rms = -1;
+    fs.writeFileSync(f, JSON.stringify(man));
+    const e = cli(['compare', edited, edited]);
+    expect(e.code).toBe(2);
+    expect(e.stderr).toMatch(/run\.json: floors\.layer\.1 must be/);
   });
 
   it('refuses runs on different inputs, and a folder that is neither (exit 2)', async () => {

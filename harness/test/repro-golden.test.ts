@@ -68,9 +68,34 @@ describe('--repro and layerdiff replay', () => {
     const st = report.stages.find((s) => s.name === 'layer.2')!;
     expect(rep.accumulated).toEqual(st.accumulated);
     expect(rep.isolated).toEqual(st.isolated);
-    // replay reruns the two paths, not the FP16 floor pass: the drill's sub-stage floors are the run's alone
-    const noFloor = (d: unknown) => JSON.parse(JSON.stringify(d, (k, v) => (k === 'floor' ? undefined : v)));
-    expect(noFloor(rep.drill)).toEqual(noFloor(st.drill));
+    // replay reruns the FP16 floor pass as diff runs it: the drill's sub-stage floors are the run's, bit for bit
+    expect(rep.drill).toEqual(st.drill);
+  });
+
+  it('replay judges against the FP16 floor as diff did: a bug under 0.1 but far above the floor fails there too', () => {
+    // llama-tiny's FP16-accumulating GEMM at layer 2: max_abs 0.011, its sub-stages far above their floors (judged by
+    // the floor rule alone; replay judged by 0.1 and passed it)
+    const ds = path.join(tmp, 'accumulate-bundle');
+    const r = cli(['diff', '--no-weights', '--inject', 'fp16-accumulate@2', '--repro', ds, '-q']);
+    expect(r.code, r.stderr).toBe(1);
+    const m = readJson<{ recorded: { status: string; floor: { isolated: { rms: number } }; flipped: boolean } }>(path.join(ds, 'repro.json'));
+    expect(m.recorded).toMatchObject({ status: 'fail', flipped: false });
+    expect(m.recorded.floor.isolated.rms).toBeGreaterThan(0);
+    const out = path.join(tmp, 'ds-replay.json');
+    const rr = cli(['replay', ds, '--json', out]);
+    expect(rr.code, rr.stdout).toBe(1);
+    expect(rr.stdout).toContain('recorded metrics: reproduced exactly');
+    const rep = readJson<{ isolated: { max_abs: number }; status: string; drill: { first_failing: string | null } }>(out);
+    expect(rep.isolated.max_abs).toBeLessThan(0.1);
+    expect(rep.drill.first_failing).toMatch(/^layer\.2\./);
+    // a recorded drift budget edited to a negative number is refused by name, not judged by
+    const mf = path.join(ds, 'repro.json');
+    const raw = JSON.parse(fs.readFileSync(mf, 'utf8')) as { recorded: { floor: { accumulated_forced: { rms: number } } } };
+    raw.recorded.floor.accumulated_forced.rms = -1;
+    fs.writeFileSync(mf, JSON.stringify(raw));
+    const e = cli(['replay', ds]);
+    expect(e.code).toBe(2);
+    expect(e.stderr).toMatch(/recorded\.floor must be null or/);
   });
 
   it('replay refuses a bundle whose files changed (exit 2, names the file)', () => {

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { judgeFlips, topkIds } from '../compare/flips.js';
 import { roundActF16 } from '../compare/floor.js';
-import { compareActs, compareLogits, judgedKlP99 } from '../compare/metrics.js';
+import { compareActs, compareLogits, judgedKlP99, judgedTop1 } from '../compare/metrics.js';
 import { DEFAULT_POLICY, loadPolicyFile, makePolicy, parsePolicy, resolvePolicy, stageKind, thresholdsFor, verdict } from '../compare/policy.js';
 import type { DiffArgs } from '../cli/diff.js';
 import { runGate } from '../cli/gate.js';
@@ -174,6 +174,24 @@ describe('flips judged', () => {
     expect(topkIds([1, 3, 3, 2], 2)).toEqual([1, 2]); // ties to the lowest index
   });
 
+  it('a top-1 that differs where the reference\'s own two candidates are within the tie bound is a near-tie, left out of the judged top-1', () => {
+    // two tokens over a vocabulary of 4: token 0's reference separates its top two by 1e-5 (a near-tie the device
+    // swaps), token 1 agrees; and the same with a margin of 0.5, which no correct FP16 path at this bound can swap
+    const logits = (rows: number[][]) => act([rows.length, 4], Float32Array.from(rows.flat()));
+    const ref = logits([[1, 1 - 1e-5, 0, 0], [0, 2, 0, 0]]);
+    const dev = logits([[1 - 2e-5, 1, 0, 0], [0, 2, 0, 0]]);
+    expect(compareLogits(dev, ref).top1_agreement).toBe(0.5);
+    const tie = compareLogits(dev, ref, undefined, 1e-3);
+    expect([tie.top1_agreement, tie.top1_near_ties, tie.top1_agreement_decided, judgedTop1(tie)]).toEqual([0.5, 1, 1, 1]);
+    const far = compareLogits(logits([[0.5, 1, 0, 0], [0, 2, 0, 0]]), logits([[1, 0.5, 0, 0], [0, 2, 0, 0]]), undefined, 1e-3);
+    expect([far.top1_near_ties, far.top1_agreement_decided, judgedTop1(far)]).toEqual([0, 0.5, 0.5]);
+    // every judged token a near-tie: nothing is left to disagree on
+    expect(judgedTop1(compareLogits(logits([[1 - 2e-5, 1, 0, 0]]), logits([[1, 1 - 1e-5, 0, 0]]), undefined, 1e-3))).toBe(1);
+    // with benign expert flips measured, the near-ties come out of the unflipped tokens' figure
+    const both = compareLogits(dev, ref, new Set([1]), 1e-3);
+    expect([both.top1_agreement_unflipped, both.top1_near_ties, judgedTop1(both)]).toEqual([0, 1, 1]);
+  });
+
   it('a token with a benign flip is left out of the judged p99 KL, but counts in the mean', () => {
     // 3 tokens × vocab 2: token 1's device distribution moved (its expert set flipped), the others agree
     const ref = act([3, 2], Float32Array.of(0, 0, 2, 0, 0, 1));
@@ -203,6 +221,9 @@ describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
     expect(q.behaviour.flips.unjudged).toBe(0);
     expect(q.behaviour.first_flip).toMatch(/^layer\.\d$/);
     expect(q.behaviour.logits!.kl_p99).toBeLessThan(DEFAULT_POLICY.behaviour.kl_p99_max);
+    // the near-tie bound: twice floor_excuse × the logits' drift-grown floor (max_abs)
+    const lg = report.stages.find((s) => s.name === 'logits')!;
+    expect(q.behaviour.logits!.tie_bound).toBe(2 * DEFAULT_POLICY.floor_excuse * lg.floor!.accumulated_forced!.max_abs);
     for (const s of report.stages) {
       expect(s.floor, s.name).toBeDefined();
       for (const f of s.flips?.accumulated?.list ?? []) expect(f.margin, `${s.name} token ${f.token}`).toBeLessThanOrEqual(4 * Math.max(f.score_error, f.layer_score_error ?? 0));
@@ -210,6 +231,26 @@ describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
     const json = JSON.parse(fs.readFileSync(path.join(tmp, 'clean.json'), 'utf8'));
     expect(Object.keys(json.questions)).toEqual(['own_error', 'drift', 'behaviour']);
     expect(json.policy).toMatchObject({ rule: 'floor', source: 'default' });
+  });
+
+  it('--mode accumulated alone: its free run is judged as drift until its first flip, then by the flips and the logits', async () => {
+    // the free run flips a near-tie at layer.3 (benign): from there its rows compute other experts (max_abs 34 there),
+    // which failed a correct path in this mode although the full run and the behaviour question pass
+    const { code, report } = await quietDiff(args({ mode: 'accumulated' }));
+    expect(code).toBe(0);
+    const q = report.questions!;
+    expect(q.behaviour).toMatchObject({ status: 'pass', first_flip: 'layer.3' });
+    expect(q.behaviour.flips.scoring_bug).toBe(0);
+    const flipAt = report.stages.findIndex((s) => s.name === q.behaviour.first_flip);
+    // the flip is what moved the stage beyond the user's number: its figure stays in the report, as information
+    expect(report.stages[flipAt].accumulated!.max_abs).toBeGreaterThan(1);
+    expect(report.stages[flipAt].statuses?.accumulated).toBe('fail');
+    expect(report.stages[flipAt].status).not.toBe('fail');
+    // before the flip the free run is the forced run: judged against the drift budget, and a bug there still fails
+    for (const s of report.stages.slice(0, flipAt)) expect(s.status, s.name).toBe(s.statuses?.accumulated);
+    const bug = await quietDiff(args({ mode: 'accumulated', inject: 'rope-angle-fp16' }));
+    expect(bug.code).toBe(1);
+    expect(bug.report.first_failure).toBe('layer.0');
   });
 
   // fp16-accumulate runs a plain TypeScript FP16-accumulating GEMM over every linear of its layer: 96 tokens keep it quick
