@@ -261,7 +261,9 @@ function scoringBugDiagnosis(s: StageResult, weightsClean: string): Diagnosis | 
   const ex = bugs[0];
   const kind = ex?.kind ?? 'experts';
   const substage = `${s.name}.${kind === 'indexer' ? 'attn.indexer' : 'moe.router'}`;
-  const example = ex
+  const example = ex?.set_size !== undefined
+    ? `e.g. token ${ex.token}: the device chose ${ex.set_size} distinct ${kind === 'experts' ? 'experts' : 'blocks'} where the reference chose its top-k (a set of another size is no near-tie)`
+    : ex
     ? `e.g. token ${ex.token}: the reference chose ${kind === 'experts' ? 'expert' : 'block'} ${ex.reference_choice} over ${ex.device_choice} by a margin of ${fmt(ex.margin)}, the device chose ${ex.device_choice} although its score error there is ${fmt(ex.score_error)}${ex.layer_score_error !== null ? ` (layer's isolated score error ${fmt(ex.layer_score_error)})` : ''}`
     : '';
   const noBias = bugs.length > 0 && bugs.every((x) => x.selected_without_bias === true);

@@ -33,6 +33,8 @@ export interface Flip {
   judgement: 'benign' | 'scoring-bug' | 'unjudged';
   /** the device's set is the top-k of its scores without the selection bias (the signature of router-bias-dropped) */
   selected_without_bias?: boolean;
+  /** the size of the device's set (distinct candidates counted once) where it is not the reference's k */
+  set_size?: number;
 }
 
 export interface FlipSummary {
@@ -96,6 +98,11 @@ function judgeOne(L: number, t: number, kind: string, R: number[], D: number[], 
   const onlyR = R.filter((e) => !D.includes(e));
   const onlyD = D.filter((e) => !R.includes(e));
   const base = { token: t, layer: L, kind, layer_score_error: layerErr };
+  // a set of another size, or naming a candidate twice, is no near-tie: no score error explains choosing k−1 or k+1
+  // (a misread num_experts_per_tok, a dropped or duplicated index), so it fails as a selection bug, never unjudged
+  if (D.length !== R.length || new Set(D).size !== D.length) {
+    return { ...base, reference_choice: onlyR[0] ?? -1, device_choice: onlyD[0] ?? -1, margin: NaN, decision_margin: NaN, score_error: NaN, judgement: 'scoring-bug', set_size: new Set(D).size };
+  }
   if (rs === undefined || ds === undefined || onlyR.length === 0 || onlyD.length === 0) {
     return { ...base, reference_choice: onlyR[0] ?? -1, device_choice: onlyD[0] ?? -1, margin: NaN, decision_margin: NaN, score_error: NaN, judgement: 'unjudged' };
   }

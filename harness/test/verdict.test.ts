@@ -172,6 +172,11 @@ describe('flips judged', () => {
     expect(g).toMatchObject({ count: 1, benign: 0, scoring_bug: 1 });
     expect(g.list[0].device_choice).toBe(2);
     expect(topkIds([1, 3, 3, 2], 2)).toEqual([1, 2]); // ties to the lowest index
+    // a set of another size or with a candidate twice: no near-tie explains it, whatever the scores (DESIGN §5: every flip judged)
+    for (const ids of [[[0]], [[0, 1, 3]], [[0, 0]]]) {
+      const h = judgeFlips(2, ref, withScores(sel(ids), [[1.0, 0.8, 0.5, 0.799]], [0, 0.1, 0, 0.1]), 'accumulated', 4, { experts: 1e-4 })!;
+      expect(h, JSON.stringify(ids)).toMatchObject({ count: 1, scoring_bug: 1, unjudged: 0 });
+    }
   });
 
   it('a top-1 that differs where the reference\'s own two candidates are within the tie bound is a near-tie, left out of the judged top-1', () => {
