@@ -28,7 +28,7 @@ import { assertDistinctPaths, assertOutsideModel, checkOutputDir, checkOutputFil
 import { printable } from '../io/printable.js';
 import { hasTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
-import { backendBuild } from '../runner/build.js';
+import { backendBuild, referenceBuild } from '../runner/build.js';
 import { openModel } from '../runner/model.js';
 import { assertNewOrEmptyDir, StagedDir } from '../repro/files.js';
 import { GOLDEN_MANIFEST, GoldenReader, GoldenWriter } from '../repro/golden.js';
@@ -185,13 +185,21 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     const assigned = shard !== null ? assignShards(set, shard.count) : null;
     const mine = prompts.map((_p, i) => i).filter((i) => assigned === null || assigned[i] === shard!.index);
 
-    // Golden runs in (the reference from another machine) or out (for one), checked before anything runs.
+    const fp = await openCheckpointFingerprint(ck);
+    // Golden runs in (the reference from another machine) or out (for one), checked before anything runs: a gate's
+    // golden binds the checkpoint's content and the build that computed it, signed as partials are
     const quick = a.golden !== undefined || a.saveGolden !== undefined ? quickFingerprint(ck) : '';
+    const goldenSide = { fingerprint: fp.value, build: referenceBuild() };
     const goldens = new Map<number, GoldenReader>();
-    if (a.golden !== undefined) for (const i of mine) goldens.set(i, openPromptGolden(a.golden, i, prompts[i].name, inputs[i].tokens, quick, model.architecture));
+    if (a.golden !== undefined) {
+      for (const i of mine) {
+        const g = openPromptGolden(a.golden, i, prompts[i].name, inputs[i].tokens, quick, model.architecture);
+        g.checkGateSide(goldenSide.fingerprint, goldenSide.build, signingKey());
+        goldens.set(i, g);
+      }
+    }
     if (a.saveGolden !== undefined) for (const i of mine) assertNewOrEmptyDir(path.join(a.saveGolden, promptLabel(i)), '--save-golden');
 
-    const fp = await openCheckpointFingerprint(ck);
     const progress = new ProgressLine(null, 0);
     const nStages = stageNames(model.numLayers, null).length;
     // Weights first, as `diff` does (once: it does not depend on the prompt): shapes against the config,
@@ -227,7 +235,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           progress.done();
         }
         if (saver !== null) {
-          saver.commit({ model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint: quick, num_layers: model.numLayers }, tokens: inputs[i].tokens, ...(inputs[i].prompt !== undefined ? { prompt: inputs[i].prompt } : {}), layers: null });
+          saver.commit({ model: { path: path.resolve(ck.dir), architecture: model.architecture, fingerprint: quick, num_layers: model.numLayers }, tokens: inputs[i].tokens, ...(inputs[i].prompt !== undefined ? { prompt: inputs[i].prompt } : {}), layers: null, gate: goldenSide }, signingKey());
           savedGoldens.push(goldenDir!);
         }
         const report = buildReport({

@@ -19,8 +19,10 @@
  * F32 `embed`, `layer.L`, `final_norm`, `logits` and I64 `layer.L.experts` / `layer.L.indexer` (the
  * discrete choices, sorted ascending, −1 padded). It covers every layer and has no sub-stages.
  */
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { canonicalJson, SIGNING_KEY_ENV } from '../gate/record.js';
 import { outputError } from '../io/writer.js';
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
@@ -52,6 +54,19 @@ export interface GoldenManifest {
   layers: { from: number; to: number } | null;
   input: GoldenEntry | null;
   stages: GoldenEntry[];
+  /**
+   * A gate's reference side (`gate --save-golden`): the checkpoint's content fingerprint (every file's SHA-256) and
+   * the build that computed the reference, which a device shard's `--golden` must match (the record it leads to
+   * says one build ran every stage); signed under LAYERDIFF_SIGNING_KEY when set, as partials are.
+   */
+  gate?: { fingerprint: string; build: string };
+  hmac?: { alg: 'HMAC-SHA256'; value: string };
+}
+
+/** HMAC-SHA256 of a golden manifest's canonical JSON, its hmac field left out (the rule of records and partials). */
+export function goldenHmac(m: GoldenManifest, key: string): string {
+  const { hmac: _drop, ...body } = m;
+  return createHmac('sha256', key).update(canonicalJson(body)).digest('hex');
 }
 
 export class GoldenWriter implements GoldenSink {
@@ -91,7 +106,7 @@ export class GoldenWriter implements GoldenSink {
   }
 
   /** Write the manifest last, then move the folder into place: a golden without its manifest never appears. */
-  commit(m: Omit<GoldenManifest, 'schema' | 'tool' | 'created' | 'input' | 'stages'>): void {
+  commit(m: Omit<GoldenManifest, 'schema' | 'tool' | 'created' | 'input' | 'stages' | 'hmac'>, key: string | null = null): void {
     const manifest: GoldenManifest = {
       schema: GOLDEN_SCHEMA,
       tool: { name: 'layerdiff', version: toolVersion() },
@@ -100,7 +115,8 @@ export class GoldenWriter implements GoldenSink {
       input: this.inputEntry,
       stages: this.entries,
     };
-    this.put(GOLDEN_MANIFEST, JSON.stringify(manifest, null, 2) + '\n');
+    const signed: GoldenManifest = key === null ? manifest : { ...manifest, hmac: { alg: 'HMAC-SHA256', value: goldenHmac(manifest, key) } };
+    this.put(GOLDEN_MANIFEST, JSON.stringify(signed, null, 2) + '\n');
     this.out.commit();
   }
 
@@ -173,6 +189,31 @@ export class GoldenReader implements GoldenRun {
     if (!Array.isArray(m.stages) || !Array.isArray(m.tokens) || typeof m.model?.fingerprint !== 'string') throw new InputError('manifest is missing stages, tokens or model.fingerprint', { file });
     checkGoldenFields(m, file);
     return new GoldenReader(dir, m);
+  }
+
+  /**
+   * A gate's reference side, before a device shard takes it: saved by a gate (not `diff --save-golden`), of this
+   * checkpoint's bytes (its content fingerprint, not only the headers `checkModel` compares), by this build, and
+   * under the signing key when one is set (the rule of partials: signed with a key, unsigned without one).
+   */
+  checkGateSide(fingerprint: string, build: string, key: string | null): void {
+    const file = path.join(this.dir, GOLDEN_MANIFEST);
+    const g = this.manifest.gate;
+    if (g === undefined || typeof g !== 'object' || g === null || typeof g.fingerprint !== 'string' || typeof g.build !== 'string') {
+      throw new InputError('--golden: not saved by `layerdiff gate --save-golden` (it names no checkpoint content or build): a gate takes its reference side from a gate', { file });
+    }
+    const h = this.manifest.hmac;
+    if (key !== null || h !== undefined) {
+      if (h === undefined) throw new InputError(`--golden: the golden run is not signed but ${SIGNING_KEY_ENV} is set`, { file });
+      if (key === null) throw new InputError(`--golden: the golden run is signed and ${SIGNING_KEY_ENV} is not set, so its signature cannot be checked`, { file });
+      const want = Buffer.from(goldenHmac(this.manifest, key), 'hex');
+      const got = Buffer.from(String(h?.value), 'hex');
+      if (h.alg !== 'HMAC-SHA256' || got.length !== want.length || !timingSafeEqual(got, want)) {
+        throw new InputError('--golden: its HMAC does not match its contents under this signing key (tampered, or signed with another key)', { file });
+      }
+    }
+    if (g.fingerprint !== fingerprint) throw new InputError(`--golden was saved from other checkpoint bytes (content ${g.fingerprint.slice(0, 19)}…; this one is ${fingerprint.slice(0, 19)}…)`, { file });
+    if (g.build !== build) throw new InputError(`--golden's reference was computed by another build of layerdiff (${g.build.slice(0, 19)}…; this is ${build.slice(0, 19)}…): the record says one build ran every stage`, { file });
   }
 
   /** A golden is only valid for the checkpoint it was made from. */

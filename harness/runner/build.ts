@@ -46,15 +46,15 @@ const CODE_DIRS = ['harness', 'device-hip', 'reference-cpu'];
 /** Not code that runs: dependencies, native build outputs (hashed as files), tests. */
 const NOT_CODE = new Set(['node_modules', 'build', 'test']);
 
-/** SHA-256 over the modules under `root` in CODE_DIRS (.js and .ts, declarations excepted), each by its path and bytes. */
-export function moduleDigest(root: string): string {
+/** SHA-256 over the modules under `root` in CODE_DIRS (.js and .ts, declarations excepted, or `files`), each by its path and bytes. */
+export function moduleDigest(root: string, files = /\.(js|ts)$/): string {
   const h = createHash('sha256');
   const walk = (dir: string): void => {
     const entries = fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) : [];
     for (const e of entries) {
       const p = path.join(dir, e.name);
       if (e.isDirectory() && !NOT_CODE.has(e.name)) walk(p);
-      else if (e.isFile() && /\.(js|ts)$/.test(e.name) && !e.name.endsWith('.d.ts')) h.update(`${path.relative(root, p)}\0`).update(fs.readFileSync(p)).update('\0');
+      else if (e.isFile() && files.test(e.name) && !e.name.endsWith('.d.ts')) h.update(`${path.relative(root, p)}\0`).update(fs.readFileSync(p)).update('\0');
     }
   };
   for (const d of CODE_DIRS) walk(path.join(root, d));
@@ -71,6 +71,17 @@ export function buildOf(backend: BuildBackend): string {
   const files = (backend.files ?? []).map((f) => `${path.basename(f)}:${fileDigest(f)}`);
   const what = { addons, backend: { name: backend.name, arch: backend.arch ?? null, versions: backend.versions ?? null, files }, code: codeDigest(), tool: toolVersion() };
   return `sha256:${createHash('sha256').update(JSON.stringify(what)).digest('hex')}`;
+}
+
+let nativeCache: string | null = null;
+/**
+ * The build of a reference side (`gate --save-golden`, taken by a device shard's `--golden` on another machine):
+ * the modules, the addons' sources and the tool version; not the backend (the reference does not run on it) nor
+ * the addons' bytes (each machine compiles its own from those sources).
+ */
+export function referenceBuild(): string {
+  nativeCache ??= moduleDigest(packageRoot(), /\.(cc|h|hip|gyp)$/);
+  return `sha256:${createHash('sha256').update(JSON.stringify({ code: codeDigest(), native: nativeCache, tool: toolVersion() })).digest('hex')}`;
 }
 
 /** The build of a selected backend. */

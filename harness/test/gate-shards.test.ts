@@ -331,6 +331,47 @@ describe('reference and device sides on different machines (golden runs)', () =>
     }
   });
 
+  it('a device shard takes only a gate\'s golden of this checkpoint\'s bytes and this build, signed when a key is set', async () => {
+    const golden = path.join(tmp, 'golden'); // the unsigned reference side of the test above
+    const device = (g: string, key?: string) => withKey(key, () => runGate(base({ shard: '1/3', golden: g, out: path.join(tmp, 'never-out') }), sink()));
+    const edited = (name: string, edit: (m: Record<string, unknown>) => void) => {
+      const d = path.join(tmp, name);
+      copyDir(golden, d);
+      for (const p of fs.readdirSync(d)) {
+        const f = path.join(d, p, 'golden.json');
+        const m = readJson<Record<string, unknown>>(f);
+        edit(m);
+        fs.writeFileSync(f, JSON.stringify(m));
+      }
+      return d;
+    };
+    // diff --save-golden's kind (no checkpoint content, no build), another build's reference, another checkpoint's bytes
+    await expect(device(edited('golden-diff', (m) => delete m.gate))).rejects.toThrow(/not saved by `layerdiff gate --save-golden`/);
+    await expect(device(edited('golden-build', (m) => ((m.gate as { build: string }).build = `sha256:${'0'.repeat(64)}`)))).rejects.toThrow(/computed by another build of layerdiff/);
+    const other = path.join(tmp, 'golden-other-ck');
+    scaleBf16Tensor(model, other, 'model.norm.weight', 2); // the same headers: the quick fingerprint cannot tell
+    const otherGolden = path.join(tmp, 'golden-of-other');
+    expect((await runGate(base({ model: other, shard: '1/1', saveGolden: otherGolden }), sink())).code).toBe(ExitCode.pass);
+    await expect(device(otherGolden)).rejects.toThrow(/saved from other checkpoint bytes/);
+    // signed: an unsigned golden under a key is refused; a signed one verifies, and an edit of it does not
+    await expect(device(golden, 'k1')).rejects.toThrow(/the golden run is not signed but LAYERDIFF_SIGNING_KEY is set/);
+    const signed = path.join(tmp, 'golden-signed');
+    expect((await withKey('k1', () => runGate(base({ shard: '1/1', saveGolden: signed }), sink()))).code).toBe(ExitCode.pass);
+    const ok = path.join(tmp, 'signed-device');
+    expect((await withKey('k1', () => runGate(base({ shard: '1/3', golden: signed, out: ok }), sink()))).code).toBe(ExitCode.pass);
+    await expect(device(signed)).rejects.toThrow(/signed and LAYERDIFF_SIGNING_KEY is not set/);
+    const forged = path.join(tmp, 'golden-forged');
+    copyDir(signed, forged);
+    for (const p of fs.readdirSync(forged)) {
+      const f = path.join(forged, p, 'golden.json');
+      const m = readJson<{ stages: Array<{ sha256: string }> }>(f);
+      m.stages[1].sha256 = '0'.repeat(64); // a rewritten reference's digest
+      fs.writeFileSync(f, JSON.stringify(m));
+    }
+    await expect(device(forged, 'k1')).rejects.toThrow(/its HMAC does not match its contents/);
+    expect(fs.existsSync(path.join(tmp, 'never-out'))).toBe(false);
+  });
+
   it('a device shard without the golden run of one of its prompts is refused before it runs, naming the prompt', async () => {
     const empty = path.join(tmp, 'no-golden');
     fs.mkdirSync(empty);
