@@ -83,7 +83,7 @@ export function readPartial(dir: string): ShardPartial {
   const ok =
     p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' && typeof p.tool.build === 'string' && /^sha256:[0-9a-f]{64}$/.test(p.tool.build) &&
     typeof p.model?.fingerprint === 'string' && Array.isArray(p.model.files) && typeof p.device?.name === 'string' &&
-    typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) &&
+    typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) && p.prompt_set.prompts.length > 0 &&
     Number.isInteger(p.shard?.index) && Number.isInteger(p.shard?.count) && p.shard.count >= 1 && p.shard.count <= MAX_SHARDS &&
     Array.isArray(p.prompts) && typeof p.created === 'string' && Number.isFinite(Date.parse(p.created)) &&
     p.prompt_set.prompts.every((e) => typeof e?.name === 'string' && Number.isSafeInteger(e.tokens) && e.tokens > 0 && typeof e.digest === 'string') &&

@@ -246,6 +246,11 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     copyDir(three[1], bad);
     editPartial(bad, (p) => (p.tool.build = 'sha256:x'));
     expect(mergeError([three[0], bad, three[2]])).toMatch(/not a layerdiff\.partial\/1 partial result/);
+    // an empty prompt set would merge into "all 0 passed" and a record generate refuses
+    const empty = path.join(tmp, 'empty-set');
+    copyDir(three[1], empty);
+    editPartial(empty, (p) => ((p.prompt_set.prompts = []), (p.prompts = [])));
+    expect(mergeError([empty])).toMatch(/not a layerdiff\.partial\/1 partial result/);
     const two = (await built(2))[1];
     expect(mergeError([three[0], two])).toMatch(/the shard count \(2 ≠ 3\)/);
   });
