@@ -28,6 +28,8 @@ export interface MergeArgs {
   /** the shards' --out folders, in any order */
   dirs: string[];
   record: string;
+  /** take only partials of this run (gate --shard … --run-id ID): a previous run's folder left in place is refused */
+  runId?: string;
 }
 
 interface Loaded {
@@ -51,6 +53,14 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
     checkPartialSignature(p, key, file);
     return { dir, file, p, diagnosis: checkSelf(p, dir, file) };
   });
+
+  // One run: a partial of another (a scheduler re-run into the same folders, whose shards refused the non-empty
+  // --out and left the last run's partials there) is refused, never merged as this run's result.
+  if (a.runId !== undefined) {
+    for (const l of loaded) {
+      if (l.p.run_id !== a.runId) throw new InputError(`--merge: the partial is of ${l.p.run_id === undefined ? 'no named run' : `run ${JSON.stringify(l.p.run_id)}`}, not --run-id ${JSON.stringify(a.runId)} (a previous run's folder left in place?)`, { file: l.dir });
+    }
+  }
 
   // One gate: everything that decides what a prompt's verdict means is the same in every partial.
   const base = loaded[0];
@@ -170,6 +180,7 @@ function differences(a: ShardPartial, b: ShardPartial): string[] {
     d.push(`the prompt set (${b.prompt_set.source} ${short(b.prompt_set.digest)}… ≠ ${a.prompt_set.source} ${short(a.prompt_set.digest)}…)`);
   }
   if (a.shard.count !== b.shard.count) d.push(`the shard count (${b.shard.count} ≠ ${a.shard.count})`);
+  if (a.run_id !== b.run_id) d.push(`the run (${JSON.stringify(b.run_id ?? null)} ≠ ${JSON.stringify(a.run_id ?? null)})`);
   if (canonicalJson(a.acceptance) !== canonicalJson(b.acceptance)) d.push('the weights-first check or the mode');
   return d;
 }

@@ -69,6 +69,8 @@ export interface GateArgs {
   shard?: string;
   /** write a partial result (harness/gate/partial.ts) into this new or empty folder instead of a record */
   out?: string;
+  /** name the partial with this run (a scheduler's job id), which gate --merge --run-id requires */
+  runId?: string;
   /** take each prompt's reference from the golden run DIR/prompt-NN instead of computing it */
   golden?: string;
   /** save each prompt's reference stage outputs as the golden run DIR/prompt-NN */
@@ -122,6 +124,7 @@ function checkOutputs(a: GateArgs): void {
   if (a.record === undefined && a.out === undefined && a.saveGolden === undefined) throw new InputError('give --record FILE, or --shard I/N --out DIR, or --save-golden DIR');
   if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
   if (a.fp16Cache !== undefined && a.record === undefined) throw new InputError('--fp16-cache binds the cache into the record: give --record FILE (a whole gate)');
+  if (a.runId !== undefined && a.out === undefined) throw new InputError('--run-id names a shard\'s partial result: give --shard I/N --out DIR (or --merge)');
 }
 
 export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.stdout): Promise<GateResult> {
@@ -307,6 +310,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
           reference: a.golden !== undefined ? { source: 'golden', dir: path.resolve(a.golden) } : { source: 'computed' },
           prompts: mine.map((i, k) => ({ index: i, summary: summaries[k], report: reportFileName(i) })),
           created: new Date(started).toISOString(),
+          ...(a.runId !== undefined ? { run_id: a.runId } : {}),
         },
         signingKey(),
       ), jsons);

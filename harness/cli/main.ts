@@ -239,6 +239,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('shard', { type: 'string', describe: 'run only shard I/N of the prompts (1-based), writing a partial result to --out' })
           .option('out', { type: 'string', describe: 'new or empty folder for the shard\'s partial result (no record is written)' })
           .option('merge', { type: 'string', array: true, describe: 'merge the shards\' --out folders into --record (no model: nothing is rerun)' })
+          .option('run-id', { type: 'string', describe: 'a shard: name its partial with this run (a scheduler\'s job id); --merge: take only partials of this run' })
           .option('golden', { type: 'string', describe: 'take each prompt\'s reference from the golden run DIR/prompt-NN' })
           .option('save-golden', { type: 'string', describe: 'save each prompt\'s reference as the golden run DIR/prompt-NN' })
           .option('json', { type: 'string', describe: 'write one JSON report over all prompts run (layerdiff.gate-report/1) to FILE; - for stdout' })
@@ -254,7 +255,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           const given = ['model', 'prompts', 'reports', 'shard', 'out', 'golden', 'save-golden', 'fp16-cache', 'inject'].filter((k) => (a as Record<string, unknown>)[k] !== undefined);
           if (given.length > 0) throw new InputError(`gate --merge reads only the shards' folders and --record; drop ${given.map((k) => (k === 'model' ? 'the model' : `--${k}`)).join(', ')}`);
           if (a.record === undefined) throw new InputError('gate --merge needs --record FILE: the record to write');
-          code = runGateMerge({ dirs: a.merge.map(String), record: a.record }).code;
+          code = runGateMerge({ dirs: a.merge.map(String), record: a.record, runId: a['run-id'] }).code;
           return;
         }
         if (a.model === undefined) throw new InputError('gate: give the checkpoint directory (or --merge DIR... to merge shards)');
@@ -262,7 +263,7 @@ export async function main(rawArgv: string[]): Promise<number> {
           await runGate({
             model: a.model, record: a.record, prompts: a.prompts, reports: a.reports, device: a.device, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'],
             policy: a.policy, shard: a.shard, out: a.out, golden: a.golden, saveGolden: a['save-golden'],
-            json: a.json, junit: a.junit, summary: a.summary, html: a.html, fp16Cache: a['fp16-cache'], inject: a.inject,
+            json: a.json, junit: a.junit, summary: a.summary, html: a.html, fp16Cache: a['fp16-cache'], inject: a.inject, runId: a['run-id'],
           })
         ).code;
       },

@@ -52,6 +52,8 @@ export interface ShardPartial {
   reference: { source: 'computed' } | { source: 'golden'; dir: string };
   prompts: PartialPrompt[];
   created: string;
+  /** the run it belongs to (gate --run-id: a scheduler's job id), which gate --merge --run-id requires */
+  run_id?: string;
   hmac?: { alg: 'HMAC-SHA256'; value: string };
 }
 
@@ -83,7 +85,7 @@ export function readPartial(dir: string): ShardPartial {
   const ok =
     p !== null && typeof p === 'object' && p.schema === PARTIAL_SCHEMA && typeof p.tool?.version === 'string' && typeof p.tool.build === 'string' && /^sha256:[0-9a-f]{64}$/.test(p.tool.build) &&
     typeof p.model?.fingerprint === 'string' && Array.isArray(p.model.files) && typeof p.device?.name === 'string' &&
-    typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) && p.prompt_set.prompts.length > 0 &&
+    typeof p.policy?.metric === 'string' && typeof p.prompt_set?.digest === 'string' && Array.isArray(p.prompt_set.prompts) && p.prompt_set.prompts.length > 0 && (p.run_id === undefined || (typeof p.run_id === 'string' && p.run_id !== '')) &&
     Number.isInteger(p.shard?.index) && Number.isInteger(p.shard?.count) && p.shard.count >= 1 && p.shard.count <= MAX_SHARDS &&
     Array.isArray(p.prompts) && typeof p.created === 'string' && Number.isFinite(Date.parse(p.created)) &&
     p.prompt_set.prompts.every((e) => typeof e?.name === 'string' && Number.isSafeInteger(e.tokens) && e.tokens > 0 && typeof e.digest === 'string') &&

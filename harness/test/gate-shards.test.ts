@@ -418,6 +418,23 @@ describe('the scheduler examples', () => {
     expect(fs.readdirSync(path.join(tmp, 'play-slurm-fail', 'shards')).sort()).toEqual(['shard-1', 'shard-2']); // failing shards still write partials
   });
 
+  it('a run id (LAYERDIFF_RUN_ID, gate --run-id): a re-run into the same folders never merges the previous run\'s partials', () => {
+    const file = path.join(tmp, 'runs.jsonl');
+    fs.writeFileSync(file, '{"name": "ids", "tokens": [5, 6, 7, 8]}\n{"tokens": [9, 10]}\n');
+    const work = path.join(tmp, 'play-runs');
+    for (const run of ['r1', 'r2']) {
+      const r = play(2, work, { LAYERDIFF_RUN_ID: run }, ['--prompts', file]);
+      expect(r.status, r.stdout + r.stderr).toBe(0);
+      expect(readJson<ShardPartial>(path.join(work, 'shards', run, 'shard-1', PARTIAL_MANIFEST)).run_id).toBe(run);
+    }
+    expect(fs.readdirSync(path.join(work, 'shards')).sort()).toEqual(['r1', 'r2']);
+    // the previous run's partials under this run's id, or one of each run: refused, naming the run
+    const r1 = [1, 2].map((i) => path.join(work, 'shards', 'r1', `shard-${i}`));
+    expect(() => runGateMerge({ dirs: r1, record: path.join(tmp, 'never.json'), runId: 'r2' }, sink())).toThrow(/the partial is of run "r1", not --run-id "r2"/);
+    expect(mergeError([r1[0], path.join(work, 'shards', 'r2', 'shard-2')])).toMatch(/the run \("r2" ≠ "r1"\)/);
+    expect(fs.existsSync(path.join(tmp, 'never.json'))).toBe(false);
+  });
+
   it('the workflow, the manifest and the Slurm script use these scripts with one shard count throughout', () => {
     const gh = fs.readFileSync(path.join(scripts, 'github-actions-gate.yml'), 'utf8');
     const n = Number(/^\s+SHARDS: (\d+)/m.exec(gh)![1]);
@@ -428,11 +445,17 @@ describe('the scheduler examples', () => {
     const completions = Number(/completions: (\d+)/.exec(k8s)![1]);
     expect(Number(/parallelism: (\d+)/.exec(k8s)![1])).toBe(completions);
     expect(k8s).toContain(`"scripts/shards/run-shard.sh", "/models/DeepSeek-V4-Flash", "-", "${completions}", "/results"`);
-    expect(k8s).toContain(`merge.sh /results/acceptance.json /results ${completions}`);
+    expect(k8s).toContain(`merge.sh "/results/$LAYERDIFF_RUN_ID/acceptance.json" /results ${completions}`);
+    // both Jobs name the same run
+    const runs = [...k8s.matchAll(/name: LAYERDIFF_RUN_ID\n\s+value: "([^"]+)"/g)].map((m) => m[1]);
+    expect(runs).toHaveLength(2);
+    expect(new Set(runs).size).toBe(1);
     expect(k8s).toContain('completionMode: Indexed');
     const slurm = fs.readFileSync(path.join(scripts, 'slurm-array.sbatch'), 'utf8');
     const tasks = Number(/#SBATCH --array=1-(\d+)/.exec(slurm)![1]);
     expect(slurm).toContain(`run-shard.sh "\${MODEL_DIR:-/models/DeepSeek-V4-Flash}" - ${tasks} gate-shards`);
-    expect(slurm).toContain(`merge.sh gate-shards/acceptance.json gate-shards ${tasks}`);
+    expect(slurm).toContain(`merge.sh gate-shards/$jid/acceptance.json gate-shards ${tasks}`);
+    expect(slurm).toContain('LAYERDIFF_RUN_ID=$jid');
+    expect(slurm).toContain('export LAYERDIFF_RUN_ID=$SLURM_ARRAY_JOB_ID');
   });
 });

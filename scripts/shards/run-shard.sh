@@ -7,6 +7,9 @@
 # With SIDE=reference it is the reference half of a split gate instead: the golden runs of shard I's
 # prompts go to OUTROOT/golden/prompt-NN (gate --save-golden), for device shards that run with
 # --golden OUTROOT/golden on another machine and write the partials.
+# With LAYERDIFF_RUN_ID set (a scheduler's job id, the same for the merge job), everything goes under
+# OUTROOT/$LAYERDIFF_RUN_ID and the partial is named with the run (gate --run-id), so a re-run never meets, and
+# the merge never takes, a previous run's partials.
 # The exit code is the gate's: 0 every prompt of the shard passed, 1 one failed (its partial is still
 # written, so the merge can name it), 2 bad input. LAYERDIFF_BIN overrides the layerdiff executable.
 set -euo pipefail
@@ -22,8 +25,10 @@ if [ "$index" = "-" ]; then
   else echo "$0: I is '-' but neither JOB_COMPLETION_INDEX nor SLURM_ARRAY_TASK_ID is set" >&2; exit 2
   fi
 fi
+run=()
+if [ -n "${LAYERDIFF_RUN_ID:-}" ]; then outroot="$outroot/$LAYERDIFF_RUN_ID" run=(--run-id "$LAYERDIFF_RUN_ID"); fi
 mkdir -p "$outroot"
 if [ "${SIDE:-both}" = reference ]; then
   exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --save-golden "$outroot/golden" "$@"
 fi
-exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --out "$outroot/shard-$index" "$@"
+exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --out "$outroot/shard-$index" "${run[@]}" "$@"
