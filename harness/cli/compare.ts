@@ -98,9 +98,12 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     if (name === firstFlip) flipped = true;
     // after a flip only a NaN/Inf the reference lacks still fails the free run's stage
     const accStatus = flipped ? (acc !== null && newNonFinite(acc) ? 'fail' : 'pass') : verdict(acc, policy, { stage: name, mode: 'accumulated', floor: floor?.accumulated_forced ?? null });
+    const isoStatus = isoM === null ? null : verdict(isoM, policy, { stage: name, mode: 'isolated', floor: floor?.isolated ?? null });
     const s: StageResult = {
       name,
-      status: worst(accStatus, verdict(isoM, policy, { stage: name, mode: 'isolated', floor: floor?.isolated ?? null })),
+      status: worst(accStatus, isoStatus ?? 'pass'),
+      // the judgements made here (against the floors), which the carried markers read rather than judging again
+      statuses: { isolated: isoStatus, accumulated_forced: null, accumulated: acc === null ? null : accStatus },
       ...(floor !== null ? { floor } : {}),
       accumulated: acc,
       isolated: isoM,

@@ -4,7 +4,7 @@
  * A stage is *carried* when it fails in accumulated mode (on the device's own previous output) while its
  * isolated run (the device stage on the reference's input) does not fail: the stage's own computation is
  * fine, the error came in with its input. It is carried from the nearest earlier failing stage that is not
- * itself carried — the root. A stage failing in isolated mode is a root of its own, and without an isolated
+ * itself carried — the root. A stage failing in isolated mode, or with a scoring-bug flip, is a root of its own, and without an isolated
  * run (--mode accumulated) nothing can be told apart, so nothing is marked.
  *
  * Kept a small function of the stage list and the policy, so any verdict logic can call it.
@@ -18,6 +18,8 @@ export interface CarriedInput {
   isolated: StageMetrics | null;
   /** each mode's own verdict, when the runner judged it (floor rule, per stage kind): preferred to re-judging */
   statuses?: { isolated: 'pass' | 'warn' | 'fail' | null };
+  /** a scoring-bug flip is the stage's own failure (its choices against margins its scores cannot explain) */
+  flips?: { accumulated?: { scoring_bug: number } | null; isolated?: { scoring_bug: number } | null };
 }
 
 /** stage name → the root stage it is carried from, for every carried stage (in stage order). */
@@ -27,7 +29,8 @@ export function carriedFrom(stages: readonly CarriedInput[], policy: Policy): Ma
   for (const s of stages) {
     if (s.status !== 'fail') continue;
     const iso = s.statuses !== undefined ? s.statuses.isolated : s.isolated === null ? null : verdict(s.isolated, policy, { stage: s.name, mode: 'isolated' });
-    const ownFailure = iso === null || iso === 'fail';
+    const scoringBug = (s.flips?.accumulated?.scoring_bug ?? 0) > 0 || (s.flips?.isolated?.scoring_bug ?? 0) > 0;
+    const ownFailure = iso === null || iso === 'fail' || scoringBug;
     if (!ownFailure && root !== null) out.set(s.name, root);
     else root = s.name;
   }

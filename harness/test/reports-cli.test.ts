@@ -73,6 +73,9 @@ describe('root cause first', () => {
     const got = carriedFrom([st('embed', 'pass', 0), st('layer.0', 'fail', 1), st('layer.1', 'fail', 0.01), st('layer.2', 'fail', 5), st('layer.3', 'fail', 0), st('final_norm', 'fail', null)], DEFAULT_POLICY);
     // layer.2 fails on the reference's input: a root of its own; final_norm ran accumulated only: undecided
     expect([...got]).toEqual([['layer.1', 'layer.0'], ['layer.3', 'layer.2']]);
+    // a scoring-bug flip is the stage's own failure even where its isolated run passes (router-bias-dropped at a later layer)
+    const bug = { ...st('layer.1', 'fail', 0.01), flips: { accumulated: { scoring_bug: 2 }, isolated: null } };
+    expect([...carriedFrom([st('layer.0', 'fail', 1), bug, st('layer.2', 'fail', 0.01)], DEFAULT_POLICY)]).toEqual([['layer.2', 'layer.1']]);
   });
 
   it('diff --inject scale-axis@1: one root, four carried stages, in the table, JSON, JUnit and the verdict line', async () => {
