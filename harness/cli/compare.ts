@@ -8,7 +8,9 @@ import * as path from 'node:path';
 import { carriedFrom } from '../compare/carried.js';
 import { diagnose } from '../compare/diagnose.js';
 import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics } from '../compare/metrics.js';
-import { newNonFinite, resolvePolicy, verdict, worst } from '../compare/policy.js';
+import { freeRunVerdict, nextPrefixEnd } from '../compare/forced_rows.js';
+import { newNonFinite, resolvePolicy, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
+import { logitReasons } from '../compare/questions.js';
 import { ExitCode, InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
 import type { Selections } from '../models/path.js';
@@ -62,17 +64,25 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   if (names.length === 0) throw new InputError(`RUN_A (${A.stages.join(', ')}) and RUN_B (${B.stages.join(', ')}) have no stage in common`, { file: B.dir });
 
   // The FP16 floor as `diff` measured it (a dump records its run's; the reference side's first, the same reference
-  // computation either way), and the stage where the device's free run first flipped a top-k choice: before it the
-  // free run computed what the forced run would, so its error is drift and judged against the drift budget; from
-  // it on its rows compute other experts or blocks, and its per-stage errors are information (as in `diff`).
+  // computation either way), and the device's free-run flips per stage as its diff judged them: the free run is
+  // judged as drift on the rows where it is the forced run (compare/forced_rows.ts), a scoring-bug flip fails its
+  // stage, and the logits answer the behaviour question over the tokens without a benign flip, as in `diff`.
+  // A dump without them (a golden run's outputs, an older dump) has its whole free run judged as drift.
   const floors = (A.kind === 'dump' ? A.floors : null) ?? B.floors;
-  const firstFlip = B.kind === 'dump' ? B.firstFlip : undefined;
+  const freeFlips = B.kind === 'dump' ? B.freeFlips : undefined;
+  // the first flipped token before each stage, over every stage of B's run (one A lacks still flipped its choices)
+  const prefixBefore = new Map<string, number>();
+  let prefix = Infinity;
+  for (const n of B.stages) {
+    prefixBefore.set(n, prefix);
+    prefix = nextPrefixEnd(prefix, freeFlips?.[n]?.tokens ?? []);
+  }
+  const benignTokens = new Set(Object.values(freeFlips ?? {}).flatMap((f) => f.benign));
   // without a floor the floor rule is the user's rule alone: the reports then state the rule that judged
   const policy = asked.rule === 'floor' && floors === null ? { ...asked, rule: 'fixed' as const } : asked;
   if (policy !== asked) {
     process.stderr.write(`layerdiff: note: neither run holds the FP16 floor its diff measured (a golden run, a fixed-rule dump or an older dump): each stage is judged by ${policy.metric} against ${policy.fail_above} alone\n`);
   }
-  let flipped = false;
   const stages: StageResult[] = [];
   let hasIso = false;
   for (const name of names) {
@@ -95,19 +105,27 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     const isoM = cmp(iso);
     if (acc === null && isoM === null) throw new InputError(`RUN_B's ${name} holds no device output (device or device_isolated)`, { file: B.dir });
     const floor = floors?.[name] ?? null;
-    if (name === firstFlip) flipped = true;
-    // after a flip only a NaN/Inf the reference lacks still fails the free run's stage
-    const accStatus = flipped ? (acc !== null && newNonFinite(acc) ? 'fail' : 'pass') : verdict(acc, policy, { stage: name, mode: 'accumulated', floor: floor?.accumulated_forced ?? null });
+    const driftFloor = floor?.accumulated_forced ?? null;
+    const fl = freeFlips?.[name];
+    const free = acc === null || dev === null ? null : freeFlips === undefined ? { status: verdict(acc, policy, { stage: name, mode: 'accumulated', floor: driftFloor }), tokens: ref.shape[0] } : freeRunVerdict(name, dev, ref, acc, policy, driftFloor, prefixBefore.get(name) ?? Infinity, fl?.tokens ?? []);
+    // a NaN/Inf the reference lacks fails in any mode; a scoring-bug flip fails its stage (its choices, not its numbers)
+    let accStatus: Status = free?.status ?? 'pass';
+    if ((acc !== null && newNonFinite(acc)) || (fl?.scoring_bug ?? 0) > 0) accStatus = 'fail';
+    // the logits of the free run: the behaviour question, as diff answers it (benign flips' tokens and near-ties aside)
+    const tieBound = driftFloor !== null ? 2 * thresholdsFor(policy, 'logits', 'accumulated', 'logits').floor_excuse * driftFloor.max_abs : undefined;
+    const accLogits = name === 'logits' && dev !== null ? (freeFlips !== undefined ? compareLogits(dev, ref, benignTokens, tieBound) : compareLogits(dev, ref)) : null;
+    if (accLogits !== null && freeFlips !== undefined && logitReasons(accLogits, policy.behaviour).length > 0) accStatus = 'fail';
     const isoStatus = isoM === null ? null : verdict(isoM, policy, { stage: name, mode: 'isolated', floor: floor?.isolated ?? null });
     const s: StageResult = {
       name,
       status: worst(accStatus, isoStatus ?? 'pass'),
+      ...(free !== null && free.tokens < ref.shape[0] ? { accumulated_judged_tokens: free.tokens } : {}),
       // the judgements made here (against the floors), which the carried markers read rather than judging again
       statuses: { isolated: isoStatus, accumulated_forced: null, accumulated: acc === null ? null : accStatus },
       ...(floor !== null ? { floor } : {}),
       accumulated: acc,
       isolated: isoM,
-      ...(name === 'logits' ? { logits: { accumulated: dev && compareLogits(dev, ref), isolated: iso && compareLogits(iso, ref) } } : {}),
+      ...(name === 'logits' ? { logits: { accumulated: accLogits, isolated: iso && compareLogits(iso, ref) } } : {}),
       histogram: { accumulated: dev && errorHistogram(dev, ref), isolated: iso && errorHistogram(iso, ref) },
       time_ms: { reference: 0, device: 0 },
     };

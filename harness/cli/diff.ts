@@ -206,7 +206,9 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         stages: run.stages.map((s) => s.name),
         // what `compare` needs to judge these outputs as this run did: its floors, and where its free run flipped
         ...(run.stages.some((s) => s.floor !== undefined) ? { floors: Object.fromEntries(run.stages.filter((s) => s.floor !== undefined).map((s) => [s.name, { isolated: s.floor!.isolated ?? null, accumulated_forced: s.floor!.accumulated_forced ?? null }])) } : {}),
-        ...(run.stages.some((s) => s.accumulated !== null) ? { first_flip: run.stages.find((s) => (s.flips?.accumulated?.count ?? 0) > 0)?.name ?? null } : {}),
+        ...(run.stages.some((s) => s.accumulated !== null)
+          ? { free_flips: Object.fromEntries(run.stages.filter((s) => s.flips?.accumulated != null).map((s) => { const f = s.flips!.accumulated!; return [s.name, { tokens: f.tokens, benign: f.benign_tokens, scoring_bug: f.scoring_bug }]; })) }
+          : {}),
       };
       fs.writeFileSync(path.join(staging, DUMP_MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
       const written = new Set(fs.readdirSync(staging));
@@ -263,7 +265,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         recorded: {
           status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null,
           floor: st.floor ?? null,
-          flipped: report.stages.slice(0, report.stages.indexOf(st) + 1).some((s) => (s.flips?.accumulated?.count ?? 0) > 0),
+          free_prefix: report.stages.slice(0, report.stages.indexOf(st)).flatMap((s) => s.flips?.accumulated?.tokens ?? []).reduce<number | null>((m, t) => (m === null ? t : Math.min(m, t)), null),
         },
       });
     }

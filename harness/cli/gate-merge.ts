@@ -57,6 +57,7 @@ export function runGateMerge(a: MergeArgs, out: NodeJS.WritableStream = process.
   // One run: a partial of another (a scheduler re-run into the same folders, whose shards refused the non-empty
   // --out and left the last run's partials there) is refused, never merged as this run's result.
   if (a.runId !== undefined) {
+    if (typeof a.runId !== 'string' || a.runId === '') throw new InputError(`--run-id ${JSON.stringify(a.runId)}: expected one name`);
     for (const l of loaded) {
       if (l.p.run_id !== a.runId) throw new InputError(`--merge: the partial is of ${l.p.run_id === undefined ? 'no named run' : `run ${JSON.stringify(l.p.run_id)}`}, not --run-id ${JSON.stringify(a.runId)} (a previous run's folder left in place?)`, { file: l.dir });
     }

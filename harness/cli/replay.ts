@@ -19,7 +19,9 @@ import { readActs, verifyDigest } from '../repro/files.js';
 import { selectBackend } from '../runner/backend.js';
 import { openModel } from '../runner/model.js';
 import { FAULT_IDS, isFaultPlan } from '../faults/plan.js';
-import { type Drill, drillDown, MODES, selectionFlips, substageFloors, substageMetrics } from '../runner/run.js';
+import { type Drill, drillDown, MODES, rowsFromReference, scoreErrors, selectionFlips, substageFloors, substageMetrics } from '../runner/run.js';
+import { judgeFlips } from '../compare/flips.js';
+import { freeRunVerdict } from '../compare/forced_rows.js';
 import { cos, describeDrill, faultText, sci } from '../../reports/format.js';
 import { readRegularText } from '../io/regular.js';
 import { printable } from '../io/printable.js';
@@ -90,7 +92,8 @@ function checkManifestFields(m: ReproManifest, file: string): void {
   if (rec === null || typeof rec !== 'object' || typeof rec.status !== 'string') bad('recorded', 'an object with the recorded status and metrics', rec);
   // the drift budget replay judges the accumulated run by, and whether it judges it at all: a looser edit is refused
   if (rec!.floor !== undefined && rec!.floor !== null && !isStageFloor(rec!.floor)) bad('recorded.floor', 'null or { isolated, accumulated_forced } each null or { max_abs, mean_abs, rms, rel_l2 } ≥ 0', rec!.floor);
-  if (rec!.flipped !== undefined && typeof rec!.flipped !== 'boolean') bad('recorded.flipped', 'true or false', rec!.flipped);
+  const fp = rec!.free_prefix;
+  if (fp !== undefined && fp !== null && !(Number.isSafeInteger(fp) && (fp as number) >= 0 && (fp as number) < m.tokens.length)) bad('recorded.free_prefix', 'null or a token index of the input', fp);
   for (const [rel, digest] of Object.entries(m.files)) {
     if (typeof digest !== 'string') bad(`files.${rel}`, 'a SHA-256 digest', digest);
     // relative paths inside the bundle only
@@ -117,15 +120,22 @@ export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: Repr
     const ref = model.reference.layer(L, refIn, w, ctx);
     const doIso = m.mode !== 'accumulated';
     const doAcc = m.mode !== 'isolated';
-    const iso = doIso ? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }) : null;
+    const isoRaw = doIso ? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }) : null;
     const acc = doAcc && devIn !== null ? model.device.layer(L, devIn, w, ctx) : null;
+    // the flips, judged as diff judges them (against the isolated run's score error at this layer); with
+    // --free-selection a benign flip's rows are judged as the reference's, its choice and not the kernels moved them
+    const layerScoreError = scoreErrors(ref, isoRaw);
+    const flipFactor = m.policy.behaviour.flip_factor;
+    const flipsIso = isoRaw !== null && m.free_selection ? judgeFlips(L, ref, isoRaw, 'isolated', flipFactor, layerScoreError) : null;
+    const iso = isoRaw !== null && flipsIso !== null && flipsIso.benign_tokens.length > 0 ? rowsFromReference(isoRaw, ref, flipsIso.benign_tokens) : isoRaw;
+    const flipsAcc = acc !== null ? judgeFlips(L, ref, acc, 'accumulated', flipFactor, layerScoreError) : null;
     const accumulated = acc ? compareActs(acc.out, ref.out, selectionFlips(ref, acc)) : null;
     const isolated = iso ? compareActs(iso.out, ref.out, selectionFlips(ref, iso)) : null;
     // judged as `diff` judged the layer: own error against the FP16 floor, recomputed here as diff computes it (the
     // reference on its input as FP16 holds it, with its own choices and FP16 storage), the layer output and each
     // sub-stage against its own; the accumulated run against the drift budget the run recorded (the sum of the earlier
-    // layers' floors, not recomputable from one layer) while its free run had flipped no top-k choice: until then it
-    // is the forced run diff judged as drift; after, its rows compute other experts and it is information
+    // layers' floors, not recomputable from one layer) on the rows where its free run is the forced run diff judged
+    // as drift (compare/forced_rows.ts); a scoring-bug flip fails the layer, as in diff
     const floorRun = m.policy.rule === 'floor' ? model.reference.layer(L, roundActF16(refIn), w, { ...ctx, forcedSelections: ref.selections, fp16Storage: true }) : null;
     const isoFloor = floorRun !== null ? floorOf(compareActs(roundActF16(floorRun.out), ref.out)) : null;
     const subFloors = floorRun !== null ? substageFloors(ref, floorRun) : null;
@@ -133,9 +143,10 @@ export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: Repr
       (s, [k, sm]) => worst(s, verdict(sm, m.policy, { stage: `${m.stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null })),
       verdict(isolated, m.policy, { stage: m.stage, mode: 'isolated', floor: isoFloor }),
     );
-    const judgesFree = m.recorded.flipped !== true && (accumulated?.selection_flips ?? 0) === 0;
-    const free = accumulated === null ? 'pass' : judgesFree ? verdict(accumulated, m.policy, { stage: m.stage, mode: 'accumulated', floor: m.recorded.floor?.accumulated_forced ?? null }) : newNonFinite(accumulated) ? 'fail' : 'pass';
-    const status = worst(own, free);
+    const freeRun = acc === null || accumulated === null ? null : freeRunVerdict(m.stage, acc.out, ref.out, accumulated, m.policy, m.recorded.floor?.accumulated_forced ?? null, m.recorded.free_prefix ?? Infinity, flipsAcc?.tokens ?? []);
+    const free = accumulated !== null && newNonFinite(accumulated) ? 'fail' : (freeRun?.status ?? 'pass');
+    const scoringBug = ((flipsAcc?.scoring_bug ?? 0) > 0 && m.mode !== 'accumulated-forced' && m.mode !== 'isolated') || (flipsIso?.scoring_bug ?? 0) > 0;
+    const status = worst(worst(own, free), scoringBug ? 'fail' : 'pass');
     const drill = status === 'fail' ? drillDown(m.stage, ref, iso ?? model.device.layer(L, refIn, w, { ...ctx, forcedSelections: m.free_selection ? null : ref.selections }), m.policy, floorRun) : null;
 
     const differences: string[] = [];

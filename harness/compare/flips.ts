@@ -47,6 +47,8 @@ export interface FlipSummary {
   list: Flip[];
   /** every token whose flip is benign, ascending (not capped) */
   benign_tokens: number[];
+  /** every token with a flip, ascending (not capped): where the free run stops being the forced run (compare/forced_rows.ts) */
+  tokens: number[];
 }
 
 const MAX_LISTED = 64;
@@ -71,6 +73,7 @@ export function judgeFlips(L: number, ref: LayerResult, dev: LayerResult, mode: 
   let count = 0;
   const tally = { benign: 0, scoring_bug: 0, unjudged: 0 };
   const benignTokens: number[] = [];
+  const tokens: number[] = [];
   const kinds = Object.keys(ref.selections);
   const S = ref.selections[kinds[0]]?.length ?? 0;
   for (let t = 0; t < S; t++) {
@@ -85,11 +88,12 @@ export function judgeFlips(L: number, ref: LayerResult, dev: LayerResult, mode: 
     }
     if (flipped === null) continue;
     count++;
+    tokens.push(t);
     tally[flipped.judgement === 'scoring-bug' ? 'scoring_bug' : flipped.judgement]++;
     if (flipped.judgement === 'benign') benignTokens.push(t);
     if (list.length < MAX_LISTED) list.push(flipped);
   }
-  return count === 0 ? null : { mode, count, ...tally, list, benign_tokens: benignTokens };
+  return count === 0 ? null : { mode, count, ...tally, list, benign_tokens: benignTokens, tokens };
 }
 
 const rank = (j: Flip['judgement']) => ({ benign: 0, unjudged: 1, 'scoring-bug': 2 })[j];

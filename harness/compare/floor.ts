@@ -38,7 +38,8 @@ export function isStageFloor(v: unknown): boolean {
     }));
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
   const f = v as Record<string, unknown>;
-  return metrics(f.isolated ?? null) && metrics(f.accumulated_forced ?? null);
+  // both keys present (null where that mode measured none): `{}` would judge by the user's number alone
+  return 'isolated' in f && 'accumulated_forced' in f && metrics(f.isolated) && metrics(f.accumulated_forced);
 }
 
 /** An activation as FP16 storage holds it (round to nearest even, overflow to Inf). */

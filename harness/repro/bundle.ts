@@ -63,8 +63,11 @@ export interface ReproManifest {
     drill: Drill | null;
     /** the stage's FP16 floor as the run measured it (its drift budget cannot be recomputed from one layer); absent: none */
     floor?: { isolated: FloorMetrics | null; accumulated_forced: FloorMetrics | null } | null;
-    /** whether the free accumulated run had flipped a top-k choice by this stage (its errors then information) */
-    flipped?: boolean;
+    /**
+     * The first token whose free-run choices had flipped at an earlier layer (null: none): the free run is the
+     * forced run on the tokens before it (compare/forced_rows.ts). Absent in an older bundle: taken as none.
+     */
+    free_prefix?: number | null;
   };
   /** path relative to the bundle → SHA-256 */
   files: Record<string, string>;

@@ -34,8 +34,17 @@ export interface DumpManifest {
    * `compare` judges the saved outputs as `diff` did; absent when the run had none (the fixed rule).
    */
   floors?: Record<string, SavedFloor>;
-  /** the first stage where the free accumulated run chose another top-k set than the reference (null: none) */
-  first_flip?: string | null;
+  /**
+   * The free accumulated run's top-k flips per stage as the run judged them (stages without one left out; absent:
+   * not recorded): every flipped token, the benign ones, and how many were scoring bugs.
+   */
+  free_flips?: Record<string, SavedFlips>;
+}
+
+export interface SavedFlips {
+  tokens: number[];
+  benign: number[];
+  scoring_bug: number;
 }
 
 export interface SavedFloor {
@@ -64,8 +73,8 @@ export interface SavedRun {
   injected: DumpManifest['injected'];
   /** the run's FP16 floor per stage (null: none saved, as in a golden run or a fixed-rule dump) */
   floors: Record<string, SavedFloor> | null;
-  /** the first stage where its free accumulated run flipped a top-k choice; null none, undefined not recorded */
-  firstFlip: string | null | undefined;
+  /** its free accumulated run's flips per stage (harness/repro/dump.ts SavedFlips); undefined: not recorded */
+  freeFlips: Record<string, SavedFlips> | undefined;
   stage(name: string): SavedStage;
 }
 
@@ -86,13 +95,27 @@ function checkDumpManifest(m: DumpManifest, file: string): void {
   if (m.injected !== undefined && m.injected !== null && !isFaultPlan(m.injected)) bad('injected', `null or { fault: one of ${FAULT_IDS.join(', ')}, layer: an index or null }`, m.injected);
   if (m.floors !== undefined) {
     if (!obj(m.floors)) bad('floors', 'an object of stage floors', m.floors);
+    // every stage the run wrote has its floor: one left out would be judged by the user's number alone
+    const without = m.stages.find((n) => !(n in m.floors!));
+    if (without !== undefined) bad(`floors.${without}`, 'the floor of every stage the run wrote', undefined);
     for (const [name, f] of Object.entries(m.floors)) {
       // a floor of a stage the run did not write would judge nothing; a negative or missing figure is not a floor
       if (!m.stages.includes(name)) bad(`floors.${name}`, 'a stage the run wrote', name);
       if (!isStageFloor(f)) bad(`floors.${name}`, '{ isolated, accumulated_forced } each null or { max_abs, mean_abs, rms, rel_l2 } ≥ 0', f);
     }
   }
-  if (m.first_flip !== undefined && m.first_flip !== null && !(typeof m.first_flip === 'string' && m.stages.includes(m.first_flip))) bad('first_flip', 'null or a stage the run wrote', m.first_flip);
+  if (m.free_flips !== undefined) {
+    if (!obj(m.free_flips)) bad('free_flips', 'an object of stage flips', m.free_flips);
+    const T = m.input.tokens.length;
+    const ids = (v: unknown) => Array.isArray(v) && v.every((t, i) => Number.isSafeInteger(t) && t >= 0 && t < T && (i === 0 || t > (v as number[])[i - 1]));
+    for (const [name, f] of Object.entries(m.free_flips)) {
+      if (!m.stages.includes(name)) bad(`free_flips.${name}`, 'a stage the run wrote', name);
+      const x = f as Partial<SavedFlips> | null;
+      // the tokens each once, ascending, of the input; the benign ones among them; a count of scoring bugs
+      const ok = obj(x) && ids(x!.tokens) && ids(x!.benign) && x!.benign!.every((t) => x!.tokens!.includes(t)) && Number.isSafeInteger(x!.scoring_bug) && x!.scoring_bug! >= 0;
+      if (!ok) bad(`free_flips.${name}`, '{ tokens, benign: ascending token indices of the input (benign among tokens), scoring_bug: a count }', f);
+    }
+  }
 }
 
 /** Forward order: embed, layer.0 …, final_norm, logits. */
@@ -139,7 +162,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     const g = openGolden(dir);
     const m = 'model' in g.manifest ? (g.manifest as { model?: SavedRun['model'] }).model ?? null : null;
     return {
-      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, firstFlip: undefined,
+      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, freeFlips: undefined,
       stage: (name) => {
         const r = g.stage(name);
         return { reference: r.out, device: null, device_isolated: null, selections: r.selections };
@@ -168,7 +191,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
   }
   return {
     dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null, injected: manifest?.injected ?? null,
-    floors: manifest?.floors ?? null, firstFlip: manifest?.first_flip,
+    floors: manifest?.floors ?? null, freeFlips: manifest?.free_flips,
     stage: (name) => {
       const file = path.join(dir, `${name}.safetensors`);
       const names = tensorNames(file);

@@ -200,14 +200,14 @@ export class GoldenReader implements GoldenRun {
     const file = path.join(this.dir, GOLDEN_MANIFEST);
     const g = this.manifest.gate;
     if (g === undefined || typeof g !== 'object' || g === null || typeof g.fingerprint !== 'string' || typeof g.build !== 'string') {
-      throw new InputError('--golden: not saved by `layerdiff gate --save-golden` (it names no checkpoint content or build): a gate takes its reference side from a gate', { file });
+      throw new InputError('--golden: names no checkpoint content or reference build (saved by `diff --save-golden`, or by an older gate): save the reference side again with `layerdiff gate MODEL --save-golden DIR`', { file });
     }
     const h = this.manifest.hmac;
-    if (key !== null || h !== undefined) {
-      if (h === undefined) throw new InputError(`--golden: the golden run is not signed but ${SIGNING_KEY_ENV} is set`, { file });
+    if (key !== null || (h !== undefined && h !== null)) {
+      if (h === undefined || h === null) throw new InputError(`--golden: the golden run is not signed but ${SIGNING_KEY_ENV} is set`, { file });
       if (key === null) throw new InputError(`--golden: the golden run is signed and ${SIGNING_KEY_ENV} is not set, so its signature cannot be checked`, { file });
       const want = Buffer.from(goldenHmac(this.manifest, key), 'hex');
-      const got = Buffer.from(String(h?.value), 'hex');
+      const got = Buffer.from(String(h.value), 'hex');
       if (h.alg !== 'HMAC-SHA256' || got.length !== want.length || !timingSafeEqual(got, want)) {
         throw new InputError('--golden: its HMAC does not match its contents under this signing key (tampered, or signed with another key)', { file });
       }

@@ -26,6 +26,7 @@ import { type FlipSummary, judgeFlips, SCORE_SUBSTAGE } from '../compare/flips.j
 import { floorRatio, type MetricName, newNonFinite, type Policy, type StageKind, stageKind, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
 import { answerQuestions, logitReasons, type Questions, questionsPass } from '../compare/questions.js';
 import { carriedFrom } from '../compare/carried.js';
+import { freeRunVerdict, nextPrefixEnd } from '../compare/forced_rows.js';
 import { type Act, act } from '../formats/tensor.js';
 import { firstNonFinite } from '../../reference-cpu/native.js';
 import { enterReadPool, outsideReadPool, sharedReadPool } from '../io/read_pool.js';
@@ -117,6 +118,8 @@ export interface StageResult {
   judged_by?: MetricName;
   /** each mode's own verdict */
   statuses?: { isolated: Status | null; accumulated_forced: Status | null; accumulated: Status | null };
+  /** --mode accumulated alone: the tokens whose free-run rows were the forced run's, judged (absent: every token) */
+  accumulated_judged_tokens?: number;
   /** the measured FP16 floor (compare/floor.ts): isolated from the floor pass, accumulated_forced the drift budget */
   floor?: { isolated: FloorMetrics | null; accumulated_forced: FloorMetrics | null };
   /** the metric error / floor is taken in (policy ratio_metric) */
@@ -201,9 +204,10 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
   // and whether any layer makes top-k choices at all
   const benignFlipped = new Set<number>();
   let choosesTopk = false;
-  // whether the free accumulated run has chosen another top-k set than the reference anywhere yet: until then it
-  // computed exactly what the forced run would (the same inputs, the same choices), so its figures measure drift
-  let freeDiverged = false;
+  // where the free accumulated run is the forced run (compare/forced_rows.ts): the first token flipped at an
+  // earlier layer, and the tokens flipped at the stage being recorded
+  let prefixEnd = Infinity;
+  let flippedHere: number[] = [];
   const stop = () => opt.failFast === true && stages.some((s) => s.status === 'fail');
 
   type Acts = { reference: Act; device: Act | null; device_isolated: Act | null; device_forced?: Act | null };
@@ -219,10 +223,11 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
       accumulated: s.accumulated ? verdict(s.accumulated, policy, { stage: s.name, mode: 'accumulated', floor: driftFloor }) : null,
     };
     // what decides the stage: own error and drift; the free accumulated run only in a run of that mode alone, and
-    // there only until its first top-k flip: from the stage where a choice flipped on, its rows compute other experts
-    // or blocks (one benign flip moves a layer at 1e-2, DESIGN §5), so its per-stage errors are information, as in
-    // the full run, and the flips and the logits (the behaviour question) judge it
-    const judged = opt.mode === 'accumulated' ? [freeDiverged ? null : statuses.accumulated] : [statuses.isolated, statuses.accumulated_forced];
+    // there on the rows where it is the forced run: a flipped token's rows compute other experts or blocks (one
+    // benign flip moves a layer at 1e-2, DESIGN §5), and through attention every later token's from the next layer
+    // on; those errors are information, as in the full run, and the flips and the logits judge them (behaviour)
+    const free = opt.mode === 'accumulated' && s.accumulated && acts.device ? freeRunVerdict(s.name, acts.device, acts.reference, s.accumulated, policy, driftFloor, prefixEnd, flippedHere) : null;
+    const judged = opt.mode === 'accumulated' ? [free?.status ?? null] : [statuses.isolated, statuses.accumulated_forced];
     let status = judged.reduce<Status>((a, b) => worst(a, b ?? 'pass'), extra);
     // a NaN/Inf the reference does not have fails the stage in any mode: the user's model would produce it
     if (s.accumulated && newNonFinite(s.accumulated)) status = 'fail';
@@ -241,6 +246,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
       judged_by: metric,
       ...(doFloor ? { ratio_metric: ratioMetric } : {}),
       statuses,
+      ...(free !== null && free.tokens < acts.reference.shape[0] ? { accumulated_judged_tokens: free.tokens } : {}),
       ...(doFloor ? { floor_ratio: { isolated: ratio(s.isolated, isoFloor), accumulated_forced: ratio(s.accumulated_forced, driftFloor) } } : {}),
       histogram,
     };
@@ -376,7 +382,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
       const flipsAcc = acc !== null ? judgeFlips(L, refOut, acc, 'accumulated', policy.behaviour.flip_factor, layerScoreError) : null;
       if (refOut.selections !== null) choosesTopk = true;
       for (const t of flipsAcc?.benign_tokens ?? []) benignFlipped.add(t);
-      if (flipsAcc !== null) freeDiverged = true;
+      flippedHere = flipsAcc?.tokens ?? [];
       // a scoring-bug flip fails the layer where the device chose against the reference's margins: in the free
       // accumulated run (behaviour) when that run decides, and always on the reference's own input (--free-selection)
       const bugAcc = (flipsAcc?.scoring_bug ?? 0) > 0 && opt.mode !== 'accumulated-forced' && opt.mode !== 'isolated';
@@ -401,6 +407,9 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
         { reference: refOut.out, device: acc?.out ?? null, device_isolated: isoRaw?.out ?? null },
         bugAcc || bugIso ? 'fail' : 'pass',
       );
+      // from here on the tokens from the first flipped one read other choices' outputs through attention
+      prefixEnd = nextPrefixEnd(prefixEnd, flippedHere);
+      flippedHere = [];
       if (s.status === 'fail' && opt.drill !== false) {
         s.drill = drillDown(stage, refOut, iso ?? model.device.layer(L, ref, w, isoCtx), policy, floorRun);
       }
@@ -517,7 +526,7 @@ function headRows(path: StagePath<unknown>, inputs: ReadonlyArray<Act | null>): 
  * `dev` with the rows of `tokens` (dim 0 of its output, sub-stages and scores) taken from `ref`: the
  * --free-selection own-error figures leave out the tokens whose benign flip changed what they compute.
  */
-function rowsFromReference(dev: LayerResult, ref: LayerResult, tokens: readonly number[]): LayerResult {
+export function rowsFromReference(dev: LayerResult, ref: LayerResult, tokens: readonly number[]): LayerResult {
   const patch = (d: Act, r: Act | undefined): Act => {
     if (r === undefined || r.shape.length === 0 || r.shape[0] !== d.shape[0] || r.data.length !== d.data.length) return d;
     const row = d.data.length / d.shape[0];
@@ -544,7 +553,7 @@ export function substageFloors(ref: LayerResult, floorRun: LayerResult): Record<
 }
 
 /** Per selection kind, the isolated run's max |Δs| of its scores against the reference's (null: not measured). */
-function scoreErrors(ref: LayerResult, iso: LayerResult | null): Record<string, number | null> {
+export function scoreErrors(ref: LayerResult, iso: LayerResult | null): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   for (const [kind, r] of Object.entries(ref.scores ?? {})) {
     const d = iso?.scores?.[kind];

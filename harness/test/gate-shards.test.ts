@@ -351,7 +351,7 @@ describe('reference and device sides on different machines (golden runs)', () =>
       return d;
     };
     // diff --save-golden's kind (no checkpoint content, no build), another build's reference, another checkpoint's bytes
-    await expect(device(edited('golden-diff', (m) => delete m.gate))).rejects.toThrow(/not saved by `layerdiff gate --save-golden`/);
+    await expect(device(edited('golden-diff', (m) => delete m.gate))).rejects.toThrow(/names no checkpoint content or reference build .*save the reference side again with `layerdiff gate MODEL --save-golden DIR`/);
     await expect(device(edited('golden-build', (m) => ((m.gate as { build: string }).build = `sha256:${'0'.repeat(64)}`)))).rejects.toThrow(/computed by another build of layerdiff/);
     const other = path.join(tmp, 'golden-other-ck');
     scaleBf16Tensor(model, other, 'model.norm.weight', 2); // the same headers: the quick fingerprint cannot tell
@@ -360,6 +360,7 @@ describe('reference and device sides on different machines (golden runs)', () =>
     await expect(device(otherGolden)).rejects.toThrow(/saved from other checkpoint bytes/);
     // signed: an unsigned golden under a key is refused; a signed one verifies, and an edit of it does not
     await expect(device(golden, 'k1')).rejects.toThrow(/the golden run is not signed but LAYERDIFF_SIGNING_KEY is set/);
+    await expect(device(edited('golden-null-hmac', (m) => (m.hmac = null)), 'k1')).rejects.toThrow(/the golden run is not signed/);
     const signed = path.join(tmp, 'golden-signed');
     expect((await withKey('k1', () => runGate(base({ shard: '1/1', saveGolden: signed }), sink()))).code).toBe(ExitCode.pass);
     const ok = path.join(tmp, 'signed-device');
@@ -418,7 +419,7 @@ describe('the scheduler examples', () => {
     expect(fs.readdirSync(path.join(tmp, 'play-slurm-fail', 'shards')).sort()).toEqual(['shard-1', 'shard-2']); // failing shards still write partials
   });
 
-  it('a run id (LAYERDIFF_RUN_ID, gate --run-id): a re-run into the same folders never merges the previous run\'s partials', () => {
+  it('a run id (LAYERDIFF_RUN_ID, gate --run-id): a re-run into the same folders never merges the previous run\'s partials', async () => {
     const file = path.join(tmp, 'runs.jsonl');
     fs.writeFileSync(file, '{"name": "ids", "tokens": [5, 6, 7, 8]}\n{"tokens": [9, 10]}\n');
     const work = path.join(tmp, 'play-runs');
@@ -428,11 +429,21 @@ describe('the scheduler examples', () => {
       expect(readJson<ShardPartial>(path.join(work, 'shards', run, 'shard-1', PARTIAL_MANIFEST)).run_id).toBe(run);
     }
     expect(fs.readdirSync(path.join(work, 'shards')).sort()).toEqual(['r1', 'r2']);
+    expect(fs.existsSync(path.join(work, 'acceptance-r2.json'))).toBe(true);
+    // the same run id again (a Job re-applied unchanged): its shards find their folders taken, the merge its record
+    const again = play(2, work, { LAYERDIFF_RUN_ID: 'r2' }, ['--prompts', file]);
+    expect(again.status).toBe(2);
+    expect(again.stderr).toMatch(/acceptance-r2\.json exists: run r2 was merged before/);
     // the previous run's partials under this run's id, or one of each run: refused, naming the run
     const r1 = [1, 2].map((i) => path.join(work, 'shards', 'r1', `shard-${i}`));
     expect(() => runGateMerge({ dirs: r1, record: path.join(tmp, 'never.json'), runId: 'r2' }, sink())).toThrow(/the partial is of run "r1", not --run-id "r2"/);
     expect(mergeError([r1[0], path.join(work, 'shards', 'r2', 'shard-2')])).toMatch(/the run \("r2" ≠ "r1"\)/);
     expect(fs.existsSync(path.join(tmp, 'never.json'))).toBe(false);
+    // a run id is one name: empty, given twice (an array) or a path is refused before anything runs
+    for (const runId of ['', ['a', 'b'], 'x/y']) {
+      await expect(runGate(base({ shard: '1/2', out: path.join(tmp, 'never-run'), runId: runId as string }), sink())).rejects.toThrow(/--run-id .*: expected one name/);
+    }
+    expect(fs.existsSync(path.join(tmp, 'never-run'))).toBe(false);
   });
 
   it('the workflow, the manifest and the Slurm script use these scripts with one shard count throughout', () => {

@@ -262,10 +262,11 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
       () => cliAsync(['diff', ds, '--tokens', long.split(',').slice(0, 96).join(','), '--no-weights', '--inject', 'fp16-accumulate@1', '--dump', bug, '-q']),
     ]);
     expect([d.code, b.code]).toEqual([0, 1]);
-    const m = readJson<{ floors: Record<string, { isolated: { rms: number } }>; first_flip: string | null }>(path.join(clean, 'run.json'));
+    const m = readJson<{ floors: Record<string, { isolated: { rms: number } }>; free_flips: Record<string, unknown> }>(path.join(clean, 'run.json'));
     expect(Object.keys(m.floors)).toEqual(['embed', 'layer.0', 'layer.1', 'layer.2', 'layer.3', 'final_norm', 'logits']);
     expect(m.floors['layer.0'].isolated.rms).toBeGreaterThan(0);
-    expect(m.first_flip).toBe('layer.3');
+    // the free run's flips as the diff judged them: token 73 at layer.3, benign
+    expect(m.free_flips).toEqual({ 'layer.3': { tokens: [73], benign: [73], scoring_bug: 0 } });
     const [c, cb] = await limit(2, [() => cliAsync(['compare', clean, clean, '--json', out('ds-clean.json')]), () => cliAsync(['compare', bug, bug, '--json', out('ds-bug.json')])]);
     expect(c.code, c.stdout).toBe(0);
     expect(readJson<Report>(out('ds-clean.json')).policy).toMatchObject({ rule: 'floor' });
@@ -281,6 +282,21 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     const e = cli(['compare', edited, edited]);
     expect(e.code).toBe(2);
     expect(e.stderr).toMatch(/run\.json: floors\.layer\.1 must be/);
+    // a dump of the free run alone whose router chose without its bias: after the flips the stages are information,
+    // but the flips its diff judged scoring bugs fail their stage in compare too
+    const router = out('ds-router');
+    expect((await cliAsync(['diff', ds, '--tokens', long, '--no-weights', '--mode', 'accumulated', '--inject', 'router-bias-dropped@2', '--dump', router, '-q'])).code).toBe(1);
+    const cr = await cliAsync(['compare', router, router, '--json', out('ds-router.json')]);
+    expect(cr.code).toBe(1);
+    expect(readJson<Report>(out('ds-router.json')).first_failure).toBe('layer.2');
+    // flips edited into nonsense (a benign token that did not flip) are bad input naming the field
+    const f2 = path.join(router, 'run.json');
+    const man2 = JSON.parse(fs.readFileSync(f2, 'utf8')) as { free_flips: Record<string, { benign: number[] }> };
+    man2.free_flips['layer.2'].benign = [5000]; // no token of the input
+    fs.writeFileSync(f2, JSON.stringify(man2));
+    const e2 = cli(['compare', router, router]);
+    expect(e2.code).toBe(2);
+    expect(e2.stderr).toMatch(/run\.json: free_flips\.layer\.2 must be/);
   });
 
   it('refuses runs on different inputs, and a folder that is neither (exit 2)', async () => {

@@ -78,8 +78,8 @@ describe('--repro and layerdiff replay', () => {
     const ds = path.join(tmp, 'accumulate-bundle');
     const r = cli(['diff', '--no-weights', '--inject', 'fp16-accumulate@2', '--repro', ds, '-q']);
     expect(r.code, r.stderr).toBe(1);
-    const m = readJson<{ recorded: { status: string; floor: { isolated: { rms: number } }; flipped: boolean } }>(path.join(ds, 'repro.json'));
-    expect(m.recorded).toMatchObject({ status: 'fail', flipped: false });
+    const m = readJson<{ recorded: { status: string; floor: { isolated: { rms: number } }; free_prefix: number | null } }>(path.join(ds, 'repro.json'));
+    expect(m.recorded).toMatchObject({ status: 'fail', free_prefix: null });
     expect(m.recorded.floor.isolated.rms).toBeGreaterThan(0);
     const out = path.join(tmp, 'ds-replay.json');
     const rr = cli(['replay', ds, '--json', out]);
@@ -96,6 +96,18 @@ describe('--repro and layerdiff replay', () => {
     const e = cli(['replay', ds]);
     expect(e.code).toBe(2);
     expect(e.stderr).toMatch(/recorded\.floor must be null or/);
+  });
+
+  it('replay judges the free run\'s flips as diff does: a router choosing without its bias fails the replayed layer', () => {
+    // deepseek-v4-tiny, the free run alone: at layer.2 most tokens flip, as scoring bugs; their rows are not the
+    // forced run's, so only the flips' judgement (rerun here against the layer's score error) can fail the layer
+    const ds = path.join(tmp, 'router-bundle');
+    const tokens = Array.from({ length: 96 }, (_, i) => (i * 37 + 11) % 384).join(',');
+    const r = cli(['diff', path.join(path.dirname(LLAMA_TINY()), 'deepseek-v4-tiny'), '--tokens', tokens, '--no-weights', '--mode', 'accumulated', '--inject', 'router-bias-dropped@2', '--repro', ds, '-q']);
+    expect(r.code, r.stderr).toBe(1);
+    const rr = cli(['replay', ds]);
+    expect(rr.code, rr.stdout).toBe(1);
+    expect(rr.stdout).toContain('recorded metrics: reproduced exactly');
   });
 
   it('replay refuses a bundle whose files changed (exit 2, names the file)', () => {

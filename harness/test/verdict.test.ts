@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { judgeFlips, topkIds } from '../compare/flips.js';
 import { roundActF16 } from '../compare/floor.js';
+import { forcedRows, nextPrefixEnd, pickRows } from '../compare/forced_rows.js';
 import { compareActs, compareLogits, judgedKlP99, judgedTop1 } from '../compare/metrics.js';
 import { DEFAULT_POLICY, loadPolicyFile, makePolicy, parsePolicy, resolvePolicy, stageKind, thresholdsFor, verdict } from '../compare/policy.js';
 import type { DiffArgs } from '../cli/diff.js';
@@ -238,24 +239,45 @@ describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
     expect(json.policy).toMatchObject({ rule: 'floor', source: 'default' });
   });
 
-  it('--mode accumulated alone: its free run is judged as drift until its first flip, then by the flips and the logits', async () => {
-    // the free run flips a near-tie at layer.3 (benign): from there its rows compute other experts (max_abs 34 there),
-    // which failed a correct path in this mode although the full run and the behaviour question pass
+  it('--mode accumulated alone: its free run is judged as drift on the rows where it is the forced run, the rest by the flips and the logits', async () => {
+    // the free run flips a near-tie of token 73 at layer.3 (benign): that token's rows compute other experts (max_abs
+    // 34 there), which failed a correct path in this mode although the full run and the behaviour question pass
     const { code, report } = await quietDiff(args({ mode: 'accumulated' }));
     expect(code).toBe(0);
     const q = report.questions!;
     expect(q.behaviour).toMatchObject({ status: 'pass', first_flip: 'layer.3' });
     expect(q.behaviour.flips.scoring_bug).toBe(0);
     const flipAt = report.stages.findIndex((s) => s.name === q.behaviour.first_flip);
-    // the flip is what moved the stage beyond the user's number: its figure stays in the report, as information
+    const flipped = report.stages[flipAt].flips!.accumulated!.tokens;
+    expect(flipped).toEqual([73]);
+    // the flip moved the stage beyond the user's number: its whole-stage figure stays in the report, as information
     expect(report.stages[flipAt].accumulated!.max_abs).toBeGreaterThan(1);
     expect(report.stages[flipAt].statuses?.accumulated).toBe('fail');
     expect(report.stages[flipAt].status).not.toBe('fail');
-    // before the flip the free run is the forced run: judged against the drift budget, and a bug there still fails
-    for (const s of report.stages.slice(0, flipAt)) expect(s.status, s.name).toBe(s.statuses?.accumulated);
+    // judged: at the flip's layer every token but the flipped one; after it, through attention, the tokens before it
+    expect(report.stages[flipAt].accumulated_judged_tokens).toBe(LONG.length - 1);
+    for (const s of report.stages.slice(flipAt + 1)) expect(s.accumulated_judged_tokens, s.name).toBe(73);
+    // before the flip the free run is the forced run on every token: judged as drift, and a bug there still fails
+    for (const s of report.stages.slice(0, flipAt)) {
+      expect(s.status, s.name).toBe(s.statuses?.accumulated);
+      expect(s.accumulated_judged_tokens, s.name).toBeUndefined();
+    }
     const bug = await quietDiff(args({ mode: 'accumulated', inject: 'rope-angle-fp16' }));
     expect(bug.code).toBe(1);
     expect(bug.report.first_failure).toBe('layer.0');
+  });
+
+  it('the rows where the free run is the forced run: before the first token flipped earlier, not flipped here; picked row by row', () => {
+    expect(forcedRows(6, Infinity, [])).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(forcedRows(6, Infinity, [4, 1])).toEqual([0, 2, 3, 5]);
+    expect(forcedRows(6, 3, [1])).toEqual([0, 2]);
+    expect(forcedRows(6, 0, [])).toEqual([]);
+    expect([nextPrefixEnd(Infinity, []), nextPrefixEnd(Infinity, [4, 1]), nextPrefixEnd(2, [4])]).toEqual([Infinity, 1, 2]);
+    // [3 tokens, 2, 2]: each token's 4 values, in the order given
+    const a = act([3, 2, 2], Float32Array.from({ length: 12 }, (_, i) => i));
+    const p = pickRows(a, [2, 0]);
+    expect(p.shape).toEqual([2, 2, 2]);
+    expect(Array.from(p.data)).toEqual([8, 9, 10, 11, 0, 1, 2, 3]);
   });
 
   // fp16-accumulate runs a plain TypeScript FP16-accumulating GEMM over every linear of its layer: 96 tokens keep it quick

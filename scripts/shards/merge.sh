@@ -12,11 +12,16 @@ if [ "$#" -ne 3 ]; then
 fi
 record=$1 outroot=$2 count=$3
 run=()
-if [ -n "${LAYERDIFF_RUN_ID:-}" ]; then outroot="$outroot/$LAYERDIFF_RUN_ID" run=(--run-id "$LAYERDIFF_RUN_ID"); fi
+if [ -n "${LAYERDIFF_RUN_ID:-}" ]; then
+  outroot="$outroot/$LAYERDIFF_RUN_ID" run=(--run-id "$LAYERDIFF_RUN_ID")
+  # a run's record is written once: finding it means the run id was used before (a re-applied Job), and
+  # the folders hold that run's partials, not this one's
+  if [ -e "$record" ]; then echo "$0: $record exists: run $LAYERDIFF_RUN_ID was merged before; give this run a new LAYERDIFF_RUN_ID" >&2; exit 2; fi
+fi
 dirs=()
 for ((i = 1; i <= count; i++)); do
   if [ -d "$outroot/shard-$i" ]; then dirs+=("$outroot/shard-$i")
   else echo "$0: note: no partial result for shard $i/$count at $outroot/shard-$i (did its job run and upload it?)" >&2
   fi
 done
-exec "${LAYERDIFF_BIN:-layerdiff}" gate --merge "${dirs[@]}" --record "$record" "${run[@]}"
+exec "${LAYERDIFF_BIN:-layerdiff}" gate --merge ${dirs[@]+"${dirs[@]}"} --record "$record" ${run[@]+"${run[@]}"}

@@ -5,6 +5,7 @@
 # with PLAY_AS=k8s, as a Slurm array does (SLURM_ARRAY_TASK_ID, 1..N) with PLAY_AS=slurm, else as the
 # matrix does (the argument 1..N, the default).
 #   play-matrix.sh MODEL N WORKDIR [gate options...]   → WORKDIR/shards/shard-I, WORKDIR/acceptance.json
+#   (with LAYERDIFF_RUN_ID=R: WORKDIR/shards/R/shard-I, WORKDIR/acceptance-R.json)
 # Exit code: the merge's (0 record written, 1 a prompt failed, 2 inconsistent or missing shards).
 set -uo pipefail
 if [ "$#" -lt 3 ]; then
@@ -30,4 +31,5 @@ for ((i = 1; i <= count; i++)); do
   # a failing shard does not stop the merge (the workflow's merge job runs if: !cancelled()): it names the failure
   if wait "${pids[$((i - 1))]}"; then echo "shard $i/$count: exit 0"; else echo "shard $i/$count: exit $? (log: $work/logs/shard-$i.log)"; fi
 done
-"$here/merge.sh" "$work/acceptance.json" "$work/shards" "$count"
+# a named run (LAYERDIFF_RUN_ID) gets a record of its own, as the Slurm and Kubernetes examples write one per run
+"$here/merge.sh" "$work/acceptance${LAYERDIFF_RUN_ID:+-$LAYERDIFF_RUN_ID}.json" "$work/shards" "$count"

@@ -31,4 +31,4 @@ mkdir -p "$outroot"
 if [ "${SIDE:-both}" = reference ]; then
   exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --save-golden "$outroot/golden" "$@"
 fi
-exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --out "$outroot/shard-$index" "${run[@]}" "$@"
+exec "${LAYERDIFF_BIN:-layerdiff}" gate "$model" --shard "$index/$count" --out "$outroot/shard-$index" ${run[@]+"${run[@]}"} "$@"

@@ -1,0 +1,54 @@
+/**
+ * Where the free accumulated run is the forced run. The forced run takes the reference's top-k choices at every
+ * layer; the free run its own. A token t whose choices equal the reference's at every layer so far, and every
+ * token before it too, has computed exactly what the forced run computes: its own rows and everything its
+ * attention reads (tokens ≤ t: attention, DeepSeek's compressed entries and indexer are causal; MoE and the
+ * hyper-connections are per token) went through the same choices. So the free run's error on those rows is FP16
+ * drift, judged against the drift budget as the forced run's is. From the first token with a flip on, its rows
+ * (at that layer) and every later token's (from the next layer, through attention) compute other experts or
+ * blocks: there its error measures the choice, and the flips and the logits judge it (the behaviour question).
+ *
+ * `diff --mode accumulated`, `compare` over a dump and `replay` over a bundle judge the free run this one way.
+ */
+import { type Act, act } from '../formats/tensor.js';
+import type { FloorMetrics } from './floor.js';
+import { compareActs, type StageMetrics } from './metrics.js';
+import { type Policy, type Status, verdict } from './policy.js';
+
+/**
+ * The tokens of a stage whose free-run rows are the forced run's: before `prefixEnd` (the first token flipped at
+ * an earlier layer; Infinity for none) and not flipped at this stage (`flippedHere`).
+ */
+export function forcedRows(tokens: number, prefixEnd: number, flippedHere: readonly number[]): number[] {
+  const here = new Set(flippedHere);
+  const out: number[] = [];
+  for (let t = 0; t < Math.min(tokens, prefixEnd); t++) if (!here.has(t)) out.push(t);
+  return out;
+}
+
+/** The first token flipped at this stage or before (`prefixEnd` carried past a stage). */
+export function nextPrefixEnd(prefixEnd: number, flippedHere: readonly number[]): number {
+  return flippedHere.reduce((m, t) => Math.min(m, t), prefixEnd);
+}
+
+/** `a` (tokens on its first axis) restricted to the rows of `rows`, in their order. */
+export function pickRows(a: Act, rows: readonly number[]): Act {
+  const T = a.shape[0];
+  const per = T === 0 ? 0 : a.data.length / T;
+  const data = new Float32Array(rows.length * per);
+  rows.forEach((t, k) => data.set(a.data.subarray(t * per, (t + 1) * per), k * per));
+  return act([rows.length, ...a.shape.slice(1)], data);
+}
+
+/**
+ * The free run's verdict at one stage: on the rows where it is the forced run, against the drift budget; null when
+ * none is (every token flipped here or before: its error is information). `whole`: its metrics over every row.
+ */
+export function freeRunVerdict(
+  stage: string, dev: Act, ref: Act, whole: StageMetrics, policy: Policy, floor: FloorMetrics | null, prefixEnd: number, flippedHere: readonly number[],
+): { status: Status | null; tokens: number } {
+  const rows = forcedRows(ref.shape[0], prefixEnd, flippedHere);
+  if (rows.length === 0) return { status: null, tokens: 0 };
+  const m = rows.length === ref.shape[0] ? whole : compareActs(pickRows(dev, rows), pickRows(ref, rows));
+  return { status: verdict(m, policy, { stage, mode: 'accumulated', floor }), tokens: rows.length };
+}
