@@ -124,6 +124,7 @@ function checkOutputs(a: GateArgs): void {
   if (a.record === undefined && a.out === undefined && a.saveGolden === undefined) throw new InputError('give --record FILE, or --shard I/N --out DIR, or --save-golden DIR');
   if (a.golden !== undefined && a.saveGolden !== undefined) throw new InputError('give --golden or --save-golden, not both');
   if (a.fp16Cache !== undefined && a.record === undefined) throw new InputError('--fp16-cache binds the cache into the record: give --record FILE (a whole gate)');
+  // eslint-disable-next-line no-control-regex -- a run id names a folder: no control character in it
   if (a.runId !== undefined && (typeof a.runId !== 'string' || a.runId === '' || /[\u0000-\u001f/\\]/.test(a.runId))) throw new InputError(`--run-id ${JSON.stringify(a.runId)}: expected one name (no slash or control character)`);
   if (a.runId !== undefined && a.out === undefined) throw new InputError('--run-id names a shard\'s partial result: give --shard I/N --out DIR (or --merge)');
 }
