@@ -20,8 +20,8 @@ import { openCheckpointFingerprint } from '../gate/fingerprint.js';
 import { type AcceptanceRecord, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
 import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
-import { checkSampling } from '../generate/sampler.js';
-import { Checkpoint, readJsonObject } from '../io/checkpoint.js';
+import { eosIds, resolveSampling } from '../generate/generation_config.js';
+import { Checkpoint } from '../io/checkpoint.js';
 import { assertDistinctPaths, checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { printable } from '../io/printable.js';
 import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
@@ -40,9 +40,11 @@ export interface GenerateArgs {
   tokens: string[];
   record?: string;
   maxNewTokens: number;
-  temperature: number;
-  topP: number;
-  repetitionPenalty: number;
+  /** sampling flags; each not given comes from generation_config.json, else transformers' defaults (generate/generation_config.ts) */
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  repetitionPenalty?: number;
   seed?: number;
   path: string;
   fp16Cache?: string;
@@ -70,31 +72,17 @@ export interface GenerateOutcome {
   record: AcceptanceRecord | null;
 }
 
-/** End-of-sequence ids: config.json's, generation_config.json's (a number or a list) and the tokenizer's. */
-function eosIds(ck: Checkpoint, tk: TextTokenizer | null): Set<number> {
-  const ids = new Set<number>();
-  const addFrom = (v: unknown) => {
-    for (const x of Array.isArray(v) ? v : [v]) if (Number.isSafeInteger(x)) ids.add(x as number);
-  };
-  addFrom(ck.config.eos_token_id);
-  const gc = path.join(ck.dir, 'generation_config.json');
-  if (fs.existsSync(gc)) addFrom(readJsonObject(gc).eos_token_id);
-  if (tk?.eosTokenId !== undefined) ids.add(tk.eosTokenId);
-  return ids;
-}
 
 
 export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.WritableStream; stderr: NodeJS.WritableStream } = process): Promise<GenerateOutcome> {
   if (a.verify !== undefined && a.verify !== 'cached' && a.verify !== 'full') throw new InputError(`--verify ${a.verify}: expected cached or full`);
   if (a.path !== 'device' && a.path !== 'reference') throw new InputError(`--path ${a.path}: expected device or reference`);
   if (!Number.isSafeInteger(a.maxNewTokens) || a.maxNewTokens < 1) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: expected a positive integer`);
-  const sampling = checkSampling({ temperature: a.temperature, topP: a.topP, repetitionPenalty: a.repetitionPenalty });
   if (a.seed !== undefined && (!Number.isSafeInteger(a.seed) || a.seed < 0 || a.seed > 0xffffffff)) throw new InputError(`--seed ${a.seed}: expected an integer in [0, 2^32)`);
   const seed = a.seed ?? randomInt(0, 2 ** 32 - 1);
   const policy = resolvePolicy(a);
   if (a.prompt.length + a.tokens.length === 0) throw new InputError('give at least one --prompt TEXT (or --tokens 1,2,3)');
   for (const p of a.prompt) if (p.length > MAX_PROMPT_CHARS) throw new InputError(`--prompt has ${p.length} characters; the limit is ${MAX_PROMPT_CHARS}`);
-  if (a.maxNewTokens > MAX_POSITIONS_UNSTATED) throw new InputError(`--max-new-tokens ${a.maxNewTokens}: the limit is ${MAX_POSITIONS_UNSTATED} (and prompt + new tokens must fit max_position_embeddings)`);
   checkOutputs(a.model, [{ option: '--json', path: a.json, kind: 'file' }]);
   assertDistinctPaths([{ option: '--json', path: a.json, kind: 'file' }], [
     { option: '--record', path: a.record, kind: 'file' }, { option: '--policy', path: a.policy, kind: 'file' }, { option: '--fp16-cache', path: a.fp16Cache, kind: 'dir' },
@@ -105,6 +93,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
   /** the decoder and what it holds open (an FP16 cache's files), closed with the checkpoint */
   let opened: OpenedDecoder | null = null;
   try {
+    const { sampling, source: samplingSource } = resolveSampling({ temperature: a.temperature, topP: a.topP, topK: a.topK, repetitionPenalty: a.repetitionPenalty }, ck);
     const entry = architectureFor(ck);
     // Unlock first (before reading tokenizers or weights): a locked path costs nothing but the fingerprint.
     let record: AcceptanceRecord | null = null;
@@ -137,12 +126,14 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       for (const t of p) if (t >= vocab) throw new InputError(`prompt ${i + 1}: token id ${t} is outside the vocabulary [0, ${vocab})`);
     });
 
-    // Positions past max_position_embeddings are not the model's (and the gate never validated them).
+    // Positions past max_position_embeddings are not the model's (and the gate never validated them). The last new
+    // token is chosen, never fed back: a run uses positions 0 … prompt + new − 2.
     const maxPos = maxPositions(ck.dir) ?? MAX_POSITIONS_UNSTATED;
     const longestPrompt = Math.max(...prompts.map((p) => p.length));
-    if (longestPrompt + a.maxNewTokens > maxPos) {
-      throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt)}`);
+    if (longestPrompt + a.maxNewTokens - 1 > maxPos) {
+      throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt + 1)}`);
     }
+    io.stderr.write(`layerdiff: ${sampling.temperature === 0 ? 'greedy' : `sampling at temperature ${sampling.temperature}, top-k ${sampling.topK === 0 ? 'off' : sampling.topK}, top-p ${sampling.topP}`}, repetition penalty ${sampling.repetitionPenalty} (${samplingSource})\n`);
 
     const t0 = performance.now();
     opened = await entry.decoder({ ck, backend, fingerprint, fp16Cache: a.fp16Cache, fp16CacheDigest, verifyFull: a.verify === 'full', model: a.model, note: (t) => io.stderr.write(t) });
@@ -165,7 +156,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     // a pipe or a file gets the text as decoded
     const shownText = (t: string) => ((io.stdout as { isTTY?: boolean }).isTTY === true ? printable(t, true) : t);
     const result = gen({
-      maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk),
+      maxNewTokens: a.maxNewTokens, sampling, seed, eos: eosIds(ck, tk?.eosTokenId),
       // a shard the record vouched for, or an FP16 cache file, edited in place while generating stops the run before
       // a token is chosen from what the forward pass computed
       afterForward: () => {

@@ -278,9 +278,10 @@ export async function main(rawArgv: string[]): Promise<number> {
           .option('tokens', { type: 'string', array: true, nargs: 1, default: [] as string[], describe: 'prompt as token ids 1,2,3 (repeatable)' })
           .option('record', { type: 'string', describe: 'acceptance record written by layerdiff gate (required for --path device)' })
           .option('max-new-tokens', { type: 'number', default: 32, describe: 'tokens to generate per prompt' })
-          .option('temperature', { type: 'number', default: 0.6, describe: 'sampling temperature; 0 = greedy' })
-          .option('top-p', { type: 'number', default: 0.9, describe: 'nucleus sampling: keep the smallest set of tokens whose probability reaches P' })
-          .option('repetition-penalty', { type: 'number', default: 1.1, describe: 'divide the logits of tokens already seen by this (1 = off)' })
+          .option('temperature', { type: 'number', describe: 'sampling temperature; 0 = greedy (default: generation_config.json, as transformers: greedy unless it says do_sample)' })
+          .option('top-k', { type: 'number', describe: 'keep the K most likely tokens; 0 = off (default: generation_config.json, else 50)' })
+          .option('top-p', { type: 'number', describe: 'nucleus sampling: keep the smallest set of tokens whose probability reaches P (default: generation_config.json, else 1)' })
+          .option('repetition-penalty', { type: 'number', describe: 'divide the logits of tokens already seen by this, 1 = off (default: generation_config.json, else 1)' })
           .option('seed', { type: 'number', describe: 'sampling seed (default: random, printed on stderr)' })
           .option('path', { type: 'string', default: 'device', choices: ['device', 'reference'], describe: 'device: the optimized path (needs --record); reference: the FP32 reference' })
           .option('fp16-cache', { type: 'string', describe: 'FP16 weights written by layerdiff convert' })
@@ -293,7 +294,7 @@ export async function main(rawArgv: string[]): Promise<number> {
         code = (
           await runGenerate({
             model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
-            temperature: a.temperature, topP: a['top-p'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
+            temperature: a.temperature, topP: a['top-p'], topK: a['top-k'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
             fp16Cache: a['fp16-cache'], device: a.device, policy: a.policy, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
             requireSignature: a['require-signature'], verify: a.verify,
           })

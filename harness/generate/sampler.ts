@@ -2,10 +2,13 @@
  * Next-token choice with Hugging Face transformers' semantics, in its processor order:
  *   1. repetition penalty θ (RepetitionPenaltyLogitsProcessor): for every distinct token already in the
  *      sequence (prompt included), a positive logit is divided by θ and a negative one multiplied by θ;
- *   2. temperature T (TemperatureLogitsWarper): logits / T; T = 0 means greedy (argmax, lowest id on ties);
- *   3. top-p (TopPLogitsWarper): a token is kept iff the probability mass of the tokens ranked strictly
- *      above it is < p (the smallest set whose mass reaches p; the most likely token always stays);
- *   4. one draw from the renormalised distribution (inverse CDF over the kept tokens in id order).
+ *   2. temperature T (TemperatureLogitsWarper): logits / T; T = 0 means greedy (argmax, lowest id on ties;
+ *      transformers' do_sample false);
+ *   3. top-k (TopKLogitsWarper): the tokens whose logit is at least the k-th largest stay (ties at the k-th
+ *      stay too, as `scores < topk(scores, k)[-1]` removes only the smaller); k = 0 keeps every token;
+ *   4. top-p (TopPLogitsWarper) over what top-k kept: a token is kept iff the probability mass of the tokens
+ *      ranked strictly above it is < p (the smallest set whose mass reaches p; the most likely token stays);
+ *   5. one draw from the renormalised distribution (inverse CDF over the kept tokens in id order).
  * Arithmetic is float64 (transformers works in the logits' dtype; the rules, not the bits, are the
  * contract). Randomness: one seeded xoshiro128** stream per sequence (harness/rng.ts), keyed by the seed and
  * the sequence's index, one uniform per sampled token — so a seed reproduces a run exactly.
@@ -16,12 +19,15 @@ import { Rng } from '../rng.js';
 export interface SamplingOptions {
   temperature: number;
   topP: number;
+  /** 0: no top-k */
+  topK: number;
   repetitionPenalty: number;
 }
 
 export function checkSampling(s: SamplingOptions): SamplingOptions {
   if (!Number.isFinite(s.temperature) || s.temperature < 0) throw new InputError(`--temperature ${s.temperature}: expected a number >= 0 (0 = greedy)`);
   if (!Number.isFinite(s.topP) || s.topP <= 0 || s.topP > 1) throw new InputError(`--top-p ${s.topP}: expected a number in (0, 1]`);
+  if (!Number.isSafeInteger(s.topK) || s.topK < 0) throw new InputError(`--top-k ${s.topK}: expected an integer >= 0 (0 = off)`);
   if (!Number.isFinite(s.repetitionPenalty) || s.repetitionPenalty <= 0) throw new InputError(`--repetition-penalty ${s.repetitionPenalty}: expected a positive number (1 = off)`);
   return s;
 }
@@ -43,14 +49,16 @@ export function argmax(z: ArrayLike<number>): number {
   return best;
 }
 
-/** Steps 2–3: the kept tokens (ascending id) and their renormalised probabilities. */
-export function topPDistribution(z: Float64Array, temperature: number, topP: number): { ids: number[]; probs: number[] } {
+/** Steps 2–4: the kept tokens (ascending id) and their renormalised probabilities. */
+export function topPDistribution(z: Float64Array, temperature: number, topP: number, topK = 0): { ids: number[]; probs: number[] } {
   let max = -Infinity;
   for (const v of z) if (v / temperature > max) max = v / temperature;
+  // top-k: the k-th largest scaled logit; smaller ones get no probability (transformers sets them to −inf)
+  const kth = topK > 0 && topK < z.length ? Float64Array.from(z, (v) => v / temperature).sort().reverse()[topK - 1] : -Infinity;
   const p = new Float64Array(z.length);
   let sum = 0;
   for (let i = 0; i < z.length; i++) {
-    p[i] = Math.exp(z[i] / temperature - max);
+    p[i] = z[i] / temperature < kth ? 0 : Math.exp(z[i] / temperature - max);
     sum += p[i];
   }
   // Most likely first; equal probabilities by lower id (deterministic).
@@ -58,7 +66,8 @@ export function topPDistribution(z: Float64Array, temperature: number, topP: num
   const ids: number[] = [];
   let mass = 0;
   for (const i of order) {
-    if (ids.length > 0 && mass >= topP) break;
+    // the rest have no probability (below the top-k, or beyond float64's exp): none can be drawn
+    if (ids.length > 0 && (mass >= topP || p[i] === 0)) break;
     ids.push(i);
     mass += p[i] / sum;
   }
@@ -89,7 +98,7 @@ export class Sampler {
     }
     const z = penalize(logits, history, this.opts.repetitionPenalty);
     if (this.opts.temperature === 0) return argmax(z);
-    const { ids, probs } = topPDistribution(z, this.opts.temperature, this.opts.topP);
+    const { ids, probs } = topPDistribution(z, this.opts.temperature, this.opts.topP, this.opts.topK);
     const u = this.rngs[seq].uniform();
     let acc = 0;
     for (let j = 0; j < ids.length; j++) {

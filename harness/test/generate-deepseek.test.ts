@@ -121,7 +121,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
   });
 
   it('greedy generation is deterministic and equals full-recompute generation token for token', () => {
-    const opts = (seed: number) => ({ maxNewTokens: 42, sampling: { temperature: 0, topP: 1, repetitionPenalty: 1 }, seed, eos: new Set<number>() });
+    const opts = (seed: number) => ({ maxNewTokens: 42, sampling: { temperature: 0, topP: 1, topK: 0, repetitionPenalty: 1 }, seed, eos: new Set<number>() });
     const run = (d: Decoder, seed: number) => generate(d, [[0, 5, 17, 42, 9]], opts(seed));
     const x = run(new DeepseekV4DeviceDecoder(m, N, K), 1);
     const y = run(new DeepseekV4DeviceDecoder(m, N, K), 2);
@@ -145,7 +145,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
       expect(r.stderr).toMatch(/KV cache \(window ring \+ compressed entries\)/);
       const j = JSON.parse(fs.readFileSync(out, 'utf8')) as { path: string; outputs: Array<{ tokens: number[] }> };
       expect(j.path).toBe('device');
-      const want = generate(new DeepseekV4DeviceDecoder(m, N, K), [[0, 5, 17, 42, 9]], { maxNewTokens: 24, sampling: { temperature: 0, topP: 1, repetitionPenalty: 1 }, seed: 1, eos: new Set([1]) });
+      const want = generate(new DeepseekV4DeviceDecoder(m, N, K), [[0, 5, 17, 42, 9]], { maxNewTokens: 24, sampling: { temperature: 0, topP: 1, topK: 0, repetitionPenalty: 1 }, seed: 1, eos: new Set([1]) });
       expect(j.outputs[0].tokens).toEqual(want.tokens[0]);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });

@@ -14,6 +14,7 @@ import { InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import type { Decoder } from '../contracts/decoder.js';
 import { generate, TextStream } from '../generate/engine.js';
+import { eosIds, resolveSampling } from '../generate/generation_config.js';
 import { cacheListDigest, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
@@ -30,6 +31,7 @@ import { LlamaReference } from '../../reference-cpu/llama.js';
 import { LlamaReferenceDecoder } from '../../reference-cpu/llama_decode.js';
 import { Rng } from '../rng.js';
 import { flipBits, LLAMA_TINY } from './cli.js';
+import { copyCheckpoint } from '../../fixtures/inject.js';
 
 // One OpenMP thread: decoding issues many tiny kernels, and on a loaded 2-core runner a 2-thread team
 // spin-waits at every fork (10× slower). Numerics do not depend on the thread count. libgomp reads this
@@ -241,7 +243,7 @@ describe('the FP16 cache', () => {
     const dir = path.join(tmp, 'fp16-in-use');
     const fp = await checkpointFingerprint(ck.dir, ck.shardFiles);
     await writeLlamaFp16Cache(m, N, dir, fp.value);
-    const opts = { maxNewTokens: 6, sampling: { temperature: 0, topP: 0.9, repetitionPenalty: 1.1 }, seed: 1, eos: new Set<number>() };
+    const opts = { maxNewTokens: 6, sampling: { temperature: 0, topP: 0.9, topK: 0, repetitionPenalty: 1.1 }, seed: 1, eos: new Set<number>() };
     const run = async (onToken?: (n: number) => void) => {
       const got = await loadLlamaFp16Cache(dir, m, fp.value);
       if (!got.ok) throw new Error(got.why);
@@ -289,26 +291,95 @@ describe('sampling', () => {
     expect(d.probs.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 12);
   });
 
+  it('top-k keeps the tokens at or above the k-th largest logit (ties at it stay), before top-p, as TopKLogitsWarper', () => {
+    const z = Float64Array.from([0.4, 0.25, 0.2, 0.1, 0.05].map(Math.log));
+    expect(topPDistribution(z, 1, 1, 2).ids).toEqual([0, 1]);
+    // renormalised over what top-k kept: 0.4 / 0.65, 0.25 / 0.65
+    const d = topPDistribution(z, 1, 1, 2);
+    expect(d.probs[0]).toBeCloseTo(0.4 / 0.65, 12);
+    expect(d.probs[1]).toBeCloseTo(0.25 / 0.65, 12);
+    // top-p then runs over the kept tokens' renormalised mass: 0.4 / 0.85 = 0.47 < 0.5 keeps a second token
+    expect(topPDistribution(z, 1, 0.5, 3).ids).toEqual([0, 1]);
+    // a tie at the k-th value keeps both (transformers removes only scores < the k-th)
+    const tie = Float64Array.from([3, 2, 2, 1]);
+    expect(topPDistribution(tie, 1, 1, 2).ids).toEqual([0, 1, 2]);
+    expect(topPDistribution(z, 1, 1, 0).ids).toEqual([0, 1, 2, 3, 4]);
+  });
+
+  it('the defaults are the checkpoint\'s generation_config.json over transformers\' GenerationConfig defaults; a flag overrides both', () => {
+    const at = (name: string, gc: Record<string, unknown> | null, config: (c: Record<string, unknown>) => void = () => undefined) => {
+      const d = path.join(tmp, `gc-${name}`);
+      copyCheckpoint(LLAMA_TINY(), d);
+      const gf = path.join(d, 'generation_config.json');
+      if (gc === null) fs.rmSync(gf);
+      else fs.writeFileSync(gf, JSON.stringify(gc));
+      const cf = path.join(d, 'config.json');
+      const c = JSON.parse(fs.readFileSync(cf, 'utf8')) as Record<string, unknown>;
+      config(c);
+      fs.writeFileSync(cf, JSON.stringify(c));
+      return Checkpoint.open(d);
+    };
+    const llama = Checkpoint.open(LLAMA_TINY()); // do_sample true, temperature 0.6, top_p 0.9 (Llama 3's)
+    try {
+      expect(resolveSampling({}, llama)).toEqual({ sampling: { temperature: 0.6, topP: 0.9, topK: 50, repetitionPenalty: 1 }, source: 'generation_config.json' });
+      expect(resolveSampling({ temperature: 0, topK: 0 }, llama).sampling).toMatchObject({ temperature: 0, topK: 0, topP: 0.9 });
+    } finally {
+      llama.close();
+    }
+    const cases: Array<[string, Record<string, unknown> | null, object]> = [
+      // do_sample false (or absent): greedy, whatever temperature says, as transformers ignores the warpers
+      ['greedy', { do_sample: false, temperature: 0.7, top_k: 20 }, { temperature: 0, topK: 20, topP: 1, repetitionPenalty: 1 }],
+      ['absent', null, { temperature: 0, topK: 50, topP: 1, repetitionPenalty: 1 }],
+      ['sample', { do_sample: true, top_k: 0, repetition_penalty: 1.3 }, { temperature: 1, topK: 0, topP: 1, repetitionPenalty: 1.3 }],
+    ];
+    for (const [name, gc, want] of cases) {
+      const ck = at(name, gc);
+      try {
+        expect(resolveSampling({}, ck).sampling, name).toEqual(want);
+      } finally {
+        ck.close();
+      }
+    }
+    const bad = at('bad', { do_sample: true, top_k: -1 });
+    try {
+      expect(() => resolveSampling({}, bad)).toThrow(/generation_config\.json: top_k must be an integer >= 0, got -1/);
+    } finally {
+      bad.close();
+    }
+    // EOS: generation_config.json's when it names one (a list), else config.json's, else the tokenizer's
+    const eos = (name: string, gc: Record<string, unknown> | null, config: (c: Record<string, unknown>) => void) => {
+      const ck = at(name, gc, config);
+      try {
+        return [...eosIds(ck, 7)].sort((x, y) => x - y);
+      } finally {
+        ck.close();
+      }
+    };
+    expect(eos('eos-gc', { eos_token_id: [2, 3] }, (c) => (c.eos_token_id = 5))).toEqual([2, 3]);
+    expect(eos('eos-config', {}, (c) => (c.eos_token_id = 5))).toEqual([5]);
+    expect(eos('eos-tokenizer', null, (c) => delete c.eos_token_id)).toEqual([7]);
+  });
+
   it('a seed reproduces the draws; temperature 0 is greedy', () => {
     const logits = Float32Array.from({ length: 50 }, (_, i) => Math.sin(i));
     const draw = (seed: number) => {
-      const s = new Sampler({ temperature: 1.5, topP: 0.95, repetitionPenalty: 1 }, seed, 1);
+      const s = new Sampler({ temperature: 1.5, topP: 0.95, topK: 0, repetitionPenalty: 1 }, seed, 1);
       return Array.from({ length: 40 }, () => s.next(0, logits, []));
     };
     expect(draw(7)).toEqual(draw(7));
     expect(draw(7)).not.toEqual(draw(8));
     expect(new Set(draw(7)).size).toBeGreaterThan(3);
-    expect(new Sampler({ temperature: 0, topP: 0.9, repetitionPenalty: 1 }, 1, 1).next(0, logits, [])).toBe(argmax(logits));
+    expect(new Sampler({ temperature: 0, topP: 0.9, topK: 0, repetitionPenalty: 1 }, 1, 1).next(0, logits, [])).toBe(argmax(logits));
   });
 
   it('non-finite logits stop generation with an error, not a garbage token', () => {
-    const s = new Sampler({ temperature: 0, topP: 1, repetitionPenalty: 1 }, 1, 1);
+    const s = new Sampler({ temperature: 0, topP: 1, topK: 0, repetitionPenalty: 1 }, 1, 1);
     expect(() => s.next(0, Float32Array.of(1, NaN), [])).toThrow(/NaN/);
   });
 });
 
 describe('generation on the optimized path', () => {
-  const opts = (temperature: number, seed: number) => ({ maxNewTokens: 12, sampling: { temperature, topP: 0.9, repetitionPenalty: 1.1 }, seed, eos: new Set<number>() });
+  const opts = (temperature: number, seed: number) => ({ maxNewTokens: 12, sampling: { temperature, topP: 0.9, topK: 0, repetitionPenalty: 1.1 }, seed, eos: new Set<number>() });
 
   it('greedy generation is deterministic and agrees with the reference path token for token', () => {
     const a = generate(new LlamaDeviceDecoder(m, N, K, w16), prompts, opts(0, 1));
@@ -358,7 +429,7 @@ describe('DeepSeek-V4 reference generation (full recompute)', () => {
       const dm = new DeepseekV4Checkpoint(dck);
       const run = () => {
         const d = new RecomputeDecoder({ numLayers: dm.cfg.layers, vocab: dm.cfg.vocab, loadLayer: (L) => dm.loadLayer(L) }, new DeepseekV4Reference(dm));
-        return generate(d, [[0, 5, 17, 42, 9]], { maxNewTokens: 3, sampling: { temperature: 0, topP: 1, repetitionPenalty: 1 }, seed: 1, eos: new Set() });
+        return generate(d, [[0, 5, 17, 42, 9]], { maxNewTokens: 3, sampling: { temperature: 0, topP: 1, topK: 0, repetitionPenalty: 1 }, seed: 1, eos: new Set() });
       };
       const a = run();
       expect(a.tokens[0]).toHaveLength(3);

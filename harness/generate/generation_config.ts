@@ -1,0 +1,71 @@
+/**
+ * How `generate` decodes when no flag says: as transformers does for the checkpoint, from its
+ * generation_config.json over GenerationConfig's own defaults (do_sample false, temperature 1.0, top_k 50,
+ * top_p 1.0, repetition_penalty 1.0), each flag overriding both. do_sample false is greedy (temperature 0 here,
+ * transformers ignoring temperature, top_k and top_p then); `--temperature T` > 0 samples, 0 is greedy.
+ * End-of-sequence ids: generation_config.json's eos_token_id (a number or a list) when it names one, else
+ * config.json's (transformers builds the generation config from the model config then); the tokenizer's EOS
+ * only when neither names one (transformers would not stop at all).
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { InputError } from '../errors.js';
+import { type Checkpoint, readJsonObject } from '../io/checkpoint.js';
+import { checkSampling, type SamplingOptions } from './sampler.js';
+
+export const GENERATION_CONFIG = 'generation_config.json';
+
+/** The sampling flags as given (undefined: not given). */
+export interface SamplingFlags {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  repetitionPenalty?: number;
+}
+
+/** GenerationConfig's defaults (transformers generation/configuration_utils.py). */
+const HF_DEFAULTS = { do_sample: false, temperature: 1.0, top_k: 50, top_p: 1.0, repetition_penalty: 1.0 };
+
+function generationConfig(ck: Checkpoint): Record<string, unknown> | null {
+  const file = path.join(ck.dir, GENERATION_CONFIG);
+  return fs.existsSync(file) ? readJsonObject(file) : null;
+}
+
+/** The sampling a run uses and, for the log line, where each setting came from. */
+export function resolveSampling(flags: SamplingFlags, ck: Checkpoint): { sampling: SamplingOptions; source: string } {
+  const gc = generationConfig(ck);
+  const file = path.join(ck.dir, GENERATION_CONFIG);
+  const field = (key: keyof typeof HF_DEFAULTS, ok: (v: unknown) => boolean, want: string) => {
+    const v = gc?.[key];
+    if (v === undefined || v === null) return undefined;
+    if (!ok(v)) throw new InputError(`${key} must be ${want}, got ${JSON.stringify(v)}`, { file });
+    return v;
+  };
+  const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+  const doSample = field('do_sample', (v) => typeof v === 'boolean', 'true or false') as boolean | undefined;
+  const gcT = field('temperature', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
+  const gcP = field('top_p', (v) => num(v) && (v as number) > 0 && (v as number) <= 1, 'a number in (0, 1]') as number | undefined;
+  const gcK = field('top_k', (v) => Number.isSafeInteger(v) && (v as number) >= 0, 'an integer >= 0') as number | undefined;
+  const gcR = field('repetition_penalty', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
+  const sample = flags.temperature !== undefined ? flags.temperature > 0 : (doSample ?? HF_DEFAULTS.do_sample);
+  const sampling = checkSampling({
+    temperature: flags.temperature ?? (sample ? (gcT ?? HF_DEFAULTS.temperature) : 0),
+    topP: flags.topP ?? gcP ?? HF_DEFAULTS.top_p,
+    topK: flags.topK ?? gcK ?? HF_DEFAULTS.top_k,
+    repetitionPenalty: flags.repetitionPenalty ?? gcR ?? HF_DEFAULTS.repetition_penalty,
+  });
+  const given = Object.values(flags).some((v) => v !== undefined);
+  const source = gc === null ? (given ? 'flags over transformers\' defaults' : 'transformers\' defaults (no generation_config.json)') : given ? `flags over ${GENERATION_CONFIG}` : GENERATION_CONFIG;
+  return { sampling, source };
+}
+
+/** The ids that end a sequence (see the file comment). */
+export function eosIds(ck: Checkpoint, tokenizerEos: number | undefined): Set<number> {
+  const ids = (v: unknown) => new Set((Array.isArray(v) ? v : [v]).filter((x): x is number => Number.isSafeInteger(x)));
+  const gc = generationConfig(ck);
+  const fromGc = ids(gc?.eos_token_id);
+  if (fromGc.size > 0) return fromGc;
+  const fromConfig = ids(ck.config.eos_token_id);
+  if (fromConfig.size > 0) return fromConfig;
+  return tokenizerEos !== undefined ? new Set([tokenizerEos]) : new Set();
+}
