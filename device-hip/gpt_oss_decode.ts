@@ -3,8 +3,8 @@
  * qkv (rmsnorm, q/k/v GEMM + bias, YaRN RoPE with the concentration) and afterAttention (o + bias, residual,
  * router, experts, combine) — with the attention over cached FP16 keys and values (kv_cache.ts), the window
  * on sliding layers and the per-head sinks passed to the same decode kernel. So its logits equal the device
- * path's full recompute bit for bit (harness/test/gpt-oss-decode.test.ts). Sliding layers keep every row
- * (the window masks them): a ring of sliding_window rows is not written yet. From an FP16 cache
+ * path's full recompute bit for bit (harness/test/gpt-oss-decode.test.ts). Sliding layers keep a ring of
+ * sliding_window + RING_CHUNK − 1 rows (kv_cache.ts), full layers every row. From an FP16 cache
  * (harness/generate/fp16cache_gpt_oss.ts) the linears arrive as FP16 and are not dequantized again.
  */
 import { act } from '../harness/formats/tensor.js';

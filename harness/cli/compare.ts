@@ -7,7 +7,7 @@
 import * as path from 'node:path';
 import { carriedFrom } from '../compare/carried.js';
 import { diagnose } from '../compare/diagnose.js';
-import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics } from '../compare/metrics.js';
+import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics, tieBoundOf } from '../compare/metrics.js';
 import { freeRunVerdict, nextPrefixEnd } from '../compare/forced_rows.js';
 import { newNonFinite, resolvePolicy, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
 import { logitReasons } from '../compare/questions.js';
@@ -103,25 +103,31 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     };
     const acc = cmp(dev);
     const isoM = cmp(iso);
-    if (acc === null && isoM === null) throw new InputError(`RUN_B's ${name} holds no device output (device or device_isolated)`, { file: B.dir });
+    // the forced run, where the dump holds it as a run of its own (top-k choices): drift is judged on it, as diff does
+    const forcedM = B.kind === 'dump' ? cmp(rb.device_forced) : null;
+    if (acc === null && isoM === null && forcedM === null) throw new InputError(`RUN_B's ${name} holds no device output (device, device_isolated or device_forced)`, { file: B.dir });
     const floor = floors?.[name] ?? null;
     const driftFloor = floor?.accumulated_forced ?? null;
     const fl = freeFlips?.[name];
-    const free = acc === null || dev === null ? null : freeFlips === undefined ? { status: verdict(acc, policy, { stage: name, mode: 'accumulated', floor: driftFloor }), tokens: ref.shape[0] } : freeRunVerdict(name, dev, ref, acc, policy, driftFloor, prefixBefore.get(name) ?? Infinity, fl?.tokens ?? []);
+    // drift: the forced run where the dump holds one (the free run is then information, as in diff's full run); else
+    // the free run on the rows where it is the forced run
+    const forcedStatus = forcedM === null ? null : verdict(forcedM, policy, { stage: name, mode: 'accumulated-forced', floor: driftFloor });
+    const free = acc === null || dev === null || forcedM !== null ? null : freeFlips === undefined ? { status: verdict(acc, policy, { stage: name, mode: 'accumulated', floor: driftFloor }), tokens: ref.shape[0] } : freeRunVerdict(name, dev, ref, acc, policy, driftFloor, prefixBefore.get(name) ?? Infinity, fl?.tokens ?? []);
     // a NaN/Inf the reference lacks fails in any mode; a scoring-bug flip fails its stage (its choices, not its numbers)
     let accStatus: Status = free?.status ?? 'pass';
     if ((acc !== null && newNonFinite(acc)) || (fl?.scoring_bug ?? 0) > 0) accStatus = 'fail';
     // the logits of the free run: the behaviour question, as diff answers it (benign flips' tokens and near-ties aside)
-    const tieBound = driftFloor !== null ? 2 * thresholdsFor(policy, 'logits', 'accumulated', 'logits').floor_excuse * driftFloor.max_abs : undefined;
+    const tieBound = floor?.isolated != null ? tieBoundOf(thresholdsFor(policy, 'logits', 'accumulated', 'logits').floor_excuse, floor.isolated) : undefined;
     const accLogits = name === 'logits' && dev !== null ? (freeFlips !== undefined ? compareLogits(dev, ref, benignTokens, tieBound) : compareLogits(dev, ref)) : null;
     if (accLogits !== null && freeFlips !== undefined && logitReasons(accLogits, policy.behaviour).length > 0) accStatus = 'fail';
     const isoStatus = isoM === null ? null : verdict(isoM, policy, { stage: name, mode: 'isolated', floor: floor?.isolated ?? null });
     const s: StageResult = {
       name,
-      status: worst(accStatus, isoStatus ?? 'pass'),
+      status: worst(worst(accStatus, isoStatus ?? 'pass'), forcedStatus ?? 'pass'),
       ...(free !== null && free.tokens < ref.shape[0] ? { accumulated_judged_tokens: free.tokens } : {}),
       // the judgements made here (against the floors), which the carried markers read rather than judging again
-      statuses: { isolated: isoStatus, accumulated_forced: null, accumulated: acc === null ? null : accStatus },
+      statuses: { isolated: isoStatus, accumulated_forced: forcedStatus, accumulated: acc === null ? null : accStatus },
+      accumulated_forced: forcedM,
       ...(floor !== null ? { floor } : {}),
       accumulated: acc,
       isolated: isoM,

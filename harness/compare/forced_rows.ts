@@ -41,14 +41,15 @@ export function pickRows(a: Act, rows: readonly number[]): Act {
 }
 
 /**
- * The free run's verdict at one stage: on the rows where it is the forced run, against the drift budget; null when
- * none is (every token flipped here or before: its error is information). `whole`: its metrics over every row.
+ * The free run's verdict at one stage: on the rows where it is the forced run, against the drift budget. When no
+ * row is (every token flipped here or before) it is judged on every row, flips and all, as before any flip: a
+ * flip's judgement without an isolated run rests on the device's own score error, which cannot excuse a stage
+ * with nothing left to measure (a router bug flipping every token would pass on nothing). `whole`: every row's metrics.
  */
 export function freeRunVerdict(
   stage: string, dev: Act, ref: Act, whole: StageMetrics, policy: Policy, floor: FloorMetrics | null, prefixEnd: number, flippedHere: readonly number[],
-): { status: Status | null; tokens: number } {
+): { status: Status; tokens: number } {
   const rows = forcedRows(ref.shape[0], prefixEnd, flippedHere);
-  if (rows.length === 0) return { status: null, tokens: 0 };
-  const m = rows.length === ref.shape[0] ? whole : compareActs(pickRows(dev, rows), pickRows(ref, rows));
-  return { status: verdict(m, policy, { stage, mode: 'accumulated', floor }), tokens: rows.length };
+  const m = rows.length === ref.shape[0] || rows.length === 0 ? whole : compareActs(pickRows(dev, rows), pickRows(ref, rows));
+  return { status: verdict(m, policy, { stage, mode: 'accumulated', floor }), tokens: rows.length === 0 ? ref.shape[0] : rows.length };
 }

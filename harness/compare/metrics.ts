@@ -75,6 +75,11 @@ export const judgedKlP99 = (m: LogitMetrics): number => m.kl_p99_unflipped ?? m.
 export const judgedTop1 = (m: LogitMetrics): number => m.top1_agreement_decided ?? m.top1_agreement_unflipped ?? m.top1_agreement;
 export const judgedKlMean = (m: LogitMetrics): number => m.kl_mean_unflipped ?? m.kl_mean;
 
+/** The near-tie bound of the logits (compareLogits' tieBound): twice floor_excuse × the head's own FP16 floor in max_abs. */
+export function tieBoundOf(floorExcuse: number, headFloor: { max_abs: number }): number {
+  return 2 * floorExcuse * headFloor.max_abs;
+}
+
 export function unravel(index: number, shape: number[]): number[] {
   const at = new Array<number>(shape.length).fill(0);
   let rest = index;

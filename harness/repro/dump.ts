@@ -57,6 +57,8 @@ export interface SavedStage {
   reference: Act | null;
   device: Act | null;
   device_isolated: Act | null;
+  /** the forced run (reference choices, own input), where the dump holds it as a run of its own */
+  device_forced: Act | null;
   selections: Selections | null;
 }
 
@@ -109,7 +111,8 @@ function checkDumpManifest(m: DumpManifest, file: string): void {
     const T = m.input.tokens.length;
     const ids = (v: unknown) => Array.isArray(v) && v.every((t, i) => Number.isSafeInteger(t) && t >= 0 && t < T && (i === 0 || t > (v as number[])[i - 1]));
     for (const [name, f] of Object.entries(m.free_flips)) {
-      if (!m.stages.includes(name)) bad(`free_flips.${name}`, 'a stage the run wrote', name);
+      // only a layer chooses top-k sets
+      if (!m.stages.includes(name) || !/^layer\.\d+$/.test(name)) bad(`free_flips.${name}`, 'a layer the run wrote', name);
       const x = f as Partial<SavedFlips> | null;
       // the tokens each once, ascending, of the input; the benign ones among them; a count of scoring bugs
       const ok = obj(x) && ids(x!.tokens) && ids(x!.benign) && x!.benign!.every((t) => x!.tokens!.includes(t)) && Number.isSafeInteger(x!.scoring_bug) && x!.scoring_bug! >= 0;
@@ -165,7 +168,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
       dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, freeFlips: undefined,
       stage: (name) => {
         const r = g.stage(name);
-        return { reference: r.out, device: null, device_isolated: null, selections: r.selections };
+        return { reference: r.out, device: null, device_isolated: null, device_forced: null, selections: r.selections };
       },
     };
   }
@@ -195,8 +198,8 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     stage: (name) => {
       const file = path.join(dir, `${name}.safetensors`);
       const names = tensorNames(file);
-      const acts = readActs(file, names.filter((n) => ['reference', 'device', 'device_isolated'].includes(n)));
-      return { reference: acts.get('reference') ?? null, device: acts.get('device') ?? null, device_isolated: acts.get('device_isolated') ?? null, selections: null };
+      const acts = readActs(file, names.filter((n) => ['reference', 'device', 'device_isolated', 'device_forced'].includes(n)));
+      return { reference: acts.get('reference') ?? null, device: acts.get('device') ?? null, device_isolated: acts.get('device_isolated') ?? null, device_forced: acts.get('device_forced') ?? null, selections: null };
     },
   };
 }

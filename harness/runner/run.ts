@@ -20,6 +20,7 @@ import {
   type Spread,
   spreadOf,
   type StageMetrics,
+  tieBoundOf,
 } from '../compare/metrics.js';
 import { addFloors, floorOf, type FloorMetrics, roundActF16, scaleFloor, ZERO_FLOOR } from '../compare/floor.js';
 import { type FlipSummary, judgeFlips, SCORE_SUBSTAGE } from '../compare/flips.js';
@@ -404,7 +405,8 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
           ),
           time_ms: { reference: tRef, device: tDev, ...(doFloor ? { floor: tFloor } : {}) },
         },
-        { reference: refOut.out, device: acc?.out ?? null, device_isolated: isoRaw?.out ?? null },
+        // the forced run when it is a run of its own (top-k choices): what compare judges drift by
+        { reference: refOut.out, device: acc?.out ?? null, device_isolated: isoRaw?.out ?? null, device_forced: forced !== null && forced !== acc ? forced.out : null },
         bugAcc || bugIso ? 'fail' : 'pass',
       );
       // from here on the tokens from the first flipped one read other choices' outputs through attention
@@ -446,7 +448,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
         ...spreads(spread(accN, () => model.device.finalNorm(devN ?? ref)), spread(isoN, () => model.device.finalNorm(ref))),
         time_ms: { reference: tR, device: tA + tF + tI, ...(doFloor ? { floor: tFl } : {}) },
       },
-      { reference: refN, device: accN, device_isolated: isoN },
+      { reference: refN, device: accN, device_isolated: isoN, device_forced: forN !== accN ? forN : null },
     );
     if (stop()) return finish(stages, policy, repro);
     // The head (vocab × hidden, the largest matrix) is read and decoded once per path: every mode's rows go
@@ -461,11 +463,12 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
     const forL = forN === null ? null : forN === accN ? accL : devHead[1];
     const isoL = devHead[2];
     const logitsFloor = doFloor ? headFloor(floorFrom(floorL, refL, false)) : undefined;
-    // a correct FP16 path's logits lie within floor_excuse × their drift-grown floor of the reference's (the policy's
-    // own bound on max_abs): two of them that far off can swap a pair the reference separates by up to twice that, so
-    // a top-1 differing there is a near-tie of the vocabulary, not a disagreement the device could have avoided
-    const driftFloorL = logitsFloor?.accumulated_forced ?? null;
-    const tieBound = driftFloorL !== null ? 2 * thresholdsFor(policy, 'logits', 'accumulated', 'logits').floor_excuse * driftFloorL.max_abs : undefined;
+    // the head's own FP16 floor (its input as FP16 holds it): floor_excuse × that is how far the policy lets a correct
+    // head put a logit; two that far off can swap a pair the reference separates by up to twice that, a near-tie of
+    // the vocabulary. Not the drift-grown budget: summed over 43 layers of worst elements it would excuse margins of
+    // whole logits, and no bound from the device's own values (the device's argmax always lies within its own errors)
+    const ownFloorL = logitsFloor?.isolated ?? null;
+    const tieBound = ownFloorL !== null ? tieBoundOf(thresholdsFor(policy, 'logits', 'accumulated', 'logits').floor_excuse, ownFloorL) : undefined;
     const accLm = accL && compareLogits(accL, refL, choosesTopk ? benignFlipped : undefined, tieBound);
     const b = policy.behaviour;
     const behaviourFails = accLm !== null && logitReasons(accLm, b).length > 0;
@@ -481,7 +484,7 @@ export function runDiff<LW>(model: ModelDef<LW>, opt: RunOptions): RunResult {
         // the floor's head rows ran in the reference's one head pass: its time is in `reference`
         time_ms: { reference: tR2, device: tA2 },
       },
-      { reference: refL, device: accL, device_isolated: isoL },
+      { reference: refL, device: accL, device_isolated: isoL, device_forced: forL !== accL ? forL : null },
       behaviourFails && opt.mode !== 'accumulated-forced' ? 'fail' : 'pass',
     );
   }
@@ -645,8 +648,11 @@ function positionProfile(d: Act, floor: Act | null, r: Act): { error: number[]; 
   return { error: prof(d), floor: floor !== null ? prof(floor) : null };
 }
 
-/** DIR/<stage>.safetensors with F32 `reference`, `device`, `device_isolated` (DESIGN §7). */
-function dumpStage(dir: string, stage: string, acts: { reference: Act; device: Act | null; device_isolated: Act | null }): void {
+/**
+ * DIR/<stage>.safetensors with F32 `reference`, `device`, `device_isolated` (DESIGN §7), and `device_forced` where the
+ * forced run is a run of its own (a model with top-k choices): compare judges drift by it as diff does.
+ */
+function dumpStage(dir: string, stage: string, acts: { reference: Act; device: Act | null; device_isolated: Act | null; device_forced?: Act | null }): void {
   const tensors = [];
   for (const [name, a] of Object.entries(acts)) {
     if (a === null) continue;

@@ -257,7 +257,7 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     const clean = out('ds-clean');
     const bug = out('ds-accumulate');
     const [d, b] = await limit(2, [
-      () => cliAsync(['diff', ds, '--tokens', long, '--no-weights', '--dump', clean, '-q']),
+      () => cliAsync(['diff', ds, '--tokens', long, '--no-weights', '--dump', clean, '--json', out('ds-clean-diff.json'), '-q']),
       // the FP16-accumulating GEMM at layer 1: still the first failure when judged from the dump
       () => cliAsync(['diff', ds, '--tokens', long.split(',').slice(0, 96).join(','), '--no-weights', '--inject', 'fp16-accumulate@1', '--dump', bug, '-q']),
     ]);
@@ -267,8 +267,17 @@ describe('compare RUN_A RUN_B: two saved runs, nothing recomputed', () => {
     expect(m.floors['layer.0'].isolated.rms).toBeGreaterThan(0);
     // the free run's flips as the diff judged them: token 73 at layer.3, benign
     expect(m.free_flips).toEqual({ 'layer.3': { tokens: [73], benign: [73], scoring_bug: 0 } });
+    // a layer's forced run is a run of its own here (top-k choices): the dump holds it, and compare judges drift by it
+    expect(tensorNames(path.join(clean, 'layer.2.safetensors')).sort()).toEqual(['device', 'device_forced', 'device_isolated', 'reference']);
     const [c, cb] = await limit(2, [() => cliAsync(['compare', clean, clean, '--json', out('ds-clean.json')]), () => cliAsync(['compare', bug, bug, '--json', out('ds-bug.json')])]);
     expect(c.code, c.stdout).toBe(0);
+    // own error on the stage output and drift: the diff's judgements, stage by stage (the same arrays, floors, policy)
+    const viaDiff = readJson<Report>(out('ds-clean-diff.json'));
+    for (const s of readJson<Report>(out('ds-clean.json')).stages.filter((x) => x.name !== 'embed')) {
+      const w = viaDiff.stages.find((x) => x.name === s.name)!;
+      expect(s.statuses?.accumulated_forced, s.name).toBe(w.statuses?.accumulated_forced);
+      expect(s.accumulated_forced, s.name).toEqual(w.accumulated_forced);
+    }
     expect(readJson<Report>(out('ds-clean.json')).policy).toMatchObject({ rule: 'floor' });
     expect(cb.code).toBe(1);
     expect(readJson<Report>(out('ds-bug.json')).first_failure).toBe('layer.1');
