@@ -12,7 +12,6 @@
  * line per token `[i] "<text>"` while decoding, then each completion in full. Statistics go to stderr.
  */
 import { randomInt } from 'node:crypto';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
@@ -24,7 +23,7 @@ import { eosIds, resolveSampling } from '../generate/generation_config.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { assertDistinctPaths, checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { printable } from '../io/printable.js';
-import { hasTokenizer, loadTokenizer, type TextTokenizer } from '../io/tokenizer.js';
+import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
 import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
