@@ -279,12 +279,13 @@ describe('input faults are exit 2, one line', () => {
     const [h, long, gen] = await limit(2, [
       () => run(['diff', huge]),
       () => run(['diff', model, '--tokens', tokens]),
-      () => run(['generate', model, '--path', 'reference', '--tokens', '1,2,3', '--max-new-tokens', '254']),
+      // the last new token is never fed back: 3 + 254 new tokens use positions 0–255 and fit; 255 would not
+      () => run(['generate', model, '--path', 'reference', '--tokens', '1,2,3', '--max-new-tokens', '255']),
     ]);
     badInput(h, /num_hidden_layers 1000000000 disagrees with the checkpoint, which stores layers 0-3/);
     expect(Date.now() - t0).toBeLessThan(60_000);
     badInput(long, /300 tokens, more than max_position_embeddings 256/);
-    badInput(gen, /exceeds max_position_embeddings 256; give at most 253/);
+    badInput(gen, /exceeds max_position_embeddings 256; give at most 254/);
   }, 90_000);
 });
 
