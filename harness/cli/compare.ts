@@ -64,12 +64,16 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   if (names.length === 0) throw new InputError(`RUN_A (${A.stages.join(', ')}) and RUN_B (${B.stages.join(', ')}) have no stage in common`, { file: B.dir });
 
   // The FP16 floor as `diff` measured it (a dump records its run's; the reference side's first, the same reference
-  // computation either way), and the device's free-run flips per stage as its diff judged them: the free run is
-  // judged as drift on the rows where it is the forced run (compare/forced_rows.ts), a scoring-bug flip fails its
-  // stage, and the logits answer the behaviour question over the tokens without a benign flip, as in `diff`.
-  // A dump without them (a golden run's outputs, an older dump) has its whole free run judged as drift.
+  // computation either way), and the device's free-run flips per stage as its diff judged them: drift is judged on
+  // the forced run where the dump holds it, else on the free run's rows where it is the forced run
+  // (compare/forced_rows.ts); a scoring-bug flip fails its stage, and the logits answer the behaviour question over
+  // the tokens without a benign flip, as in `diff`. A dump without them (a golden run's outputs, an older dump)
+  // has its whole free run judged as drift.
   const floors = (A.kind === 'dump' ? A.floors : null) ?? B.floors;
   const freeFlips = B.kind === 'dump' ? B.freeFlips : undefined;
+  // a free run that is the forced run is drift, judged by the forced run's thresholds, as diff's full run judged it;
+  // a dump of --mode accumulated alone was judged by that mode's
+  const freeMode = B.mode === 'accumulated' ? 'accumulated' : 'accumulated-forced';
   // the first flipped token before each stage, over every stage of B's run (one A lacks still flipped its choices)
   const prefixBefore = new Map<string, number>();
   let prefix = Infinity;
@@ -112,7 +116,7 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
     // drift: the forced run where the dump holds one (the free run is then information, as in diff's full run); else
     // the free run on the rows where it is the forced run
     const forcedStatus = forcedM === null ? null : verdict(forcedM, policy, { stage: name, mode: 'accumulated-forced', floor: driftFloor });
-    const free = acc === null || dev === null || forcedM !== null ? null : freeFlips === undefined ? { status: verdict(acc, policy, { stage: name, mode: 'accumulated', floor: driftFloor }), tokens: ref.shape[0] } : freeRunVerdict(name, dev, ref, acc, policy, driftFloor, prefixBefore.get(name) ?? Infinity, fl?.tokens ?? []);
+    const free = acc === null || dev === null || forcedM !== null ? null : freeFlips === undefined ? { status: verdict(acc, policy, { stage: name, mode: freeMode, floor: driftFloor }), tokens: ref.shape[0] } : freeRunVerdict(name, dev, ref, acc, policy, driftFloor, prefixBefore.get(name) ?? Infinity, fl?.tokens ?? [], freeMode);
     // a NaN/Inf the reference lacks fails in any mode; a scoring-bug flip fails its stage (its choices, not its numbers)
     let accStatus: Status = free?.status ?? 'pass';
     if ((acc !== null && newNonFinite(acc)) || (fl?.scoring_bug ?? 0) > 0) accStatus = 'fail';

@@ -129,6 +129,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     // token is chosen, never fed back: a run uses positions 0 … prompt + new − 2.
     const maxPos = maxPositions(ck.dir) ?? MAX_POSITIONS_UNSTATED;
     const longestPrompt = Math.max(...prompts.map((p) => p.length));
+    if (longestPrompt > maxPos) throw new InputError(`a ${longestPrompt}-token prompt is longer than max_position_embeddings ${maxPos} itself`, { file: ck.configFile });
     if (longestPrompt + a.maxNewTokens - 1 > maxPos) {
       throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt + 1)}`);
     }

@@ -143,7 +143,7 @@ export function runReplay(a: ReplayArgs): { result: ReplayResult; manifest: Repr
       (s, [k, sm]) => worst(s, verdict(sm, m.policy, { stage: `${m.stage}.${k}`, mode: 'isolated', floor: subFloors?.[k] ?? null })),
       verdict(isolated, m.policy, { stage: m.stage, mode: 'isolated', floor: isoFloor }),
     );
-    const freeRun = acc === null || accumulated === null ? null : freeRunVerdict(m.stage, acc.out, ref.out, accumulated, m.policy, m.recorded.floor?.accumulated_forced ?? null, m.recorded.free_prefix ?? Infinity, flipsAcc?.tokens ?? []);
+    const freeRun = acc === null || accumulated === null ? null : freeRunVerdict(m.stage, acc.out, ref.out, accumulated, m.policy, m.recorded.floor?.accumulated_forced ?? null, m.recorded.free_prefix ?? Infinity, flipsAcc?.tokens ?? [], m.mode === 'accumulated' ? 'accumulated' : 'accumulated-forced');
     const free = accumulated !== null && newNonFinite(accumulated) ? 'fail' : (freeRun?.status ?? 'pass');
     const scoringBug = ((flipsAcc?.scoring_bug ?? 0) > 0 && m.mode !== 'accumulated-forced' && m.mode !== 'isolated') || (flipsIso?.scoring_bug ?? 0) > 0;
     const status = worst(worst(own, free), scoringBug ? 'fail' : 'pass');

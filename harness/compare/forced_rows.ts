@@ -48,8 +48,10 @@ export function pickRows(a: Act, rows: readonly number[]): Act {
  */
 export function freeRunVerdict(
   stage: string, dev: Act, ref: Act, whole: StageMetrics, policy: Policy, floor: FloorMetrics | null, prefixEnd: number, flippedHere: readonly number[],
+  /** the policy's thresholds of the mode the run judged it in: 'accumulated' alone, or as the forced run (drift) */
+  mode: 'accumulated' | 'accumulated-forced' = 'accumulated',
 ): { status: Status; tokens: number } {
   const rows = forcedRows(ref.shape[0], prefixEnd, flippedHere);
   const m = rows.length === ref.shape[0] || rows.length === 0 ? whole : compareActs(pickRows(dev, rows), pickRows(ref, rows));
-  return { status: verdict(m, policy, { stage, mode: 'accumulated', floor }), tokens: rows.length === 0 ? ref.shape[0] : rows.length };
+  return { status: verdict(m, policy, { stage, mode, floor }), tokens: rows.length === 0 ? ref.shape[0] : rows.length };
 }

@@ -435,7 +435,8 @@ export async function checkpointFingerprint(dir: string, shardFiles: readonly st
 /**
  * The fingerprint of an open checkpoint, hashed through what it reads with (Checkpoint.hashSources): its
  * shards' open descriptors and the config and index bytes it parsed, so no file can be swapped between
- * hashing and reading. The other metadata files (tokenizer, generation config) are hashed by path.
+ * hashing and reading. The other metadata files (the tokenizer's) are hashed by path. generation_config.json is
+ * not covered: it chooses how tokens are drawn, not what the validated path computes.
  */
 export async function openCheckpointFingerprint(ck: { dir: string; shardFiles: readonly string[]; hashSources(): Map<string, number | Buffer> }, o: FingerprintOptions = {}): Promise<Fingerprint> {
   return checkpointFingerprint(ck.dir, ck.shardFiles, { sources: ck.hashSources(), ...o });

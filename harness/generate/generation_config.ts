@@ -31,7 +31,7 @@ function generationConfig(ck: Checkpoint): Record<string, unknown> | null {
   return fs.existsSync(file) ? readJsonObject(file) : null;
 }
 
-/** The sampling a run uses and, for the log line, where each setting came from. */
+/** The sampling a run uses and, for the log line, whether generation_config.json or the flags set it. */
 export function resolveSampling(flags: SamplingFlags, ck: Checkpoint): { sampling: SamplingOptions; source: string } {
   const gc = generationConfig(ck);
   const file = path.join(ck.dir, GENERATION_CONFIG);
@@ -42,30 +42,35 @@ export function resolveSampling(flags: SamplingFlags, ck: Checkpoint): { samplin
     return v;
   };
   const num = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
-  const doSample = field('do_sample', (v) => typeof v === 'boolean', 'true or false') as boolean | undefined;
-  const gcT = field('temperature', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
-  const gcP = field('top_p', (v) => num(v) && (v as number) > 0 && (v as number) <= 1, 'a number in (0, 1]') as number | undefined;
-  const gcK = field('top_k', (v) => Number.isSafeInteger(v) && (v as number) >= 0, 'an integer >= 0') as number | undefined;
-  const gcR = field('repetition_penalty', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
-  const sample = flags.temperature !== undefined ? flags.temperature > 0 : (doSample ?? HF_DEFAULTS.do_sample);
+  // each field is checked only where it is used (a greedy file's temperature 0 is not an error: transformers ignores it)
+  const doSample = () => field('do_sample', (v) => typeof v === 'boolean', 'true or false') as boolean | undefined;
+  const gcT = () => field('temperature', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
+  const gcP = () => field('top_p', (v) => num(v) && (v as number) > 0 && (v as number) <= 1, 'a number in (0, 1]') as number | undefined;
+  const gcK = () => field('top_k', (v) => Number.isSafeInteger(v) && (v as number) >= 0, 'an integer >= 0') as number | undefined;
+  const gcR = () => field('repetition_penalty', (v) => num(v) && (v as number) > 0, 'a positive number') as number | undefined;
+  const sample = flags.temperature !== undefined ? flags.temperature > 0 : (doSample() ?? HF_DEFAULTS.do_sample);
   const sampling = checkSampling({
-    temperature: flags.temperature ?? (sample ? (gcT ?? HF_DEFAULTS.temperature) : 0),
-    topP: flags.topP ?? gcP ?? HF_DEFAULTS.top_p,
-    topK: flags.topK ?? gcK ?? HF_DEFAULTS.top_k,
-    repetitionPenalty: flags.repetitionPenalty ?? gcR ?? HF_DEFAULTS.repetition_penalty,
+    temperature: flags.temperature ?? (sample ? (gcT() ?? HF_DEFAULTS.temperature) : 0),
+    topP: flags.topP ?? (sample ? gcP() : undefined) ?? HF_DEFAULTS.top_p,
+    topK: flags.topK ?? (sample ? gcK() : undefined) ?? HF_DEFAULTS.top_k,
+    repetitionPenalty: flags.repetitionPenalty ?? gcR() ?? HF_DEFAULTS.repetition_penalty,
   });
   const given = Object.values(flags).some((v) => v !== undefined);
   const source = gc === null ? (given ? 'flags over transformers\' defaults' : 'transformers\' defaults (no generation_config.json)') : given ? `flags over ${GENERATION_CONFIG}` : GENERATION_CONFIG;
   return { sampling, source };
 }
 
-/** The ids that end a sequence (see the file comment). */
+/** The ids that end a sequence (see the file comment); a field that is not token ids is bad input naming it. */
 export function eosIds(ck: Checkpoint, tokenizerEos: number | undefined): Set<number> {
-  const ids = (v: unknown) => new Set((Array.isArray(v) ? v : [v]).filter((x): x is number => Number.isSafeInteger(x)));
-  const gc = generationConfig(ck);
-  const fromGc = ids(gc?.eos_token_id);
+  const ids = (v: unknown, file: string) => {
+    if (v === undefined || v === null) return new Set<number>();
+    const list = Array.isArray(v) ? v : [v];
+    if (!list.every((x) => Number.isSafeInteger(x) && (x as number) >= 0)) throw new InputError(`eos_token_id must be a token id or a list of them, got ${JSON.stringify(v)}`, { file });
+    return new Set(list as number[]);
+  };
+  const fromGc = ids(generationConfig(ck)?.eos_token_id, path.join(ck.dir, GENERATION_CONFIG));
   if (fromGc.size > 0) return fromGc;
-  const fromConfig = ids(ck.config.eos_token_id);
+  const fromConfig = ids(ck.config.eos_token_id, ck.configFile);
   if (fromConfig.size > 0) return fromConfig;
   return tokenizerEos !== undefined ? new Set([tokenizerEos]) : new Set();
 }

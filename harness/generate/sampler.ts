@@ -51,14 +51,16 @@ export function argmax(z: ArrayLike<number>): number {
 
 /** Steps 2–4: the kept tokens (ascending id) and their renormalised probabilities. */
 export function topPDistribution(z: Float64Array, temperature: number, topP: number, topK = 0): { ids: number[]; probs: number[] } {
-  let max = -Infinity;
-  for (const v of z) if (v / temperature > max) max = v / temperature;
+  // scaled from the largest logit down: (z − zmax) / T ≤ 0, never Inf − Inf at a tiny temperature
+  let zmax = -Infinity;
+  for (const v of z) if (v > zmax) zmax = v;
+  const s = Float64Array.from(z, (v) => (v - zmax) / temperature);
   // top-k: the k-th largest scaled logit; smaller ones get no probability (transformers sets them to −inf)
-  const kth = topK > 0 && topK < z.length ? Float64Array.from(z, (v) => v / temperature).sort().reverse()[topK - 1] : -Infinity;
+  const kth = topK > 0 && topK < z.length ? Float64Array.from(s).sort().reverse()[topK - 1] : -Infinity;
   const p = new Float64Array(z.length);
   let sum = 0;
   for (let i = 0; i < z.length; i++) {
-    p[i] = z[i] / temperature < kth ? 0 : Math.exp(z[i] / temperature - max);
+    p[i] = s[i] < kth ? 0 : Math.exp(s[i]);
     sum += p[i];
   }
   // Most likely first; equal probabilities by lower id (deterministic).

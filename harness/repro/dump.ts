@@ -75,6 +75,8 @@ export interface SavedRun {
   injected: DumpManifest['injected'];
   /** the run's FP16 floor per stage (null: none saved, as in a golden run or a fixed-rule dump) */
   floors: Record<string, SavedFloor> | null;
+  /** the mode its run ran in (diff --mode); null: not recorded */
+  mode: string | null;
   /** its free accumulated run's flips per stage (harness/repro/dump.ts SavedFlips); undefined: not recorded */
   freeFlips: Record<string, SavedFlips> | undefined;
   stage(name: string): SavedStage;
@@ -165,7 +167,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
     const g = openGolden(dir);
     const m = 'model' in g.manifest ? (g.manifest as { model?: SavedRun['model'] }).model ?? null : null;
     return {
-      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, freeFlips: undefined,
+      dir, kind: 'golden', stages: stageOrder(g.manifest.stages.map((s) => s.name)), tokens: g.manifest.tokens, ...(g.manifest.prompt !== undefined ? { prompt: g.manifest.prompt } : {}), model: m, device: null, injected: null, floors: null, freeFlips: undefined, mode: null,
       stage: (name) => {
         const r = g.stage(name);
         return { reference: r.out, device: null, device_isolated: null, device_forced: null, selections: r.selections };
@@ -194,7 +196,7 @@ export function openSavedRun(dir: string, what: string): SavedRun {
   }
   return {
     dir, kind: 'dump', stages, tokens: manifest?.input.tokens ?? [], ...(manifest?.input.prompt !== undefined ? { prompt: manifest.input.prompt } : {}), model: manifest?.model ?? null, device: manifest?.device ?? null, injected: manifest?.injected ?? null,
-    floors: manifest?.floors ?? null, freeFlips: manifest?.free_flips,
+    floors: manifest?.floors ?? null, freeFlips: manifest?.free_flips, mode: typeof manifest?.mode === 'string' ? manifest.mode : null,
     stage: (name) => {
       const file = path.join(dir, `${name}.safetensors`);
       const names = tensorNames(file);

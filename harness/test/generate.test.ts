@@ -298,8 +298,11 @@ describe('sampling', () => {
     const d = topPDistribution(z, 1, 1, 2);
     expect(d.probs[0]).toBeCloseTo(0.4 / 0.65, 12);
     expect(d.probs[1]).toBeCloseTo(0.25 / 0.65, 12);
-    // top-p then runs over the kept tokens' renormalised mass: 0.4 / 0.85 = 0.47 < 0.5 keeps a second token
-    expect(topPDistribution(z, 1, 0.5, 3).ids).toEqual([0, 1]);
+    // top-p then runs over the kept tokens' renormalised mass: 0.4 / 0.65 = 0.615 reaches 0.6 with one token (the
+    // raw mass 0.4 would keep a second)
+    expect(topPDistribution(z, 1, 0.6, 2).ids).toEqual([0]);
+    // a temperature so small that logits / T overflow: still the argmax, never NaN
+    expect(topPDistribution(z, 1e-308, 1, 0)).toEqual({ ids: [0], probs: [1] });
     // a tie at the k-th value keeps both (transformers removes only scores < the k-th)
     const tie = Float64Array.from([3, 2, 2, 1]);
     expect(topPDistribution(tie, 1, 1, 2).ids).toEqual([0, 1, 2]);
@@ -322,13 +325,13 @@ describe('sampling', () => {
     const llama = Checkpoint.open(LLAMA_TINY()); // do_sample true, temperature 0.6, top_p 0.9 (Llama 3's)
     try {
       expect(resolveSampling({}, llama)).toEqual({ sampling: { temperature: 0.6, topP: 0.9, topK: 50, repetitionPenalty: 1 }, source: 'generation_config.json' });
-      expect(resolveSampling({ temperature: 0, topK: 0 }, llama).sampling).toMatchObject({ temperature: 0, topK: 0, topP: 0.9 });
+      expect(resolveSampling({ temperature: 0, topK: 0 }, llama).sampling).toMatchObject({ temperature: 0, topK: 0, topP: 1 }); // greedy: the file's top_p unused
     } finally {
       llama.close();
     }
     const cases: Array<[string, Record<string, unknown> | null, object]> = [
       // do_sample false (or absent): greedy, whatever temperature says, as transformers ignores the warpers
-      ['greedy', { do_sample: false, temperature: 0.7, top_k: 20 }, { temperature: 0, topK: 20, topP: 1, repetitionPenalty: 1 }],
+      ['greedy', { do_sample: false, temperature: 0, top_k: -1 }, { temperature: 0, topK: 50, topP: 1, repetitionPenalty: 1 }],
       ['absent', null, { temperature: 0, topK: 50, topP: 1, repetitionPenalty: 1 }],
       ['sample', { do_sample: true, top_k: 0, repetition_penalty: 1.3 }, { temperature: 1, topK: 0, topP: 1, repetitionPenalty: 1.3 }],
     ];
@@ -358,6 +361,8 @@ describe('sampling', () => {
     expect(eos('eos-gc', { eos_token_id: [2, 3] }, (c) => (c.eos_token_id = 5))).toEqual([2, 3]);
     expect(eos('eos-config', {}, (c) => (c.eos_token_id = 5))).toEqual([5]);
     expect(eos('eos-tokenizer', null, (c) => delete c.eos_token_id)).toEqual([7]);
+    // not token ids: bad input naming the file and field, not a silent fall-back to the next source
+    expect(() => eos('eos-bad', { eos_token_id: [2, 'x'] }, () => undefined)).toThrow(/generation_config\.json: eos_token_id must be a token id or a list of them/);
   });
 
   it('a seed reproduces the draws; temperature 0 is greedy', () => {
