@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { carriedFrom } from '../compare/carried.js';
 import { diagnose } from '../compare/diagnose.js';
 import { compareActs, compareLogits, countFlips, errorHistogram, type StageMetrics, tieBoundOf } from '../compare/metrics.js';
-import { freeRunVerdict, nextPrefixEnd } from '../compare/forced_rows.js';
+import { freeRunVerdict, prefixesBefore } from '../compare/forced_rows.js';
 import { newNonFinite, resolvePolicy, type Status, thresholdsFor, verdict, worst } from '../compare/policy.js';
 import { logitReasons } from '../compare/questions.js';
 import { ExitCode, InputError } from '../errors.js';
@@ -75,12 +75,7 @@ export function runCompare(a: CompareArgs): { code: ExitCode; report: Report } {
   // a dump of --mode accumulated alone was judged by that mode's
   const freeMode = B.mode === 'accumulated' ? 'accumulated' : 'accumulated-forced';
   // the first flipped token before each stage, over every stage of B's run (one A lacks still flipped its choices)
-  const prefixBefore = new Map<string, number>();
-  let prefix = Infinity;
-  for (const n of B.stages) {
-    prefixBefore.set(n, prefix);
-    prefix = nextPrefixEnd(prefix, freeFlips?.[n]?.tokens ?? []);
-  }
+  const prefixBefore = prefixesBefore(B.stages, (n) => freeFlips?.[n]?.tokens ?? []);
   const benignTokens = new Set(Object.values(freeFlips ?? {}).flatMap((f) => f.benign));
   // without a floor the floor rule is the user's rule alone: the reports then state the rule that judged
   const policy = asked.rule === 'floor' && floors === null ? { ...asked, rule: 'fixed' as const } : asked;

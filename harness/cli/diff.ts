@@ -33,6 +33,7 @@ import { type ResolvedInput, resolveInput } from './input.js';
 import { assertDumpTarget, DUMP_MANIFEST, DUMP_SCHEMA, type DumpManifest, removeStaleStages } from '../repro/dump.js';
 import { toolVersion } from '../version.js';
 import { ProgressLine } from './progress.js';
+import { prefixesBefore } from '../compare/forced_rows.js';
 
 export interface DiffArgs {
   model: string;
@@ -265,7 +266,7 @@ export async function runDiffCommand(a: DiffArgs): Promise<{ code: ExitCode; rep
         recorded: {
           status: st.status, accumulated: st.accumulated, isolated: st.isolated, drill: st.drill ?? null,
           floor: st.floor ?? null,
-          free_prefix: report.stages.slice(0, report.stages.indexOf(st)).flatMap((s) => s.flips?.accumulated?.tokens ?? []).reduce<number | null>((m, t) => (m === null ? t : Math.min(m, t)), null),
+          free_prefix: ((p) => (Number.isFinite(p) ? p : null))(prefixesBefore(report.stages.map((s) => s.name), (n) => report.stages.find((s) => s.name === n)?.flips?.accumulated?.tokens ?? []).get(st.name)!),
         },
       });
     }

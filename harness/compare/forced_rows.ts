@@ -31,6 +31,20 @@ export function nextPrefixEnd(prefixEnd: number, flippedHere: readonly number[])
   return flippedHere.reduce((m, t) => Math.min(m, t), prefixEnd);
 }
 
+/**
+ * For each stage of a run in forward order, the first token flipped at an earlier stage (Infinity: none), from each
+ * stage's flipped tokens: what diff carries through its layers, what compare and a repro bundle read back.
+ */
+export function prefixesBefore(stages: readonly string[], flippedAt: (stage: string) => readonly number[]): Map<string, number> {
+  const out = new Map<string, number>();
+  let prefix = Infinity;
+  for (const s of stages) {
+    out.set(s, prefix);
+    prefix = nextPrefixEnd(prefix, flippedAt(s));
+  }
+  return out;
+}
+
 /** `a` (tokens on its first axis) restricted to the rows of `rows`, in their order. */
 export function pickRows(a: Act, rows: readonly number[]): Act {
   const T = a.shape[0];

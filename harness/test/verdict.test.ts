@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { judgeFlips, topkIds } from '../compare/flips.js';
 import { roundActF16 } from '../compare/floor.js';
-import { forcedRows, nextPrefixEnd, pickRows } from '../compare/forced_rows.js';
+import { forcedRows, nextPrefixEnd, pickRows, prefixesBefore } from '../compare/forced_rows.js';
 import { compareActs, compareLogits, judgedKlP99, judgedTop1 } from '../compare/metrics.js';
 import { DEFAULT_POLICY, loadPolicyFile, makePolicy, parsePolicy, resolvePolicy, stageKind, thresholdsFor, verdict } from '../compare/policy.js';
 import type { DiffArgs } from '../cli/diff.js';
@@ -273,6 +273,9 @@ describe('the three questions on deepseek-v4-tiny, 200 tokens', () => {
     expect(forcedRows(6, 3, [1])).toEqual([0, 2]);
     expect(forcedRows(6, 0, [])).toEqual([]);
     expect([nextPrefixEnd(Infinity, []), nextPrefixEnd(Infinity, [4, 1]), nextPrefixEnd(2, [4])]).toEqual([Infinity, 1, 2]);
+    // carried through a run's stages: each stage sees the first token flipped before it
+    const flipped: Record<string, number[]> = { 'layer.1': [5, 3], 'layer.2': [1] };
+    expect([...prefixesBefore(['embed', 'layer.0', 'layer.1', 'layer.2', 'logits'], (n) => flipped[n] ?? [])]).toEqual([['embed', Infinity], ['layer.0', Infinity], ['layer.1', Infinity], ['layer.2', 3], ['logits', 1]]);
     // [3 tokens, 2, 2]: each token's 4 values, in the order given
     const a = act([3, 2, 2], Float32Array.from({ length: 12 }, (_, i) => i));
     const p = pickRows(a, [2, 0]);
