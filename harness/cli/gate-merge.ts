@@ -165,6 +165,7 @@ function checkSelf(p: ShardPartial, dir: string, file: string): Map<number, Repo
 function differences(a: ShardPartial, b: ShardPartial): string[] {
   const d: string[] = [];
   if (a.model.fingerprint !== b.model.fingerprint) d.push(`the checkpoint (fingerprint ${short(b.model.fingerprint)}… ≠ ${short(a.model.fingerprint)}…)`);
+  else if (canonicalJson(a.model.headers ?? null) !== canonicalJson(b.model.headers ?? null)) d.push('the shards\' header digests (model.headers)');
   if (a.model.architecture !== b.model.architecture || a.model.num_layers !== b.model.num_layers) d.push(`the model (${b.model.architecture}/${b.model.num_layers} layers ≠ ${a.model.architecture}/${a.model.num_layers})`);
   const da = deviceKey(a.device);
   const db = deviceKey(b.device);

@@ -273,7 +273,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       human.write(`${useColour(human as { isTTY?: boolean }) ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
     }
     if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
-    const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files };
+    const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()) };
     const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
     if (failed.length > 0 && !terminal().quiet) {
       human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => printable(s.name)).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);

@@ -16,7 +16,8 @@ import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { openCheckpointFingerprint } from '../gate/fingerprint.js';
-import { type AcceptanceRecord, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
+import { type AcceptanceRecord, readRecordText, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
+import { deferredFingerprint, type RecordedModel } from '../gate/deferred.js';
 import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
 import { eosIds, resolveSampling } from '../generate/generation_config.js';
@@ -105,15 +106,19 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       if (hasTokenizer(ck.dir)) for (const f of ['tokenizer.json', 'tokenizer_config.json']) ck.readMeta(f);
       // pinned before they are hashed: a shard written after this is caught after the next forward pass (afterForward)
       shardPins = ck.shardIdentities();
-      const fp = await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
+      // the record is read once: what decides how the checkpoint is fingerprinted is what is verified
+      const recordText = readRecordText(a.record);
+      const deferred = a.fp16Cache !== undefined && a.verify !== 'full' && recordText !== null ? fingerprintForCache(ck, recordText, a.fp16Cache) : null;
+      const fp = deferred ?? await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
-        recordFile: a.record, modelDir: ck.dir, fingerprint: fp, device: backend.identity, build: backendBuild(backend), policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),
+        recordFile: a.record, recordText: recordText ?? undefined, modelDir: ck.dir, fingerprint: fp, device: backend.identity, build: backendBuild(backend), policy, key: signingKey(), requireSignature: signatureRequired(a.requireSignature),
         fixCommand: gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy),
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
       if (a.fp16Cache !== undefined) fp16CacheDigest = boundCacheDigest(a.fp16Cache, fp.value, record, gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy));
-      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${typeof fp16CacheDigest === 'string' ? ', FP16 cache vouched for' : ''})\n`);
+      const how = typeof fp16CacheDigest === 'string' ? `, FP16 cache vouched for${deferred !== null ? '; the checkpoint\'s shards checked by their headers, their data hashed only if read' : ''}` : '';
+      io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${how})\n`);
     }
 
     const tk = hasTokenizer(ck.dir) ? loadTokenizer(ck.dir, (n) => ck.readMeta(n)) : null;
@@ -200,6 +205,26 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     opened?.close();
     ck.close();
   }
+}
+
+/**
+ * The checkpoint's fingerprint for a run whose weights all come from the FP16 cache at `dir` (harness/gate/deferred.ts:
+ * shards checked by size and header, their data hashed only if read), or null for the full fingerprint: the record
+ * has no header digests, a shard differs from it, or the cache is not this record's checkpoint's (no manifest, or
+ * one of another fingerprint: the run would then dequantize the checkpoint, and reads all of it).
+ */
+function fingerprintForCache(ck: Checkpoint, recordText: string, dir: string) {
+  let model: RecordedModel;
+  let man: Fp16ManifestBase | null;
+  try {
+    model = (JSON.parse(recordText) as { model?: RecordedModel }).model ?? {};
+    const text = readManifestText(dir);
+    man = text === null ? null : (JSON.parse(text) as Fp16ManifestBase);
+  } catch {
+    return null; // verifyRecord, or the cache's loader, names what is wrong
+  }
+  if (typeof model.fingerprint !== 'string' || man?.checkpoint?.fingerprint !== model.fingerprint) return null;
+  return deferredFingerprint(ck, model);
 }
 
 /**

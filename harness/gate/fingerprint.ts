@@ -427,6 +427,41 @@ function assertUnchanged(file: string, key: ReturnType<typeof keyOf>, n: number,
   }
 }
 
+/**
+ * The SHA-256 of one file of a checkpoint open as `fd`, in this thread (a read that must not wait: the data guard of
+ * harness/gate/deferred.ts, on the path of a tensor read), with the stat-keyed cache as fingerprintFiles uses it.
+ */
+export function fileSha256Sync(dir: string, name: string, fd: number, o: FingerprintOptions = {}): string {
+  const file = path.join(dir, name);
+  const abs = realish(file);
+  const key = keyOf(fs.fstatSync(fd, { bigint: true }));
+  const macKey = o.macKey === undefined ? defaultKey() : o.macKey;
+  const cacheFile = fingerprintCacheFile();
+  const useCache = (o.useCache ?? true) !== false && !isInside(realish(cacheFile), realish(o.protect ?? dir));
+  if (useCache && o.useCache !== 'write') {
+    const e = readCache(cacheFile).entries[abs];
+    if (e !== undefined && typeof e.sha256 === 'string' && sameKey(e, key) && macOk(macKey, abs, e)) return e.sha256;
+  }
+  const h = createHash('sha256');
+  const buf = Buffer.allocUnsafe(4 << 20);
+  let at = 0;
+  for (let n; (n = fs.readSync(fd, buf, 0, buf.length, at)) > 0; at += n) h.update(buf.subarray(0, n));
+  assertUnchanged(file, key, at, fd);
+  const sha256 = h.digest('hex');
+  if (useCache && !racy(key, o.racyMs ?? RACY_MS)) {
+    const latest = readCache(cacheFile);
+    forgetGone(latest);
+    const e = { ...key, sha256 };
+    latest.entries[abs] = macKey !== null ? { ...e, mac: entryMac(macKey, abs, e) } : e;
+    try {
+      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
+    } catch (err) {
+      (o.stderr ?? process.stderr).write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(err as Error).message}\n`);
+    }
+  }
+  return sha256;
+}
+
 /** The fingerprint of a checkpoint folder: its shards (from the index or model.safetensors) and metadata. */
 export async function checkpointFingerprint(dir: string, shardFiles: readonly string[], o: FingerprintOptions = {}): Promise<Fingerprint> {
   return fingerprintFiles(dir, checkpointFiles(dir, shardFiles), { protect: dir, ...o });

@@ -64,7 +64,12 @@ export interface AcceptanceRecord {
    * backend and its native files), which generation must run under too; a record made before builds were recorded has none
    */
   tool: { name: 'layerdiff'; version: string; build?: string };
-  model: { path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[] };
+  /**
+   * `headers`: per shard, the SHA-256 of its header as the gate parsed it (8-byte length and JSON). Generation from an
+   * FP16 cache reads names and shapes from the shards and no data, and so checks these instead of hashing the shards
+   * (harness/gate/deferred.ts); records of earlier versions have none (their shards are hashed)
+   */
+  model: { path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[]; headers?: Record<string, string> };
   device: DeviceIdentity;
   policy: Policy;
   acceptance: {
@@ -153,6 +158,8 @@ export class RecordMismatch extends LockedError {
 
 export interface VerifyInput {
   recordFile: string | undefined;
+  /** the record file's text as the caller already read it (readRecordText): checked as it is, not read again */
+  recordText?: string;
   modelDir: string;
   fingerprint: Fingerprint;
   device: DeviceIdentity;
@@ -225,6 +232,13 @@ export function recordProblems(r: unknown): string[] {
     else if (!/^sha256:[0-9a-f]{64}$/.test(m.fingerprint)) p.push('model.fingerprint is not sha256:<64 lowercase hex>');
     else if (combineDigests(files as FileDigest[]) !== m.fingerprint) p.push('model.fingerprint is not the digest of model.files');
     else if (new Set(files.map((f) => (f as FileDigest).name)).size !== files.length) p.push('model.files lists a file twice');
+    else if ('headers' in m) {
+      const h = m.headers;
+      const names = new Set(files.map((f) => (f as FileDigest).name));
+      if (!isObj(h) || Object.keys(h).length === 0 || Object.entries(h).some(([k, v]) => !names.has(k) || typeof v !== 'string' || !HEX64.test(v))) {
+        p.push('model.headers is not {shard in model.files: 64 lowercase hex}');
+      }
+    }
   }
   const a = r.acceptance;
   if (!isObj(a) || !Array.isArray(a.prompts) || a.prompts.length === 0) p.push('acceptance.prompts missing or empty');
@@ -251,6 +265,20 @@ export function recordProblems(r: unknown): string[] {
 
 const shortHash = (h: string) => h.replace(/^sha256:/, '').slice(0, 12);
 
+/**
+ * The text of the record file, read once, for a caller that looks at the record before verifying it (generate, to
+ * fingerprint the checkpoint as the record allows: harness/gate/deferred.ts) and then verifies those very bytes
+ * (VerifyInput.recordText); null where it cannot be read (verifyRecord then says why).
+ */
+export function readRecordText(file: string | undefined): string | null {
+  if (file === undefined || !fs.existsSync(file)) return null;
+  try {
+    return readRegularText(file);
+  } catch {
+    return null;
+  }
+}
+
 export function verifyRecord(v: VerifyInput): AcceptanceRecord {
   let fix = v.fixCommand;
   const locked = (reasons: LockReason[], what: string[]): never => {
@@ -261,7 +289,7 @@ export function verifyRecord(v: VerifyInput): AcceptanceRecord {
   if (!fs.existsSync(file)) locked(['no-record'], [`no acceptance record at ${file}`]);
   let rec: AcceptanceRecord;
   try {
-    rec = JSON.parse(readRegularText(file)) as AcceptanceRecord; // a FIFO or a device is refused, not read until it ends
+    rec = JSON.parse(v.recordText ?? readRegularText(file)) as AcceptanceRecord; // a FIFO or a device is refused, not read until it ends
   } catch (e) {
     return locked(['invalid'], [`${file} is not a readable JSON acceptance record (${(e as Error).message})`]);
   }

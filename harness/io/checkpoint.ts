@@ -133,6 +133,39 @@ export class Checkpoint {
     }
   }
 
+  /** A shard's size in bytes as it was opened. */
+  shardSize(shard: string): number {
+    return this.shard(shard).fileSize;
+  }
+
+  /** Each shard's header digest (SafetensorsFile.headerSha256): what a record binds of shards a run reads no data of. */
+  headerDigests(): Map<string, string> {
+    return new Map(this.shardFiles.map((s) => [s, this.shard(s).headerSha256]));
+  }
+
+  /**
+   * Call `guard(shard)` before the first read of any tensor data in each shard (reads, reservations, row ranges; not
+   * the read-ahead's advice, which brings nothing into this process): generate from an FP16 cache verifies a shard's content only if the run
+   * turns out to read it (harness/gate/deferred.ts). The guard throws to stop the read.
+   */
+  guardData(guard: (shard: string) => void): void {
+    this.dataGuard = guard;
+    this.guarded.clear();
+  }
+
+  private dataGuard: ((shard: string) => void) | null = null;
+  private readonly guarded = new Set<string>();
+
+  /** the shard holding `name`'s data, past the guard */
+  private dataShard(name: string): SafetensorsFile {
+    const shard = this.weightMap.get(name)!;
+    if (this.dataGuard !== null && !this.guarded.has(shard)) {
+      this.dataGuard(shard);
+      this.guarded.add(shard);
+    }
+    return this.shard(shard);
+  }
+
   /** The `generator` metadata its shards agree on (e.g. a repro bundle's), or null. */
   generator(): string | null {
     const seen = new Set(this.shardFiles.map((f) => this.shard(f).metadata.generator));
@@ -173,6 +206,7 @@ export class Checkpoint {
       runs.push([info.begin, info.end]);
     }
     for (const [shard, runs] of byShard) {
+      // advice only (no byte reaches this process): not past the data guard
       const fd = this.shard(shard).descriptor;
       runs.sort((a, b) => a[0] - b[0]);
       // a length of 0 would mean "to the end of the file" to posix_fadvise: empty runs are not advised
@@ -192,20 +226,20 @@ export class Checkpoint {
   read(name: string): Uint8Array {
     const info = this.info(name);
     this.bytesRead += info.end - info.begin;
-    return this.shard(this.weightMap.get(name)!).read(info);
+    return this.dataShard(name).read(info);
   }
 
   /** A read of one tensor left to the caller (SafetensorsFile.reserve): counted as read. */
   reserve(name: string): DeferredRead {
     const info = this.info(name);
     this.bytesRead += info.end - info.begin;
-    return this.shard(this.weightMap.get(name)!).reserve(info);
+    return this.dataShard(name).reserve(info);
   }
 
   readRange(name: string, offset: number, length: number): Uint8Array {
     const info = this.info(name);
     this.bytesRead += length;
-    return this.shard(this.weightMap.get(name)!).readRange(info, offset, length);
+    return this.dataShard(name).readRange(info, offset, length);
   }
 
   /** Total bytes of tensor data (for progress estimates). */

@@ -8,6 +8,7 @@
 import { mapRange } from './map.js';
 import { activeReadPool } from './read_pool.js';
 import * as fs from 'node:fs';
+import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { InputError } from '../errors.js';
 import { writeFileAtomic } from './writer.js';
@@ -55,14 +56,20 @@ export class SafetensorsFile {
   readonly tensors: Map<string, TensorInfo>;
   readonly metadata: Record<string, string>;
   readonly fileSize: number;
+  /**
+   * SHA-256 (hex) of the bytes the header was parsed from (the 8-byte length and the JSON): what an acceptance
+   * record binds of a shard whose data a run never reads (generate from an FP16 cache: names and shapes only)
+   */
+  readonly headerSha256: string;
   private fd: number | undefined;
 
-  private constructor(file: string, tensors: Map<string, TensorInfo>, metadata: Record<string, string>, size: number, fd: number) {
+  private constructor(file: string, tensors: Map<string, TensorInfo>, metadata: Record<string, string>, size: number, fd: number, headerSha256: string) {
     this.file = file;
     this.tensors = tensors;
     this.metadata = metadata;
     this.fileSize = size;
     this.fd = fd;
+    this.headerSha256 = headerSha256;
   }
 
   static open(file: string): SafetensorsFile {
@@ -90,7 +97,7 @@ export class SafetensorsFile {
       const dataStart = 8 + n;
       const dataLen = size - dataStart;
       const { tensors, metadata } = parseHeader(header as Record<string, unknown>, shown, dataStart, dataLen);
-      return new SafetensorsFile(file, tensors, metadata, size, fd);
+      return new SafetensorsFile(file, tensors, metadata, size, fd, createHash('sha256').update(lenBuf).update(hb).digest('hex'));
     } catch (e) {
       fs.closeSync(fd);
       throw e;
