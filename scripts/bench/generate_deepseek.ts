@@ -11,6 +11,10 @@
  *     dequantizing the checkpoint. DeepSeek-V4 binds routed experts lazily, so start-up reads every layer's
  *     other weights and the head but only the experts that token is routed to (6 of 256 per layer at real
  *     width): start-up means "ready to emit the first token", not "every expert in memory";
+ *     and, --wide only, on a new host (an empty digest cache, nothing hashed before), each side with the trust chain
+ *     generate runs in the measured time: dequantizing after the checkpoint's SHA-256 fingerprint, against the FP16
+ *     cache with the checkpoint checked by its shards' headers against the record (harness/gate/deferred.ts) and the
+ *     cache's BLAKE3 of what the first token reads;
  *   - deepseek-v4-tiny also: the FP32 reference's full recompute (it has no cached decoder), and the cached
  *     decode at LONG_CONTEXT tokens, where the ratio-4 layers' indexer ranks LONG_CONTEXT/4 entries per step;
  * tiny: deepseek-v4-tiny in process, medians of several runs after a warm-up.
@@ -37,7 +41,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
 import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
 import { DeepseekV4DeviceDecoder, withHeldHead } from '../../device-hip/deepseek_v4_decode.js';
-import { checkpointFingerprint } from '../../harness/gate/fingerprint.js';
+import { deferredFingerprint, type RecordedModel } from '../../harness/gate/deferred.js';
+import { checkpointFingerprint, openCheckpointFingerprint } from '../../harness/gate/fingerprint.js';
 import type { Decoder } from '../../harness/contracts/decoder.js';
 import { loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../../harness/generate/fp16cache_deepseek_v4.js';
 import { RecomputeDecoder } from '../../harness/generate/recompute.js';
@@ -74,6 +79,28 @@ async function startupMs(model: string, source: Source, cacheDir: string, finger
   try {
     const m = new DeepseekV4Checkpoint(ck);
     const src = await weightsOf(source, m, cacheDir, fingerprint, racyMs);
+    new DeepseekV4DeviceDecoder(src.w, N, K).prefill([[11]], 2);
+    src.close();
+    return performance.now() - t0;
+  } finally {
+    ck.close();
+  }
+}
+
+/**
+ * Open → first logits on a host that has hashed nothing before (an empty digest cache), the trust chain included as
+ * `generate` runs it on each side: dequantizing, the checkpoint's SHA-256 fingerprint (every shard, on every core),
+ * which the record check needs; from the FP16 cache, the fingerprint made from the record's digests and the shards'
+ * headers (harness/gate/deferred.ts: the cache path reads no shard data) and the cache's BLAKE3 of what it reads.
+ * `recorded` is the record's model section (its files' digests and headers, as `gate` writes them).
+ */
+async function newHostStartupMs(model: string, source: Source, cacheDir: string, recorded: RecordedModel, N: DeviceNative, K: DeepseekNative): Promise<number> {
+  const t0 = performance.now();
+  const ck = Checkpoint.open(model);
+  try {
+    const fp = source === 'dequant' ? await openCheckpointFingerprint(ck) : deferredFingerprint(ck, recorded);
+    if (fp === null || fp.value !== recorded.fingerprint) throw new Error('the fingerprint made from the record is not the record\'s');
+    const src = await weightsOf(source, new DeepseekV4Checkpoint(ck), cacheDir, fp.value);
     new DeepseekV4DeviceDecoder(src.w, N, K).prefill([[11]], 2);
     src.close();
     return performance.now() - t0;
@@ -153,10 +180,15 @@ function runChild(task: string, args: string[], env: Record<string, string>): Ch
 async function child(task: string, source: Source, model: string, cacheDir: string): Promise<void> {
   const N = loadDeviceNative();
   const K = loadDeepseekNative();
+  const done = (ms: number, extra?: Record<string, number>) => process.stdout.write(JSON.stringify({ ms, maxRssMiB: peakRssMiB(), extra } satisfies ChildOut) + '\n');
+  if (task === 'new-host') {
+    // nothing hashed before this child (its digest cache is empty): the fingerprint is in the measured time
+    done(await newHostStartupMs(model, source, cacheDir, JSON.parse(fs.readFileSync(process.env.LAYERDIFF_BENCH_RECORDED!, 'utf8')) as RecordedModel, N, K));
+    return;
+  }
   const probe = Checkpoint.open(model);
   const fp = (await checkpointFingerprint(model, probe.shardFiles)).value;
   probe.close();
-  const done = (ms: number, extra?: Record<string, number>) => process.stdout.write(JSON.stringify({ ms, maxRssMiB: peakRssMiB(), extra } satisfies ChildOut) + '\n');
   if (task === 'convert') {
     const ck = Checkpoint.open(model);
     const t0 = performance.now();
@@ -225,17 +257,30 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   // cache's first load, in a digest cache of its own made for each run, holding the checkpoint's digests but none of
   // the cache's (as after a convert: the files the manifest vouches for as a whole are hashed in the measured time;
   // routed experts are hashed when first routed to, as always). The page cache is warm for all three.
-  const sides = ['dequant', 'cache', 'first'] as const;
-  const start: Record<(typeof sides)[number], number[]> = { dequant: [], cache: [], first: [] };
+  // And two more, a new host's (nothing hashed before: an empty digest cache each run), each side with the trust
+  // chain generate runs (newHostStartupMs), the record's model section written here as gate writes it.
+  const recordedFile = path.join(base, 'recorded-model.json');
+  {
+    const ck = Checkpoint.open(model);
+    try {
+      const fp = await openCheckpointFingerprint(ck, { protect: model });
+      fs.writeFileSync(recordedFile, JSON.stringify({ fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()) }));
+    } finally {
+      ck.close();
+    }
+  }
+  const sides = ['dequant', 'cache', 'first', 'new-dequant', 'new-cache'] as const;
+  const start: Record<(typeof sides)[number], number[]> = { dequant: [], cache: [], first: [], 'new-dequant': [], 'new-cache': [] };
   for (let i = 0; i < STARTUP_ROUNDS; i++) {
     for (const s of sides) {
-      if (s !== 'first') {
+      if (s === 'dequant' || s === 'cache') {
         start[s].push(runChild('startup', [s, model, cacheDir], env).ms);
         continue;
       }
-      const fresh = digestsWithout(env.LAYERDIFF_CACHE_DIR, cacheDir);
+      const fresh = s === 'first' ? digestsWithout(env.LAYERDIFF_CACHE_DIR, cacheDir) : fs.mkdtempSync(path.join(os.tmpdir(), 'layerdiff-digests-'));
       try {
-        start[s].push(runChild('startup', ['cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh }).ms);
+        if (s === 'first') start[s].push(runChild('startup', ['cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh }).ms);
+        else start[s].push(runChild('new-host', [s === 'new-dequant' ? 'dequant' : 'cache', model, cacheDir], { LAYERDIFF_CACHE_DIR: fresh, LAYERDIFF_BENCH_RECORDED: recordedFile }).ms);
       } finally {
         fs.rmSync(fresh, { recursive: true, force: true });
       }
@@ -243,13 +288,14 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   }
   for (const s of sides) {
     const counted = start[s].slice(1); // the first round warms up
-    const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', first: 'fp16_cache_first_load' }[s];
+    const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', first: 'fp16_cache_first_load', 'new-dequant': 'new_host.dequant_at_load', 'new-cache': 'new_host.fp16_cache' }[s];
     out[`deepseek_v4_wide.startup.${key}.ms`] = median(counted);
     out[`deepseek_v4_wide.startup.${key}.min_ms`] = Math.min(...counted);
     out[`deepseek_v4_wide.startup.${key}.max_ms`] = Math.max(...counted);
   }
   out['deepseek_v4_wide.startup.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
   out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
+  out['deepseek_v4_wide.startup.new_host.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.new_host.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.new_host.fp16_cache.ms'];
   for (const s of ['dequant', 'cache'] as const) {
     const d = runChild('decode', [s, model, cacheDir], env);
     const r = runChild('recompute', [s, model, cacheDir], env);
@@ -286,6 +332,8 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   if (wide) {
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
+    const nh = (k: string) => `${f(`deepseek_v4_wide.startup.new_host.${k}.min_ms`, 0).trim()}–${f(`deepseek_v4_wide.startup.new_host.${k}.max_ms`, 0).trim()}`;
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, new host`.padEnd(40)} ${f('deepseek_v4_wide.startup.new_host.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.new_host.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.new_host.fp16_cache_speedup')}  (nothing hashed before; each side's trust chain as generate runs it: the checkpoint's SHA-256 fingerprint, against the shards' headers and the cache's BLAKE3 of what is read; ${nh('fp16_cache')} against ${nh('dequant_at_load')} ms)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
   }
