@@ -15,7 +15,7 @@ import { ExitCode, InputError } from '../errors.js';
 import { buildRecord, failedPrompts, summarize } from '../gate/accept.js';
 import { combineDigests } from '../gate/fingerprint.js';
 import { checkPartialSignature, PARTIAL_MANIFEST, readPartial, reportFileName, type ShardPartial } from '../gate/partial.js';
-import { canonicalJson, deviceKey, policyDifferences, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
+import { canonicalJson, deviceKey, modelProblems, policyDifferences, type PromptSummary, signingKey, writeRecord } from '../gate/record.js';
 import { ASSIGNMENT, assignShards, promptSetDigest } from '../gate/shard.js';
 import { readRegularBytes, utf8Text } from '../io/regular.js';
 import { assertDistinctPaths } from '../io/writer.js';
@@ -133,6 +133,8 @@ function checkSelf(p: ShardPartial, dir: string, file: string): Map<number, Repo
   if (p.tool.version !== toolVersion()) throw new InputError(`--merge: the shard ran layerdiff ${p.tool.version}, this is ${toolVersion()}: a record vouches for one tool's device path`, { file });
   if (p.shard.assignment !== ASSIGNMENT) throw new InputError(`--merge: prompts assigned by ${JSON.stringify(p.shard.assignment)}, this tool assigns by ${ASSIGNMENT}`, { file });
   if (combineDigests(p.model.files) !== p.model.fingerprint) throw new InputError('--merge: model.fingerprint is not the digest of model.files (edited?)', { file });
+  const model = modelProblems(p.model);
+  if (model.length > 0) throw new InputError(`--merge: ${model[0]} (edited?)`, { file });
   const set = p.prompt_set.prompts;
   if (promptSetDigest(set) !== p.prompt_set.digest) throw new InputError('--merge: prompt_set.digest is not the digest of prompt_set.prompts (edited?)', { file });
   for (const q of p.prompts) {
@@ -165,7 +167,7 @@ function checkSelf(p: ShardPartial, dir: string, file: string): Map<number, Repo
 function differences(a: ShardPartial, b: ShardPartial): string[] {
   const d: string[] = [];
   if (a.model.fingerprint !== b.model.fingerprint) d.push(`the checkpoint (fingerprint ${short(b.model.fingerprint)}… ≠ ${short(a.model.fingerprint)}…)`);
-  else if (canonicalJson(a.model.headers ?? null) !== canonicalJson(b.model.headers ?? null)) d.push('the shards\' header digests (model.headers)');
+  else if (canonicalJson([a.model.headers ?? null, a.model.data_samples ?? null]) !== canonicalJson([b.model.headers ?? null, b.model.data_samples ?? null])) d.push('the shards\' header and data-sample digests (model.headers, model.data_samples)');
   if (a.model.architecture !== b.model.architecture || a.model.num_layers !== b.model.num_layers) d.push(`the model (${b.model.architecture}/${b.model.num_layers} layers ≠ ${a.model.architecture}/${a.model.num_layers})`);
   const da = deviceKey(a.device);
   const db = deviceKey(b.device);

@@ -160,6 +160,9 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
   const log = (line: string) => !terminal().quiet && process.stderr.write(line + '\n');
   const shard = a.shard !== undefined ? parseShard(a.shard) : a.out !== undefined ? { index: 1, count: 1 } : null;
   const ck = Checkpoint.open(a.model);
+  // each shard as its header was parsed: the record binds that header beside a digest hashed later, so neither may
+  // belong to an edit in between (checked before anything is written)
+  const pins = ck.shardIdentities();
   try {
     const backend = selectBackend(a.device);
     const faults = a.inject !== undefined ? parseInject(a.inject, Number.MAX_SAFE_INTEGER) : null;
@@ -273,7 +276,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
       human.write(`${useColour(human as { isTTY?: boolean }) ? `\x1b[1;31m${vl}\x1b[0m` : vl}\n`);
     }
     if (!terminal().quiet) human.write(renderGateTable(summaries, policy, backend.identity.name, { numbers: mine.map((i) => i + 1), of: prompts.length, shard }) + '\n');
-    const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()) };
+    const modelEntry = { path: path.resolve(ck.dir), architecture: model.architecture, num_layers: model.numLayers, fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()), data_samples: Object.fromEntries(ck.dataSampleDigests()) };
     const weightsEntry = { checked: weights.checked, exact: weights.exact, mismatched: weights.mismatched, overflow_blocks: weights.overflow_blocks, underflow_blocks: weights.underflow_blocks };
     if (failed.length > 0 && !terminal().quiet) {
       human.write(`FAIL — ${failed.length} of ${summaries.length} acceptance prompts${shard !== null ? ` of shard ${shard.index}/${shard.count}` : ''} failed (${failed.map((s) => printable(s.name)).join(', ')}); no record written${a.record !== undefined && fs.existsSync(a.record) ? ` (the existing ${a.record} is left as it was)` : ''}\n`);
@@ -296,6 +299,7 @@ export async function runGate(a: GateArgs, out: NodeJS.WritableStream = process.
     // re-check by path (stat-only with the cache), which also sees a shard swapped since it was opened.
     const after = await checkpointFingerprint(ck.dir, ck.shardFiles);
     if (after.value !== fp.value) throw new InputError('the checkpoint changed while the gate ran; no record written', { file: ck.dir });
+    ck.unchangedSince(pins);
 
     if (a.out !== undefined) {
       // A failing shard still writes its partial: the merge names it and its failing prompts.

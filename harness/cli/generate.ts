@@ -108,7 +108,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       shardPins = ck.shardIdentities();
       // the record is read once: what decides how the checkpoint is fingerprinted is what is verified
       const recordText = readRecordText(a.record);
-      const deferred = a.fp16Cache !== undefined && a.verify !== 'full' && recordText !== null ? fingerprintForCache(ck, recordText, a.fp16Cache) : null;
+      const deferred = a.fp16Cache !== undefined && a.verify !== 'full' && recordText !== null ? fingerprintForCache(ck, recordText, a.fp16Cache, (t) => io.stderr.write(t)) : null;
       const fp = deferred ?? await openCheckpointFingerprint(ck, { useCache: a.verify === 'full' ? 'write' : true });
       fingerprint = fp.value;
       record = verifyRecord({
@@ -117,7 +117,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
         newRecordCommand: (rec) => gateCommand(a.model, rec, a.device, policy),
       });
       if (a.fp16Cache !== undefined) fp16CacheDigest = boundCacheDigest(a.fp16Cache, fp.value, record, gateCommand(a.model, a.record ?? 'acceptance.json', a.device, policy));
-      const how = typeof fp16CacheDigest === 'string' ? `, FP16 cache vouched for${deferred !== null ? '; the checkpoint\'s shards checked by their headers, their data hashed only if read' : ''}` : '';
+      const how = typeof fp16CacheDigest === 'string' ? `, FP16 cache vouched for${deferred !== null ? '; the checkpoint\'s shards checked by header and sample, their data hashed only if read' : ''}` : '';
       io.stderr.write(`layerdiff: optimized path unlocked by ${a.record} (gate passed ${record.created}, ${record.acceptance.prompts.length} prompts, ${backend.identity.name}${how})\n`);
     }
 
@@ -209,11 +209,11 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
 
 /**
  * The checkpoint's fingerprint for a run whose weights all come from the FP16 cache at `dir` (harness/gate/deferred.ts:
- * shards checked by size and header, their data hashed only if read), or null for the full fingerprint: the record
- * has no header digests, a shard differs from it, or the cache is not this record's checkpoint's (no manifest, or
+ * shards checked by size, header and data sample, their data hashed only if read), or null for the full fingerprint: the record
+ * has no header and sample digests, a shard differs from it, or the cache is not this record's checkpoint's (no manifest, or
  * one of another fingerprint: the run would then dequantize the checkpoint, and reads all of it).
  */
-function fingerprintForCache(ck: Checkpoint, recordText: string, dir: string) {
+function fingerprintForCache(ck: Checkpoint, recordText: string, dir: string, note: (line: string) => void) {
   let model: RecordedModel;
   let man: Fp16ManifestBase | null;
   try {
@@ -224,7 +224,7 @@ function fingerprintForCache(ck: Checkpoint, recordText: string, dir: string) {
     return null; // verifyRecord, or the cache's loader, names what is wrong
   }
   if (typeof model.fingerprint !== 'string' || man?.checkpoint?.fingerprint !== model.fingerprint) return null;
-  return deferredFingerprint(ck, model);
+  return deferredFingerprint(ck, model, { note });
 }
 
 /**

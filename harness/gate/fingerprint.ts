@@ -433,6 +433,15 @@ function assertUnchanged(file: string, key: ReturnType<typeof keyOf>, n: number,
  */
 export function fileSha256Sync(dir: string, name: string, fd: number, o: FingerprintOptions = {}): string {
   const file = path.join(dir, name);
+  try {
+    return sha256Sync(dir, file, fd, o);
+  } catch (e) {
+    if (e instanceof InputError) throw e;
+    throw new InputError(`cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, { file });
+  }
+}
+
+function sha256Sync(dir: string, file: string, fd: number, o: FingerprintOptions): string {
   const abs = realish(file);
   const key = keyOf(fs.fstatSync(fd, { bigint: true }));
   const macKey = o.macKey === undefined ? defaultKey() : o.macKey;

@@ -67,9 +67,14 @@ export interface AcceptanceRecord {
   /**
    * `headers`: per shard, the SHA-256 of its header as the gate parsed it (8-byte length and JSON). Generation from an
    * FP16 cache reads names and shapes from the shards and no data, and so checks these instead of hashing the shards
-   * (harness/gate/deferred.ts); records of earlier versions have none (their shards are hashed)
+   * (harness/gate/deferred.ts); `data_samples` beside it, a SHA-256 of 4 × 64 KiB of each shard's data
+   * (SafetensorsFile.dataSampleSha256), which tells apart checkpoints of one layout. Records of earlier versions have
+   * neither (their shards are hashed)
    */
-  model: { path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[]; headers?: Record<string, string> };
+  model: {
+    path: string; architecture: string; num_layers: number; fingerprint: string; files: FileDigest[];
+    headers?: Record<string, string>; data_samples?: Record<string, string>;
+  };
   device: DeviceIdentity;
   policy: Policy;
   acceptance: {
@@ -206,6 +211,31 @@ export function signatureRequired(flag: boolean | undefined): boolean {
 const HEX64 = /^[0-9a-f]{64}$/;
 const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/** What is wrong with a record's (or a shard partial's) model section: its files, fingerprint and shard digests. */
+export function modelProblems(m: unknown): string[] {
+  const p: string[] = [];
+  if (!isObj(m) || typeof m.fingerprint !== 'string' || !Array.isArray(m.files)) p.push('model.fingerprint/files missing');
+  else {
+    const files = m.files as unknown[];
+    const bad = files.findIndex((f) => !isObj(f) || typeof f.name !== 'string' || f.name === '' || !Number.isSafeInteger(f.size) || (f.size as number) < 0 || typeof f.sha256 !== 'string' || !HEX64.test(f.sha256));
+    if (files.length === 0) p.push('model.files is empty');
+    else if (bad >= 0) p.push(`model.files[${bad}] is not {name, size, sha256 (64 lowercase hex)}`);
+    else if (!/^sha256:[0-9a-f]{64}$/.test(m.fingerprint)) p.push('model.fingerprint is not sha256:<64 lowercase hex>');
+    else if (combineDigests(files as FileDigest[]) !== m.fingerprint) p.push('model.fingerprint is not the digest of model.files');
+    else if (new Set(files.map((f) => (f as FileDigest).name)).size !== files.length) p.push('model.files lists a file twice');
+    else {
+      const names = new Set(files.map((f) => (f as FileDigest).name));
+      for (const k of ['headers', 'data_samples'] as const) {
+        const h = m[k];
+        if (k in m && (!isObj(h) || Object.keys(h).length === 0 || Object.entries(h).some(([n, v]) => !names.has(n) || typeof v !== 'string' || !HEX64.test(v)))) {
+          p.push(`model.${k} is not {shard in model.files: 64 lowercase hex}`);
+        }
+      }
+    }
+  }
+  return p;
+}
+
 /**
  * What makes a record internally inconsistent (empty: consistent). A record says pass only if every prompt
  * passed; its digests are strict lowercase hex; its fingerprint is the combination of the file digests it
@@ -222,24 +252,7 @@ export function recordProblems(r: unknown): string[] {
   if (!isObj(r.device) || typeof r.device.name !== 'string') p.push('device.name missing');
   if (!isObj(r.policy) || typeof r.policy.metric !== 'string' || typeof r.policy.fail_above !== 'number' || typeof r.policy.warn_above !== 'number') p.push('policy incomplete');
   if (typeof r.created !== 'string') p.push('created missing');
-  const m = r.model;
-  if (!isObj(m) || typeof m.fingerprint !== 'string' || !Array.isArray(m.files)) p.push('model.fingerprint/files missing');
-  else {
-    const files = m.files as unknown[];
-    const bad = files.findIndex((f) => !isObj(f) || typeof f.name !== 'string' || f.name === '' || !Number.isSafeInteger(f.size) || (f.size as number) < 0 || typeof f.sha256 !== 'string' || !HEX64.test(f.sha256));
-    if (files.length === 0) p.push('model.files is empty');
-    else if (bad >= 0) p.push(`model.files[${bad}] is not {name, size, sha256 (64 lowercase hex)}`);
-    else if (!/^sha256:[0-9a-f]{64}$/.test(m.fingerprint)) p.push('model.fingerprint is not sha256:<64 lowercase hex>');
-    else if (combineDigests(files as FileDigest[]) !== m.fingerprint) p.push('model.fingerprint is not the digest of model.files');
-    else if (new Set(files.map((f) => (f as FileDigest).name)).size !== files.length) p.push('model.files lists a file twice');
-    else if ('headers' in m) {
-      const h = m.headers;
-      const names = new Set(files.map((f) => (f as FileDigest).name));
-      if (!isObj(h) || Object.keys(h).length === 0 || Object.entries(h).some(([k, v]) => !names.has(k) || typeof v !== 'string' || !HEX64.test(v))) {
-        p.push('model.headers is not {shard in model.files: 64 lowercase hex}');
-      }
-    }
-  }
+  p.push(...modelProblems(r.model));
   const a = r.acceptance;
   if (!isObj(a) || !Array.isArray(a.prompts) || a.prompts.length === 0) p.push('acceptance.prompts missing or empty');
   else {

@@ -143,6 +143,15 @@ export class Checkpoint {
     return new Map(this.shardFiles.map((s) => [s, this.shard(s).headerSha256]));
   }
 
+  /** Each shard's data sample digest (SafetensorsFile.dataSampleSha256), read now. */
+  dataSampleDigests(): Map<string, string> {
+    return new Map(this.shardFiles.map((s) => [s, this.dataSampleDigest(s)]));
+  }
+
+  dataSampleDigest(shard: string): string {
+    return this.shard(shard).dataSampleSha256();
+  }
+
   /**
    * Call `guard(shard)` before the first read of any tensor data in each shard (reads, reservations, row ranges; not
    * the read-ahead's advice, which brings nothing into this process): generate from an FP16 cache verifies a shard's content only if the run

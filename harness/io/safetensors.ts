@@ -42,6 +42,10 @@ export interface TensorInfo {
   file: string;
 }
 
+/** dataSampleSha256's windows: 4 × 64 KiB a shard (12 MB over the released model's 46 shards) */
+export const DATA_SAMPLE_WINDOWS = 4;
+export const DATA_SAMPLE_BYTES = 64 * 1024;
+
 /** A header larger than this is hostile, not a checkpoint (the Rust crate uses 100 MB). */
 const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 
@@ -61,15 +65,18 @@ export class SafetensorsFile {
    * record binds of a shard whose data a run never reads (generate from an FP16 cache: names and shapes only)
    */
   readonly headerSha256: string;
+  /** where the data begins: 8 + the header's length */
+  readonly dataStart: number;
   private fd: number | undefined;
 
-  private constructor(file: string, tensors: Map<string, TensorInfo>, metadata: Record<string, string>, size: number, fd: number, headerSha256: string) {
+  private constructor(file: string, tensors: Map<string, TensorInfo>, metadata: Record<string, string>, size: number, fd: number, headerSha256: string, dataStart: number) {
     this.file = file;
     this.tensors = tensors;
     this.metadata = metadata;
     this.fileSize = size;
     this.fd = fd;
     this.headerSha256 = headerSha256;
+    this.dataStart = dataStart;
   }
 
   static open(file: string): SafetensorsFile {
@@ -97,7 +104,7 @@ export class SafetensorsFile {
       const dataStart = 8 + n;
       const dataLen = size - dataStart;
       const { tensors, metadata } = parseHeader(header as Record<string, unknown>, shown, dataStart, dataLen);
-      return new SafetensorsFile(file, tensors, metadata, size, fd, createHash('sha256').update(lenBuf).update(hb).digest('hex'));
+      return new SafetensorsFile(file, tensors, metadata, size, fd, createHash('sha256').update(lenBuf).update(hb).digest('hex'), dataStart);
     } catch (e) {
       fs.closeSync(fd);
       throw e;
@@ -134,6 +141,32 @@ export class SafetensorsFile {
   }
 
   /** buf ← the file's bytes [info.begin + offset, + buf.length) through fd; a file that ends first is bad input */
+  /**
+   * SHA-256 (hex) of a sample of the data: DATA_SAMPLE_WINDOWS windows of DATA_SAMPLE_BYTES spread evenly from the
+   * data's first byte to its last (all of it when shorter), read now through the descriptor. A record binds it beside
+   * the header (harness/gate/deferred.ts): a checkpoint of the same layout whose weights differ (a fine-tune, another
+   * quantization, a later revision in the same folder) has the same header and sizes, but not these bytes.
+   */
+  dataSampleSha256(): string {
+    if (this.fd === undefined) throw new Error(`${this.file} is closed`);
+    const start = this.dataStart;
+    const len = this.fileSize - start;
+    const h = createHash('sha256');
+    const take = (at: number, n: number) => {
+      const b = Buffer.alloc(n);
+      let done = 0;
+      while (done < n) {
+        const got = fs.readSync(this.fd!, b, done, n - done, at + done);
+        if (got === 0) throw new InputError('file shrank while reading', { file: this.file });
+        done += got;
+      }
+      h.update(b);
+    };
+    if (len <= DATA_SAMPLE_WINDOWS * DATA_SAMPLE_BYTES) take(start, len);
+    else for (let i = 0; i < DATA_SAMPLE_WINDOWS; i++) take(start + Math.floor((i * (len - DATA_SAMPLE_BYTES)) / (DATA_SAMPLE_WINDOWS - 1)), DATA_SAMPLE_BYTES);
+    return h.digest('hex');
+  }
+
   private readInto(fd: number, info: TensorInfo, offset: number, buf: Uint8Array): void {
     let done = 0;
     while (done < buf.length) {

@@ -22,6 +22,7 @@ import { type AcceptanceRecord, RecordMismatch, recordProblems } from '../gate/r
 import { Checkpoint } from '../io/checkpoint.js';
 import { copyCheckpoint } from '../../fixtures/inject.js';
 import { LLAMA_TINY } from './cli.js';
+import { packageRoot } from '../version.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -32,6 +33,7 @@ const model = path.join(tmp, 'llama-tiny');
 const cache16 = path.join(tmp, 'fp16');
 const record = path.join(tmp, 'accept.json');
 const shards = ['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors'];
+const dataStart = (file: string) => 8 + Number(fs.readFileSync(file).readBigUInt64LE(0));
 let digests = 0;
 
 /** a fresh, empty digest cache: what a host that never hashed this checkpoint has */
@@ -52,6 +54,19 @@ function headerSha(file: string): string {
   const n = Number(b.readBigUInt64LE(0));
   return createHash('sha256').update(b.subarray(0, 8 + n)).digest('hex');
 }
+/** where the data's sample windows start: 4 of 64 KiB, the first at the data's first byte, the last ending at its last */
+const W = 64 * 1024;
+function windows(file: string): number[] {
+  const start = dataStart(file);
+  const len = fs.statSync(file).size - start;
+  return [0, 1, 2, 3].map((i) => start + Math.floor((i * (len - W)) / 3));
+}
+function sampleSha(file: string): string {
+  const b = fs.readFileSync(file);
+  return createHash('sha256').update(Buffer.concat(windows(file).map((at) => b.subarray(at, at + W)))).digest('hex');
+}
+/** a byte of the data outside every sample window (between the first two) */
+const unsampled = (file: string) => windows(file)[0] + W + 100;
 const genArgs = (over: Partial<GenerateArgs> = {}): GenerateArgs => ({
   model, prompt: ['The quick brown fox'], tokens: [], record, maxNewTokens: 4, temperature: 0, topP: 0.9, repetitionPenalty: 1.1, seed: 1,
   path: 'device', device: 'auto', metric: 'max_abs', failAbove: 0.1, warnAbove: 0.01, fp16Cache: cache16, ...over,
@@ -71,7 +86,6 @@ function poke(file: string, at: number, value?: number): number {
     fs.closeSync(fd);
   }
 }
-const dataStart = (file: string) => 8 + Number(fs.readFileSync(file).readBigUInt64LE(0));
 
 beforeAll(async () => {
   delete process.env.LAYERDIFF_SIGNING_KEY;
@@ -91,6 +105,9 @@ describe('the record binds each shard header', () => {
   it('model.headers is the SHA-256 of each shard\'s length prefix and JSON header, and a malformed entry is invalid', () => {
     const r = readRecord();
     expect(r.model.headers).toEqual(Object.fromEntries(shards.map((s) => [s, headerSha(path.join(model, s))])));
+    // the shards are longer than the 4 windows (so the sample is a sample, and an unsampled byte exists)
+    for (const s of shards) expect(fs.statSync(path.join(model, s)).size - dataStart(path.join(model, s))).toBeGreaterThan(4 * W);
+    expect(r.model.data_samples).toEqual(Object.fromEntries(shards.map((s) => [s, sampleSha(path.join(model, s))])));
     expect(recordProblems(r)).toEqual([]);
     const bad = (headers: unknown) => recordProblems({ ...r, model: { ...r.model, headers } });
     expect(bad({ 'other.safetensors': 'a'.repeat(64) })).toEqual(['model.headers is not {shard in model.files: 64 lowercase hex}']);
@@ -122,12 +139,24 @@ describe('generate from the FP16 cache', () => {
     const o = await runGenerate(genArgs({ record: old }), quiet);
     expect(o.weights).toBe('fp16-cache');
     expect(o.result.tokens).toEqual(full.result.tokens);
-    expect(hashedFiles(fresh3)).toEqual(expect.arrayContaining(shards));
+    expect(hashedFiles(fresh3)).toEqual(expect.arrayContaining(shards));    // a cache whose manifest names another checkpoint is not used (dequantized at load): the full fingerprint first
+    const mf = path.join(cache16, 'manifest.json');
+    const kept = fs.readFileSync(mf, 'utf8');
+    fs.writeFileSync(mf, JSON.stringify({ ...JSON.parse(kept), checkpoint: { ...JSON.parse(kept).checkpoint, fingerprint: `sha256:${'0'.repeat(64)}` } }));
+    try {
+      const fresh4 = freshDigests();
+      const stale = await runGenerate(genArgs(), quiet);
+      expect(stale.weights).toBe('dequant-at-load');
+      expect(stale.result.tokens).toEqual(full.result.tokens);
+      expect(hashedFiles(fresh4)).toEqual(expect.arrayContaining(shards));
+    } finally {
+      fs.writeFileSync(mf, kept);
+    }
   });
 
-  it('a shard whose data changed but whose header did not is not read, so the run is the gated one; a read of it is refused', async () => {
+  it('a shard whose data changed outside the sample is not read, so the run is the gated one; a read of it is refused', async () => {
     const file = path.join(model, shards[1]);
-    const at = dataStart(file) + 5;
+    const at = unsampled(file);
     const before = await runGenerate(genArgs(), quiet);
     const old = poke(file, at);
     try {
@@ -149,6 +178,29 @@ describe('generate from the FP16 cache', () => {
       await expect(runGenerate(genArgs({ fp16Cache: undefined }), quiet)).rejects.toThrow(/changed: model-00002-of-00002\.safetensors/);
     } finally {
       poke(file, at, old);
+    }
+  });
+
+  it('a shard whose sampled data differs (another checkpoint of this layout) takes the full fingerprint, which names it', async () => {
+    const file = path.join(model, shards[1]);
+    for (const at of [windows(file)[0] + 5, windows(file)[3] + W - 1]) {
+      const old = poke(file, at);
+      try {
+        await expect(runGenerate(genArgs(), quiet)).rejects.toThrow(/weights differ .*changed: model-00002-of-00002\.safetensors/);
+      } finally {
+        poke(file, at, old);
+      }
+    }
+  });
+
+  it('config.json, read and hashed as always, still locks the run when it changed', async () => {
+    const file = path.join(model, 'config.json');
+    const kept = fs.readFileSync(file);
+    fs.writeFileSync(file, Buffer.concat([kept, Buffer.from('\n')]));
+    try {
+      await expect(runGenerate(genArgs(), quiet)).rejects.toThrow(/weights differ .*changed: config\.json/);
+    } finally {
+      fs.writeFileSync(file, kept);
     }
   });
 
@@ -180,8 +232,38 @@ describe('generate from the FP16 cache', () => {
       const m = readRecord().model;
       expect(deferredFingerprint(ck, { ...m, files: m.files.map((f) => (f.name === shards[0] ? { ...f, size: f.size + 1 } : f)) })).toBeNull();
       expect(deferredFingerprint(ck, { ...m, headers: undefined })).toBeNull();
+      expect(deferredFingerprint(ck, { ...m, data_samples: undefined })).toBeNull();
+      expect(deferredFingerprint(ck, { ...m, data_samples: { ...m.data_samples, [shards[1]]: '0'.repeat(64) } })).toBeNull();
     } finally {
       ck.close();
     }
   });
+});
+
+describe('gpt-oss, whose FP16 cache holds its layers and not its embedding or head', () => {
+  it('hashes the shard of its embedding before reading it, and refuses it with data edited outside the sample', async () => {
+    const gm = path.join(tmp, 'gpt-oss-tiny');
+    const g16 = path.join(tmp, 'gpt-oss-fp16');
+    const grec = path.join(tmp, 'gpt-oss.json');
+    copyCheckpoint(path.join(packageRoot(), 'fixtures', 'gpt-oss-tiny'), gm);
+    await runConvert({ model: gm, fp16Cache: g16, device: 'auto' }, sink());
+    expect((await runGate(gateArgs({ model: gm, record: grec, fp16Cache: g16 }), sink())).code).toBe(0);
+    const args = genArgs({ model: gm, record: grec, fp16Cache: g16, prompt: [], tokens: ['5,6,7'] });
+    const lines: string[] = [];
+    const notes = { stdout: sink(), stderr: new Writable({ write: (c, _e, cb) => (lines.push(String(c)), cb()) }) };
+    const good = await runGenerate(args, notes);
+    expect(good.weights).toBe('fp16-cache');
+    // the embedding's shard (and the head's) hashed whole before the first read, said on stderr
+    expect(lines.join('')).toMatch(/reads tensor data from model-00001-of-00002\.safetensors: hashing it whole first/);
+    const file = path.join(gm, 'model-00001-of-00002.safetensors'); // model.embed_tokens.weight's, by its index
+    const at = unsampled(file);
+    const old = poke(file, at);
+    try {
+      const e = await runGenerate(args, quiet).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(InputError);
+      expect(String((e as Error).message)).toMatch(/model-00001-of-00002\.safetensors.*differs from the checkpoint the acceptance record vouches for/);
+    } finally {
+      poke(file, at, old);
+    }
+  }, 120_000);
 });

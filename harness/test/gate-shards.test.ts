@@ -159,6 +159,9 @@ describe('N shards merge into the single gate\'s record', () => {
       const merged = readJson<AcceptanceRecord>(record);
       expect(timeless(merged)).toEqual(timeless(single));
       expect(Object.keys(merged).sort()).toEqual(Object.keys(single).sort());
+      // the shards' header and data-sample digests a generation from an FP16 cache checks (harness/gate/deferred.ts)
+      expect(Object.keys(merged.model.headers!).sort()).toEqual(['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']);
+      expect([merged.model.headers, merged.model.data_samples]).toEqual([single.model.headers, single.model.data_samples]);
       for (const d of dirs) {
         for (const q of readJson<ShardPartial>(path.join(d, PARTIAL_MANIFEST)).prompts) {
           const bytes = fs.readFileSync(path.join(d, q.report));
@@ -206,6 +209,20 @@ describe('an inconsistent set of shards is refused, naming the shard (exit 2)', 
     const msg = mergeError([three[0], foreign, three[2]]);
     expect(msg).toContain(foreign);
     expect(msg).toMatch(/another gate .* the checkpoint \(fingerprint/);
+  });
+
+  it('a shard whose header or data-sample digests differ from the others\', or are malformed', () => {
+    const other = path.join(tmp, 'n3-headers');
+    copyDir(three[1], other);
+    const shard = 'model-00002-of-00002.safetensors';
+    editPartial(other, (p) => {
+      p.model.data_samples![shard] = '0'.repeat(64);
+    });
+    expect(mergeError([three[0], other, three[2]])).toMatch(/another gate .*header and data-sample digests/);
+    editPartial(other, (p) => {
+      p.model.data_samples![shard] = 'not hex';
+    });
+    expect(mergeError([three[0], other, three[2]])).toMatch(/model\.data_samples is not \{shard in model\.files: 64 lowercase hex\} \(edited\?\)/);
   });
 
   it('a shard run under another policy, and one of another prompt set', async () => {
