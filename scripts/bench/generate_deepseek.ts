@@ -13,7 +13,7 @@
  *     width): start-up means "ready to emit the first token", not "every expert in memory";
  *     and, --wide only, on a new host (an empty digest cache, nothing hashed before), each side with the trust chain
  *     generate runs in the measured time: dequantizing after the checkpoint's SHA-256 fingerprint, against the FP16
- *     cache with the checkpoint checked by its shards' headers against the record (harness/gate/deferred.ts) and the
+ *     cache with the checkpoint checked by its shards' headers and data samples against the record (harness/gate/deferred.ts) and the
  *     cache's BLAKE3 of what the first token reads;
  *   - deepseek-v4-tiny also: the FP32 reference's full recompute (it has no cached decoder), and the cached
  *     decode at LONG_CONTEXT tokens, where the ratio-4 layers' indexer ranks LONG_CONTEXT/4 entries per step;
@@ -92,7 +92,7 @@ async function startupMs(model: string, source: Source, cacheDir: string, finger
  * `generate` runs it on each side: dequantizing, the checkpoint's SHA-256 fingerprint (every shard, on every core),
  * which the record check needs; from the FP16 cache, the fingerprint made from the record's digests and the shards'
  * headers (harness/gate/deferred.ts: the cache path reads no shard data) and the cache's BLAKE3 of what it reads.
- * `recorded` is the record's model section (its files' digests and headers, as `gate` writes them).
+ * `recorded` is the record's model section (its files' digests, headers and data samples, as `gate` writes them).
  */
 async function newHostStartupMs(model: string, source: Source, cacheDir: string, recorded: RecordedModel, N: DeviceNative, K: DeepseekNative): Promise<number> {
   const t0 = performance.now();
@@ -264,7 +264,7 @@ async function benchWide(out: Record<string, number>): Promise<void> {
     const ck = Checkpoint.open(model);
     try {
       const fp = await openCheckpointFingerprint(ck, { protect: model });
-      fs.writeFileSync(recordedFile, JSON.stringify({ fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()) }));
+      fs.writeFileSync(recordedFile, JSON.stringify({ fingerprint: fp.value, files: fp.files, headers: Object.fromEntries(ck.headerDigests()), data_samples: Object.fromEntries(ck.dataSampleDigests()) }));
     } finally {
       ck.close();
     }
@@ -333,7 +333,7 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
     console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
     const nh = (k: string) => `${f(`deepseek_v4_wide.startup.new_host.${k}.min_ms`, 0).trim()}–${f(`deepseek_v4_wide.startup.new_host.${k}.max_ms`, 0).trim()}`;
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, new host`.padEnd(40)} ${f('deepseek_v4_wide.startup.new_host.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.new_host.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.new_host.fp16_cache_speedup')}  (nothing hashed before; each side's trust chain as generate runs it: the checkpoint's SHA-256 fingerprint, against the shards' headers and the cache's BLAKE3 of what is read; ${nh('fp16_cache')} against ${nh('dequant_at_load')} ms)`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, new host`.padEnd(40)} ${f('deepseek_v4_wide.startup.new_host.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.new_host.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.new_host.fp16_cache_speedup')}  (nothing hashed before; each side's trust chain as generate runs it: the checkpoint's SHA-256 fingerprint, against the shards' headers and data samples and the cache's BLAKE3 of what is read; ${nh('fp16_cache')} against ${nh('dequant_at_load')} ms)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
   }
