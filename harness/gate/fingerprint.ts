@@ -223,21 +223,30 @@ export async function fingerprintFiles(dir: string, names: readonly string[], o:
   }
   const files = stats.map((s) => ({ name: s.name.split(path.sep).join('/'), size: s.key.size, sha256: fresh.get(s.abs) ?? cache!.entries[s.abs].sha256 }));
   if (cache !== null && fresh.size > 0) {
-    // Re-read just before writing, so a concurrent run's new entries are kept.
-    const latest = readCache(cacheFile);
-    forgetGone(latest);
-    for (const s of todo) {
-      if (Buffer.isBuffer(s.src) || racy(s.key, o.racyMs ?? RACY_MS)) continue;
-      const e = { ...s.key, sha256: fresh.get(s.abs)! };
-      latest.entries[s.abs] = key !== null ? { ...e, mac: entryMac(key, s.abs, e) } : e;
-    }
-    try {
-      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
-    } catch (e) {
-      stderr.write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(e as Error).message}\n`);
-    }
+    storeEntries(cacheFile, key, stderr, (put) => {
+      for (const s of todo) if (!Buffer.isBuffer(s.src) && !racy(s.key, o.racyMs ?? RACY_MS)) put(s.abs, s.key, fresh.get(s.abs)!);
+    });
   }
   return { value: combineDigests(files), files };
+}
+
+/**
+ * Add entries to the cache file and write it (a failure is a note: the cache is an optimisation). The file is read
+ * again just before, so a concurrent run's new entries are kept; entries of files that are gone are dropped; with a
+ * signing key each new entry is MACed.
+ */
+function storeEntries(cacheFile: string, macKey: string | null, stderr: NodeJS.WritableStream, fill: (put: (at: string, k: ReturnType<typeof keyOf>, sha256: string) => void) => void): void {
+  const latest = readCache(cacheFile);
+  forgetGone(latest);
+  fill((at, k, sha256) => {
+    const e = { ...k, sha256 };
+    latest.entries[at] = macKey !== null ? { ...e, mac: entryMac(macKey, at, e) } : e;
+  });
+  try {
+    writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
+  } catch (e) {
+    stderr.write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(e as Error).message}\n`);
+  }
 }
 
 /**
@@ -312,25 +321,15 @@ export class PartDigests {
   flush(): void {
     if (this.cache === null || this.fresh.size === 0) return;
     const cacheFile = fingerprintCacheFile();
-    const latest = readCache(cacheFile);
-    forgetGone(latest);
-    for (const [file, labels] of this.fresh) {
-      const f = this.opened.get(file)!;
-      const now = keyOf(fs.fstatSync(f.fd, { bigint: true }));
-      if (!sameKey({ ...now, sha256: '' }, f.key)) continue;
-      for (const [label, { digest: sha256, readAtMs }] of labels) {
-        if (racy(f.key, this.o.racyMs ?? RACY_MS, readAtMs)) continue;
-        const at = `${f.abs}\0${label}`;
-        const e = { ...f.key, sha256 };
-        latest.entries[at] = this.macKey !== null ? { ...e, mac: entryMac(this.macKey, at, e) } : e;
+    storeEntries(cacheFile, this.macKey, process.stderr, (put) => {
+      for (const [file, labels] of this.fresh) {
+        const f = this.opened.get(file)!;
+        const now = keyOf(fs.fstatSync(f.fd, { bigint: true }));
+        if (!sameKey({ ...now, sha256: '' }, f.key)) continue;
+        for (const [label, { digest, readAtMs }] of labels) if (!racy(f.key, this.o.racyMs ?? RACY_MS, readAtMs)) put(`${f.abs}\0${label}`, f.key, digest);
       }
-    }
+    });
     this.fresh.clear();
-    try {
-      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
-    } catch (e) {
-      process.stderr.write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(e as Error).message}\n`);
-    }
   }
 }
 
@@ -458,15 +457,7 @@ function sha256Sync(dir: string, file: string, fd: number, o: FingerprintOptions
   assertUnchanged(file, key, at, fd);
   const sha256 = h.digest('hex');
   if (useCache && !racy(key, o.racyMs ?? RACY_MS)) {
-    const latest = readCache(cacheFile);
-    forgetGone(latest);
-    const e = { ...key, sha256 };
-    latest.entries[abs] = macKey !== null ? { ...e, mac: entryMac(macKey, abs, e) } : e;
-    try {
-      writeFileAtomic(cacheFile, JSON.stringify(latest) + '\n');
-    } catch (err) {
-      (o.stderr ?? process.stderr).write(`layerdiff: note: could not update the fingerprint cache ${cacheFile}: ${(err as Error).message}\n`);
-    }
+    storeEntries(cacheFile, macKey, o.stderr ?? process.stderr, (put) => put(abs, key, sha256));
   }
   return sha256;
 }
