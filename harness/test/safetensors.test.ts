@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -144,5 +145,22 @@ describe('willNeed: read-ahead advice given on a background thread', () => {
     expect(willNeed(fd, 0, 10), 'a closed descriptor').toBe(false);
     expect(() => willNeed(0, -1, 10)).toThrow(/offset and length must be ≥ 0/);
     expect(fs.readFileSync(p).every((x) => x === 1), 'the file is unchanged').toBe(true);
+  });
+
+  it('dropCached (the wide benchmarks\' page-cache drop) is taken for a regular file, refused for a pipe, and leaves the file as it was', async () => {
+    const { loadAddon } = await import('../io/addon.js');
+    const { dropCached } = loadAddon('ld_reference') as { dropCached(fd: number): boolean };
+    const p = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ld-dropcached-')), 'd.bin');
+    fs.writeFileSync(p, new Uint8Array(1 << 20).fill(7));
+    const fd = fs.openSync(p, 'r');
+    expect(dropCached(fd)).toBe(true);
+    fs.closeSync(fd);
+    expect(dropCached(fd), 'a closed descriptor').toBe(false);
+    const pipe = path.join(path.dirname(p), 'fifo');
+    execFileSync('mkfifo', [pipe]);
+    const pfd = fs.openSync(pipe, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    expect(dropCached(pfd), 'a pipe (ESPIPE)').toBe(false);
+    fs.closeSync(pfd);
+    expect(fs.readFileSync(p).every((x) => x === 7), 'the file is unchanged').toBe(true);
   });
 });

@@ -93,6 +93,16 @@ Napi::Value will_need(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), advisor->push(fd, static_cast<off_t>(off), static_cast<off_t>(len)));
 }
 
+// dropCached(fd): posix_fadvise(POSIX_FADV_DONTNEED) over the whole file — the kernel drops its clean pages from
+// the page cache (dirty ones are left, their writeback started). For the wide benchmarks (scripts/bench/all.ts),
+// which write ~46 GB of fixtures on a 24 GB host: a section's measurements of a warm page cache then do not run
+// with the earlier sections' pages filling memory (the host a standalone run of that section finds). Never used on
+// a user's files: the tool leaves the page cache to the kernel. Returns whether the advice was taken.
+Napi::Value drop_cached(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "dropCached: expected (fd)");
+  return Napi::Boolean::New(info.Env(), posix_fadvise(info[0].As<Napi::Number>().Int32Value(), 0, 0, POSIX_FADV_DONTNEED) == 0);
+}
+
 // mapRange(fd, offset, length) → an ArrayBuffer over bytes [offset, offset+length) of the file, or null where the
 // range cannot be mapped (not a regular file, past its end, length 0, mmap refused): the caller then reads.
 // MAP_PRIVATE with PROT_WRITE: the pages are the page cache's until written, and a write (nothing here writes
@@ -306,6 +316,7 @@ Napi::Value detach_buffer(const Napi::CallbackInfo& info) {
 
 void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("willNeed", Napi::Function::New(env, will_need));
+  exports.Set("dropCached", Napi::Function::New(env, drop_cached));
   exports.Set("mapRange", Napi::Function::New(env, map_range));
   exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
   exports.Set("mapAnonymous", Napi::Function::New(env, map_anonymous));

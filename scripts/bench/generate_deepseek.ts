@@ -27,8 +27,10 @@
  *   2 GiB; for this 4.2 GB checkpoint generate would re-read them every step).
  *   Written under $LAYERDIFF_BENCH_DIR (or /tmp/layerdiff-bench): checkpoint ~4.2 GB, FP16 cache ~9.1 GB.
  *   Each measurement runs in a fresh child process (peak RSS reported) with the page cache warm: start-up runs
- *   STARTUP_ROUNDS rounds alternating the two sides, the first round a warm-up, and the median of the others counts
- *   (with their range): on this VM a process's fresh memory costs 0.3–8 GB/s on first touch depending on how long
+ *   STARTUP_ROUNDS rounds alternating the sides, the first round a warm-up; each ratio is the median of the other
+ *   rounds' ratios, each taken within its round (their range and the ratio of the sides' medians beside it), and each
+ *   side's median time counts (with its range). Before it, the bench's files are dropped from the page cache
+ *   (bench_dir.ts: the host a standalone run finds, not one the earlier sections filled). On this VM a process's fresh memory costs 0.3–8 GB/s on first touch depending on how long
  *   ago the memory was freed, so the dequantizing side (which writes ~3 GB of FP16) varies 0.85–1.9 s, round 18.
  *
  *   npm run build:ts && node dist/scripts/bench/generate_deepseek.js [--wide]
@@ -53,7 +55,7 @@ import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { asTheCliRuns, rerunAsTheCli } from './as_cli.js';
 import { peakRssMiB } from './peak_rss.js';
 import { cachedStepMs, context, CONTEXT, decodeRates, timeMs } from './generate.js';
-import { benchDir } from './bench_dir.js';
+import { benchDir, dropBenchFromPageCache } from './bench_dir.js';
 import { median } from './median.js';
 
 type Source = 'dequant' | 'cache';
@@ -110,7 +112,7 @@ async function newHostStartupMs(model: string, source: Source, cacheDir: string,
 }
 
 const rate = (ms: number) => 1000 / ms;
-const STARTUP_ROUNDS = 5;
+const STARTUP_ROUNDS = 9;
 const LONG_CONTEXT = 400;
 
 async function benchTiny(out: Record<string, number>): Promise<void> {
@@ -244,6 +246,10 @@ async function benchWide(out: Record<string, number>): Promise<void> {
   const cacheDir = `${model}.fp16`;
   // digests of the 4 GB checkpoint are computed once and shared by the children
   const env = { LAYERDIFF_CACHE_DIR: path.join(base, 'digests') };
+  // the host a standalone run finds: none of the bench's files in the page cache (bench_dir.ts), this section's own
+  // then read in by its convert and its warm-up round
+  const dropped = dropBenchFromPageCache();
+  console.log(`  (${(dropped / 1e9).toFixed(1)} GB of the bench's files dropped from the page cache first)`);
   if (!fs.existsSync(path.join(model, 'config.json'))) {
     const { writeDeepseekV4Wide } = await import('../../fixtures/deepseek_v4_wide.js');
     console.log(`generating ${model} (${WIDE.layers} layers, ${WIDE.experts} routed experts per layer, real widths)…`);
@@ -286,6 +292,15 @@ async function benchWide(out: Record<string, number>): Promise<void> {
       }
     }
   }
+  // each ratio is taken within its round, as the weights check's within its pair: this VM's fresh memory moves by 2–5×
+  // between processes a few seconds apart (the dequantizing side's 1 GB FP16 head: 0.6–5 s in round 37's probes)
+  const ratios = (num: (typeof sides)[number], den: (typeof sides)[number]) => start[num].slice(1).map((n, i) => n / start[den][i + 1]);
+  const perRound = { fp16_cache: ratios('dequant', 'cache'), fp16_cache_first_load: ratios('dequant', 'first'), 'new_host.fp16_cache': ratios('new-dequant', 'new-cache') };
+  for (const [k, r] of Object.entries(perRound)) {
+    out[`deepseek_v4_wide.startup.${k}_speedup`] = median(r);
+    out[`deepseek_v4_wide.startup.${k}_speedup.min`] = Math.min(...r);
+    out[`deepseek_v4_wide.startup.${k}_speedup.max`] = Math.max(...r);
+  }
   for (const s of sides) {
     const counted = start[s].slice(1); // the first round warms up
     const key = { dequant: 'dequant_at_load', cache: 'fp16_cache', first: 'fp16_cache_first_load', 'new-dequant': 'new_host.dequant_at_load', 'new-cache': 'new_host.fp16_cache' }[s];
@@ -293,9 +308,10 @@ async function benchWide(out: Record<string, number>): Promise<void> {
     out[`deepseek_v4_wide.startup.${key}.min_ms`] = Math.min(...counted);
     out[`deepseek_v4_wide.startup.${key}.max_ms`] = Math.max(...counted);
   }
-  out['deepseek_v4_wide.startup.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
-  out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
-  out['deepseek_v4_wide.startup.new_host.fp16_cache_speedup'] = out['deepseek_v4_wide.startup.new_host.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.new_host.fp16_cache.ms'];
+  // beside the per-round ratios: the ratio of the two sides' medians
+  out['deepseek_v4_wide.startup.fp16_cache_speedup.of_medians'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache.ms'];
+  out['deepseek_v4_wide.startup.fp16_cache_first_load_speedup.of_medians'] = out['deepseek_v4_wide.startup.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.fp16_cache_first_load.ms'];
+  out['deepseek_v4_wide.startup.new_host.fp16_cache_speedup.of_medians'] = out['deepseek_v4_wide.startup.new_host.dequant_at_load.ms'] / out['deepseek_v4_wide.startup.new_host.fp16_cache.ms'];
   for (const s of ['dequant', 'cache'] as const) {
     const d = runChild('decode', [s, model, cacheDir], env);
     const r = runChild('recompute', [s, model, cacheDir], env);
@@ -330,10 +346,12 @@ export async function benchGenerateDeepseek(wide: boolean): Promise<Record<strin
   console.log(`  start-up ms                              ${'FP16 cache'.padStart(10)} ${'dequant'.padStart(10)}  ratio`);
   console.log(`  ${'deepseek-v4-tiny device'.padEnd(40)} ${f('deepseek_v4_tiny.startup.fp16_cache.ms')} ${f('deepseek_v4_tiny.startup.dequant_at_load.ms')}  ${x('deepseek_v4_tiny.startup.fp16_cache_speedup')}  (first load, hashing the cache: ${out['deepseek_v4_tiny.startup.fp16_cache_first_load.ms'].toFixed(1)} ms)`);
   if (wide) {
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_speedup')}  (medians of ${STARTUP_ROUNDS - 1} alternating rounds after a warm-up; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
+    // a ratio: the median of the per-round ratios, their range, and the ratio of the two sides' medians
+    const rr = (k: string) => `${x(k)}  (per round ${out[`${k}.min`].toFixed(1)}–${out[`${k}.max`].toFixed(1)}×, medians' ratio ${out[`${k}.of_medians`].toFixed(1)}×)`;
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${rr('deepseek_v4_wide.startup.fp16_cache_speedup')}  (${STARTUP_ROUNDS - 1} alternating rounds after a warm-up, medians; FP16 cache ${f('deepseek_v4_wide.startup.fp16_cache.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache.max_ms', 0).trim()}, dequant ${f('deepseek_v4_wide.startup.dequant_at_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.dequant_at_load.max_ms', 0).trim()} ms)`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, first load`.padEnd(40)} ${f('deepseek_v4_wide.startup.fp16_cache_first_load.ms', 0)} ${f('deepseek_v4_wide.startup.dequant_at_load.ms', 0)}  ${rr('deepseek_v4_wide.startup.fp16_cache_first_load_speedup')}  (the cache's digests computed in the measured time; medians of the same rounds, ${f('deepseek_v4_wide.startup.fp16_cache_first_load.min_ms', 0).trim()}–${f('deepseek_v4_wide.startup.fp16_cache_first_load.max_ms', 0).trim()} ms)`);
     const nh = (k: string) => `${f(`deepseek_v4_wide.startup.new_host.${k}.min_ms`, 0).trim()}–${f(`deepseek_v4_wide.startup.new_host.${k}.max_ms`, 0).trim()}`;
-    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, new host`.padEnd(40)} ${f('deepseek_v4_wide.startup.new_host.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.new_host.dequant_at_load.ms', 0)}  ${x('deepseek_v4_wide.startup.new_host.fp16_cache_speedup')}  (nothing hashed before; each side's trust chain as generate runs it: the checkpoint's SHA-256 fingerprint, against the shards' headers and data samples and the cache's BLAKE3 of what is read; ${nh('fp16_cache')} against ${nh('dequant_at_load')} ms)`);
+    console.log(`  ${`wide ${WIDE.layers}L×${WIDE.experts}E device, new host`.padEnd(40)} ${f('deepseek_v4_wide.startup.new_host.fp16_cache.ms', 0)} ${f('deepseek_v4_wide.startup.new_host.dequant_at_load.ms', 0)}  ${rr('deepseek_v4_wide.startup.new_host.fp16_cache_speedup')}  (nothing hashed before; each side's trust chain as generate runs it: the checkpoint's SHA-256 fingerprint, against the shards' headers and data samples and the cache's BLAKE3 of what is read; ${nh('fp16_cache')} against ${nh('dequant_at_load')} ms)`);
     console.log(`  wide: convert ${out['deepseek_v4_wide.convert.s'].toFixed(0)} s for a ${out['deepseek_v4_wide.fp16_cache.gib'].toFixed(1)} GiB cache at peak RSS ${out['deepseek_v4_wide.convert.peak_rss_gib'].toFixed(2)} GiB; prefill of ${CONTEXT} tokens ${out['deepseek_v4_wide.device.dequant.prefill_64.s'].toFixed(1)} s (dequantized) / ${out['deepseek_v4_wide.device.cache.prefill_64.s'].toFixed(1)} s (FP16 cache); peak RSS of decode ${out['deepseek_v4_wide.device.dequant.decode.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.decode.peak_rss_gib'].toFixed(1)} GiB, of recompute ${out['deepseek_v4_wide.device.dequant.recompute.peak_rss_gib'].toFixed(1)} / ${out['deepseek_v4_wide.device.cache.recompute.peak_rss_gib'].toFixed(1)} GiB`);
     console.log('  wide: routed experts from the FP16 cache are read once and used in place; dequantized ones are re-dequantized from FP4 at every use (never held in FP16: 12 GiB per layer at 256 experts)');
   }
