@@ -7,11 +7,12 @@ import { staleCacheNote } from '../generate/fp16cache.js';
 import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
 import { DeepseekV4Checkpoint, type DeepseekV4Weights } from '../models/deepseek_v4.js';
+import { loadDeepseekV4Config } from '../models/deepseek_v4_config.js';
 import type { ModelDef } from '../models/path.js';
 import { DeepseekV4Reference, deepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { DeepseekV4Device } from '../../device-hip/deepseek_v4.js';
 import { DeepseekV4DeviceDecoder } from '../../device-hip/deepseek_v4_decode.js';
-import type { Architecture } from './types.js';
+import type { Architecture, LengthRegime } from './types.js';
 
 /** Layers are kept between decode steps unless the checkpoint is large (then re-read each step: slow, bounded). */
 const keep = (bytes: number) => bytes < 2 ** 31;
@@ -25,6 +26,20 @@ export const DEEPSEEK_V4: Architecture = {
   open(ck, backend, faults) {
     const m = new DeepseekV4Checkpoint(ck);
     return { ...deepseekV4Reference(m), device: new DeepseekV4Device(m, backend.native, faults, backend.deepseek) } as ModelDef<unknown>;
+  },
+
+  lengthRegimes(ck) {
+    const c = loadDeepseekV4Config(ck.dir, ck.config, ck.configFile, (n) => ck.readMeta(n));
+    const layersOf = (r: number) => c.compressRatios.flatMap((x, L) => (x === r ? [L] : []));
+    // raw candidates of token t: max(0, t − window + 1) … t; compressed entries visible to t: ⌊(t + 1) / r⌋; the
+    // indexer keeps the top index_topk of those (reference-cpu/deepseek_v4/attention.ts, indexer.ts)
+    const out: LengthRegime[] = [{ tokens: c.window + 1, what: `the sliding window (${c.window}) drops its oldest entries` }];
+    for (const r of [...new Set(c.compressRatios)].filter((x) => x > 0)) {
+      const at = layersOf(r);
+      out.push({ tokens: r, what: `the ratio-${r} attention of layer${at.length > 1 ? 's' : ''} ${at.join(', ')} sees its first compressed entry` });
+      if (r === 4) out.push({ tokens: r * (c.indexTopk + 1), what: `the indexer of the ratio-4 layers keeps ${c.indexTopk} of its compressed entries (index_topk)` });
+    }
+    return out.sort((a, b) => a.tokens - b.tokens);
   },
 
   async decoder(r) {

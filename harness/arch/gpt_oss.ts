@@ -7,7 +7,7 @@
  */
 import { InputError } from '../errors.js';
 import type { Act } from '../formats/tensor.js';
-import { GptOssCheckpoint, type GptOssLayerWeights } from '../models/gpt_oss.js';
+import { GptOssCheckpoint, type GptOssLayerWeights, parseGptOssConfig } from '../models/gpt_oss.js';
 import type { LayerResult, ModelDef, StagePath } from '../models/path.js';
 import { GptOssReference, gptOssReference } from '../../reference-cpu/gpt_oss.js';
 import { GptOssDevice } from '../../device-hip/gpt_oss.js';
@@ -49,6 +49,13 @@ export const GPT_OSS: Architecture = {
     const m = new GptOssCheckpoint(ck);
     const device = backend.gptOss !== null ? new GptOssDevice(m, backend.native, backend.gptOss, backend.deepseek, faults) : new NoGptOssKernels(backend.identity.name);
     return { ...gptOssReference(m), device } as ModelDef<unknown>;
+  },
+
+  lengthRegimes(ck) {
+    // keys of token t on a sliding layer: max(0, t − sliding_window + 1) … t (reference-cpu/ops.ts causalAttention)
+    const c = parseGptOssConfig(ck);
+    const sliding = c.sliding.flatMap((x, L) => (x ? [L] : []));
+    return sliding.length === 0 ? [] : [{ tokens: c.slidingWindow + 1, what: `the sliding-window layers (${sliding.length} of ${c.layers}, sliding_window ${c.slidingWindow}) drop their oldest keys` }];
   },
 
   async decoder(r) {

@@ -49,6 +49,18 @@ export interface OpenedDecoder {
 /** The FP16 cache's manifest as convert reports it: the files verified whole, plus any loaded on first use. */
 export type Fp16CacheManifest = Fp16ManifestBase & { experts?: Array<{ size: number }> };
 
+/**
+ * A sequence length from which the forward pass does something shorter sequences never make it do (a sliding window
+ * dropping its oldest entries, a compressor's first entry, an indexer choosing among its entries): `generate` names
+ * those a run reaches past the gate's longest prompt.
+ */
+export interface LengthRegime {
+  /** the sequence length (tokens fed) at which it first happens */
+  tokens: number;
+  /** what happens, in the config's terms */
+  what: string;
+}
+
 export interface Architecture {
   /** the family's name: the report's `architecture`, the FP16 cache manifest's */
   name: string;
@@ -60,6 +72,8 @@ export interface Architecture {
   fixtures: readonly string[];
   /** bind the checkpoint and build both stage paths (weights checked lazily, per layer) */
   open(ck: Checkpoint, backend: DeviceBackend, faults: FaultPlan | null): ModelDef<unknown>;
+  /** this checkpoint's length regimes (config.json), none when absent: a model whose every position runs the same code */
+  lengthRegimes?(ck: Checkpoint): LengthRegime[];
   /** the decoder `generate` runs */
   decoder(r: DecoderRequest): Promise<OpenedDecoder>;
   /**

@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import { resolvePolicy } from '../compare/policy.js';
 import { ExitCode, InputError } from '../errors.js';
 import { openCheckpointFingerprint } from '../gate/fingerprint.js';
-import { type AcceptanceRecord, readRecordText, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
+import { type AcceptanceRecord, gatedTokens, readRecordText, RecordMismatch, signatureRequired, signingKey, verifyRecord } from '../gate/record.js';
 import { deferredFingerprint, type RecordedModel } from '../gate/deferred.js';
 import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
@@ -27,7 +27,7 @@ import { printable } from '../io/printable.js';
 import { hasTokenizer, loadTokenizer } from '../io/tokenizer.js';
 import { selectBackend } from '../runner/backend.js';
 import { backendBuild } from '../runner/build.js';
-import { architectureFor, type OpenedDecoder } from '../arch/registry.js';
+import { type Architecture, architectureFor, type OpenedDecoder } from '../arch/registry.js';
 import { gateCommand, shq } from './gate.js';
 import { MAX_PROMPT_CHARS, maxPositions, parseTokenIds } from './input.js';
 
@@ -60,6 +60,8 @@ export interface GenerateArgs {
   requireSignature?: boolean;
   /** 'full': re-hash every checkpoint byte instead of trusting the digest cache; default 'cached' */
   verify?: string;
+  /** refuse (exit 3) a run that feeds a sequence longer than the gate's longest prompt, instead of noting it */
+  withinGated?: boolean;
 }
 
 export interface GenerateOutcome {
@@ -138,6 +140,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     if (longestPrompt + a.maxNewTokens - 1 > maxPos) {
       throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt + 1)}`);
     }
+    if (record !== null) beyondTheGate(record, entry, ck, longestPrompt + a.maxNewTokens - 1, a, io);
     io.stderr.write(`layerdiff: ${sampling.temperature === 0 ? 'greedy' : `sampling at temperature ${sampling.temperature}, top-k ${sampling.topK === 0 ? 'off' : sampling.topK}, top-p ${sampling.topP}`}, repetition penalty ${sampling.repetitionPenalty} (${samplingSource})\n`);
 
     const t0 = performance.now();
@@ -195,6 +198,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     if (a.json !== undefined) {
       writeFileAtomic(a.json, JSON.stringify({
         schema: 'layerdiff.generation/1', path: a.path, weights, seed, sampling, max_new_tokens: a.maxNewTokens,
+        // the longest sequence fed, and the gate's longest prompt (positions past it were not compared)
+        sequence_tokens: longestPrompt + a.maxNewTokens - 1, gated_tokens: record !== null ? gatedTokens(record) : null,
         record: a.path === 'device' ? path.resolve(a.record!) : null,
         outputs: prompts.map((p, i) => ({ prompt_tokens: p, tokens: result.tokens[i], text: texts?.[i] ?? null, finish: result.finish[i] })),
         timing_ms: { load: loadMs, prefill: result.prefillMs, decode: result.decodeMs },
@@ -205,6 +210,24 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     opened?.close();
     ck.close();
   }
+}
+
+/**
+ * A run whose longest sequence (`reach` tokens fed: the prompt and every new token but the last) is longer than the
+ * gate's longest prompt runs positions the gate never compared, and may cross a length at which the model starts to do
+ * something the gated prompts never made it do (Architecture.lengthRegimes). Said on stderr, or refused with
+ * --within-gated (exit 3: the record does not cover the run).
+ */
+function beyondTheGate(record: AcceptanceRecord, entry: Architecture, ck: Checkpoint, reach: number, a: GenerateArgs, io: { stderr: NodeJS.WritableStream }): void {
+  const gated = gatedTokens(record);
+  if (reach <= gated) return;
+  const crossed = (entry.lengthRegimes?.(ck) ?? []).filter((r) => r.tokens > gated && r.tokens <= reach);
+  const what = `this run feeds sequences of up to ${reach} tokens and the gate compared up to ${gated} (its longest prompt)${crossed.length > 0 ? `; past ${gated}, ${crossed.map((r) => `at ${r.tokens} ${r.what}`).join('; ')}` : ''}`;
+  if (a.withinGated === true) {
+    const fewer = gated - (reach - a.maxNewTokens);
+    throw new RecordMismatch(`the optimized path is locked for this run: ${what}. Give ${fewer >= 1 ? `--max-new-tokens ${fewer} or fewer` : 'a shorter prompt'}, or gate a prompt of ${reach} tokens or more`, ['length']);
+  }
+  io.stderr.write(`layerdiff: note: ${what}; positions past ${gated} were not compared (--within-gated refuses such a run)\n`);
 }
 
 /**

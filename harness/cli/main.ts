@@ -289,14 +289,15 @@ export async function main(rawArgv: string[]): Promise<number> {
           .options(policyOptions)
           .option('json', { type: 'string', describe: 'write the generated tokens and texts as JSON' })
           .option('require-signature', { type: 'boolean', default: false, describe: 'refuse an unsigned acceptance record (also LAYERDIFF_REQUIRE_SIGNATURE=1)' })
-          .option('verify', { type: 'string', default: 'cached', choices: ['cached', 'full'], describe: 'full: re-hash every checkpoint byte instead of using the digest cache' }),
+          .option('verify', { type: 'string', default: 'cached', choices: ['cached', 'full'], describe: 'full: re-hash every checkpoint byte instead of using the digest cache' })
+          .option('within-gated', { type: 'boolean', default: false, describe: 'refuse (exit 3) a run whose sequences are longer than the gate\'s longest prompt, instead of a note on stderr' }),
       async (a) => {
         code = (
           await runGenerate({
             model: a.model, prompt: a.prompt.map(String), tokens: a.tokens.map(String), record: a.record, maxNewTokens: a['max-new-tokens'],
             temperature: a.temperature, topP: a['top-p'], topK: a['top-k'], repetitionPenalty: a['repetition-penalty'], seed: a.seed, path: a.path,
             fp16Cache: a['fp16-cache'], device: a.device, policy: a.policy, metric: a.metric, failAbove: a['fail-above'], warnAbove: a['warn-above'], json: a.json,
-            requireSignature: a['require-signature'], verify: a.verify,
+            requireSignature: a['require-signature'], verify: a.verify, withinGated: a['within-gated'],
           })
         ).code;
       },

@@ -97,6 +97,14 @@ export interface AcceptanceRecord {
   hmac?: { alg: 'HMAC-SHA256'; value: string };
 }
 
+/**
+ * The longest sequence the gate compared: its longest prompt, in tokens. Every position of a gated prompt was
+ * compared stage by stage in both modes; a generation that feeds a longer sequence runs positions the gate never did.
+ */
+export function gatedTokens(r: AcceptanceRecord): number {
+  return Math.max(...r.acceptance.prompts.map((p) => p.tokens));
+}
+
 /** JSON with object keys sorted at every level and no whitespace: the bytes the HMAC covers. */
 export function canonicalJson(v: unknown): string {
   if (v === null || typeof v !== 'object') {
@@ -148,7 +156,7 @@ export function deviceKey(d: DeviceIdentity): Record<string, unknown> {
   return { name: d.name, device_name: d.device_name ?? null, arch: d.arch ?? null, emulates: d.emulates ?? null, versions: d.versions ?? {} };
 }
 
-export type LockReason = 'no-record' | 'invalid' | 'signature' | 'weights' | 'device' | 'policy' | 'tool' | 'fp16-cache';
+export type LockReason = 'no-record' | 'invalid' | 'signature' | 'weights' | 'device' | 'policy' | 'tool' | 'fp16-cache' | 'length';
 
 /** exit 3 with the list of reasons (tests read `reasons`; the user reads the message) */
 export class RecordMismatch extends LockedError {
@@ -259,6 +267,9 @@ export function recordProblems(r: unknown): string[] {
     const prompts = a.prompts as unknown[];
     const failed = prompts.findIndex((x) => !isObj(x) || x.verdict !== 'pass');
     if (failed >= 0) p.push(`acceptance.prompts[${failed}] did not pass`);
+    // generate compares its sequences' length with the longest gated prompt (gatedTokens)
+    const badLength = prompts.findIndex((x) => !isObj(x) || !Number.isSafeInteger(x.tokens) || (x.tokens as number) < 1);
+    if (badLength >= 0) p.push(`acceptance.prompts[${badLength}].tokens is not a positive integer`);
     const badHex = prompts.findIndex((x) => !isObj(x) || typeof x.report_sha256 !== 'string' || !HEX64.test(x.report_sha256));
     if (badHex >= 0) p.push(`acceptance.prompts[${badHex}].report_sha256 is not 64 lowercase hex`);
     else {

@@ -269,6 +269,36 @@ describe('generate stays locked without a matching record (exit 3)', () => {
     expect(await lockReasons()).toEqual([]);
   });
 
+  it('a run longer than the gate\'s longest prompt is noted on stderr, or refused with --within-gated (length)', async () => {
+    // a gate over two token prompts of 4 and 6 tokens (the built-in set's longest fills llama-tiny's 256 positions)
+    const jsonl = path.join(tmp, 'short.jsonl');
+    fs.writeFileSync(jsonl, '{"tokens": [1, 2, 3, 4]}\n{"tokens": [5, 6, 7, 8, 9, 10]}\n');
+    const shortRec = path.join(tmp, 'records', 'short.json');
+    expect((await runGate(gateArgs({ prompts: jsonl, record: shortRec }), sink())).code).toBe(ExitCode.pass);
+    const G = 6;
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => String(1 + (i % 50))).join(',');
+    const run = async (over: Partial<GenerateArgs>) => {
+      let err = '';
+      const stderr = new Writable({ write: (c, _e, cb) => ((err += String(c)), cb()) });
+      await runGenerate(genArgs({ prompt: [], record: shortRec, ...over }), { stdout: sink(), stderr });
+      return err;
+    };
+    // a G-token prompt and one new token feeds G tokens (the last token is chosen, never fed): within the gate
+    expect(await run({ tokens: [ids(G)], maxNewTokens: 1, withinGated: true })).not.toMatch(/note:/);
+    const noted = await run({ tokens: [ids(G)], maxNewTokens: 3 });
+    expect(noted).toContain(`layerdiff: note: this run feeds sequences of up to ${G + 2} tokens and the gate compared up to ${G} (its longest prompt); positions past ${G} were not compared`);
+    expect(await lockReasons({ prompt: [], record: shortRec, tokens: [ids(G - 1), ids(G)], maxNewTokens: 2, withinGated: true })).toEqual(['length']);
+    await expect(runGenerate(genArgs({ prompt: [], record: shortRec, tokens: [ids(G)], maxNewTokens: 3, withinGated: true }), quiet)).rejects.toThrow(`Give --max-new-tokens 1 or fewer, or gate a prompt of ${G + 2} tokens or more`);
+    await expect(runGenerate(genArgs({ prompt: [], record: shortRec, tokens: [ids(G + 1)], maxNewTokens: 1, withinGated: true }), quiet)).rejects.toThrow(/Give a shorter prompt/);
+    // a record whose prompt lengths are not counts is not a record
+    const rec = path.join(tmp, 'records', 'lengths.json');
+    fs.copyFileSync(shortRec, rec);
+    editJson(rec, (x) => {
+      x.acceptance.prompts[0].tokens = 0;
+    });
+    expect(await lockReasons({ record: rec })).toEqual(['invalid']);
+  });
+
   it('no record', async () => {
     expect(await lockReasons({ record: path.join(tmp, 'none.json') })).toEqual(['no-record']);
     expect(await lockReasons({ record: undefined })).toEqual(['no-record']);
