@@ -31,13 +31,18 @@ export const DEEPSEEK_V4: Architecture = {
   lengthRegimes(ck) {
     const c = loadDeepseekV4Config(ck.dir, ck.config, ck.configFile, (n) => ck.readMeta(n));
     const layersOf = (r: number) => c.compressRatios.flatMap((x, L) => (x === r ? [L] : []));
-    // raw candidates of token t: max(0, t − window + 1) … t; compressed entries visible to t: ⌊(t + 1) / r⌋; the
-    // indexer keeps the top index_topk of those (reference-cpu/deepseek_v4/attention.ts, indexer.ts)
+    // raw candidates of token t: max(0, t − window + 1) … t; compressed entries visible to t: ⌊(t + 1) / r⌋; a ratio-4
+    // entry b pools block b − 1 on its first channel half too (none before block 0: the overlap's weights first count
+    // in entry 1); the indexer keeps the top index_topk of those (reference-cpu/deepseek_v4/attention.ts,
+    // compressor.ts, indexer.ts)
     const out: LengthRegime[] = [{ tokens: c.window + 1, what: `the sliding window (${c.window}) drops its oldest entries` }];
     for (const r of [...new Set(c.compressRatios)].filter((x) => x > 0)) {
       const at = layersOf(r);
       out.push({ tokens: r, what: `the ratio-${r} attention of layer${at.length > 1 ? 's' : ''} ${at.join(', ')} sees its first compressed entry` });
-      if (r === 4) out.push({ tokens: r * (c.indexTopk + 1), what: `the indexer of the ratio-4 layers keeps ${c.indexTopk} of its compressed entries (index_topk)` });
+      if (r === 4) {
+        out.push({ tokens: 2 * r, what: 'the ratio-4 compressors (attention\'s and indexer\'s) first pool the previous block too (overlap)' });
+        out.push({ tokens: r * (c.indexTopk + 1), what: `the indexer of the ratio-4 layers keeps ${c.indexTopk} of its compressed entries (index_topk)` });
+      }
     }
     return out.sort((a, b) => a.tokens - b.tokens);
   },

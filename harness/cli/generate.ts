@@ -90,6 +90,7 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     { option: '--record', path: a.record, kind: 'file' }, { option: '--policy', path: a.policy, kind: 'file' }, { option: '--fp16-cache', path: a.fp16Cache, kind: 'dir' },
   ]);
   if (a.path === 'reference' && a.fp16Cache !== undefined) throw new InputError('--fp16-cache is for --path device');
+  if (a.path === 'reference' && a.withinGated === true) throw new InputError('--within-gated is for --path device (the reference path runs without a record)');
 
   const ck = Checkpoint.open(a.model);
   /** the decoder and what it holds open (an FP16 cache's files), closed with the checkpoint */
@@ -106,6 +107,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     if (backend !== null) {
       // the tokenizer's bytes are read now, so the fingerprint covers the very bytes it is built from
       if (hasTokenizer(ck.dir)) for (const f of ['tokenizer.json', 'tokenizer_config.json']) ck.readMeta(f);
+      // and DeepSeek-V4's inference/config.json (its forward pass's second config file), where there is one
+      ck.readMeta('inference/config.json');
       // pinned before they are hashed: a shard written after this is caught after the next forward pass (afterForward)
       shardPins = ck.shardIdentities();
       // the record is read once: what decides how the checkpoint is fingerprinted is what is verified
@@ -198,8 +201,9 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
     if (a.json !== undefined) {
       writeFileAtomic(a.json, JSON.stringify({
         schema: 'layerdiff.generation/1', path: a.path, weights, seed, sampling, max_new_tokens: a.maxNewTokens,
-        // the longest sequence fed, and the gate's longest prompt (positions past it were not compared)
-        sequence_tokens: longestPrompt + a.maxNewTokens - 1, gated_tokens: record !== null ? gatedTokens(record) : null,
+        // the longest sequence fed (a prompt and its new tokens but the last, which is chosen, not fed), and the gate's
+        // longest prompt (positions past it were not compared)
+        sequence_tokens: Math.max(...prompts.map((p, i) => p.length + result.tokens[i].length - 1)), gated_tokens: record !== null ? gatedTokens(record) : null,
         record: a.path === 'device' ? path.resolve(a.record!) : null,
         outputs: prompts.map((p, i) => ({ prompt_tokens: p, tokens: result.tokens[i], text: texts?.[i] ?? null, finish: result.finish[i] })),
         timing_ms: { load: loadMs, prefill: result.prefillMs, decode: result.decodeMs },
@@ -225,7 +229,7 @@ function beyondTheGate(record: AcceptanceRecord, entry: Architecture, ck: Checkp
   const what = `this run feeds sequences of up to ${reach} tokens and the gate compared up to ${gated} (its longest prompt)${crossed.length > 0 ? `; past ${gated}, ${crossed.map((r) => `at ${r.tokens} ${r.what}`).join('; ')}` : ''}`;
   if (a.withinGated === true) {
     const fewer = gated - (reach - a.maxNewTokens);
-    throw new RecordMismatch(`the optimized path is locked for this run: ${what}. Give ${fewer >= 1 ? `--max-new-tokens ${fewer} or fewer` : 'a shorter prompt'}, or gate a prompt of ${reach} tokens or more`, ['length']);
+    throw new RecordMismatch(`the record does not cover this run: ${what}. Give ${fewer >= 1 ? `--max-new-tokens ${fewer} or fewer` : 'a shorter prompt'}, or gate a prompt of ${reach} tokens or more`, ['length']);
   }
   io.stderr.write(`layerdiff: note: ${what}; positions past ${gated} were not compared (--within-gated refuses such a run)\n`);
 }

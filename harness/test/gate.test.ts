@@ -297,6 +297,8 @@ describe('generate stays locked without a matching record (exit 3)', () => {
       x.acceptance.prompts[0].tokens = 0;
     });
     expect(await lockReasons({ record: rec })).toEqual(['invalid']);
+    await expect(runGenerate(genArgs({ record: rec }), quiet)).rejects.toThrow(/acceptance\.prompts\[0\]\.tokens is not a positive integer/);
+    await expect(runGenerate(genArgs({ record: shortRec, path: 'reference', withinGated: true }), quiet)).rejects.toThrow(/--within-gated is for --path device/);
   });
 
   it('no record', async () => {

@@ -152,7 +152,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
       // gated over prompts of 6 and 10 tokens, the same run goes past the gate; the lengths at which this config's
       // attention changes (from config.json, by the spec's rules: the window drops its oldest raw entry at window + 1
       // tokens, a ratio-r layer sees its first compressed entry at r, the ratio-4 indexer starts to choose at
-      // 4 · (index_topk + 1)) between 10 and 28 are each named
+      // 4 · (index_topk + 1), the ratio-4 overlap's first use at 8) between 10 and 28 are each named
       const jsonl = path.join(tmp, 'short.jsonl');
       fs.writeFileSync(jsonl, '{"tokens": [0, 5, 17, 42, 9, 3]}\n{"tokens": [7, 5, 17, 42, 9, 3, 11, 2, 8, 4]}\n');
       const shortRec = path.join(tmp, 'short.json');
@@ -160,7 +160,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
       expect(longest(shortRec)).toBe(10);
       const c = JSON.parse(fs.readFileSync(path.join(ck.dir, 'config.json'), 'utf8')) as { sliding_window: number; compress_ratios: number[]; index_topk: number; num_hidden_layers: number };
       const ratios = c.compress_ratios.slice(0, c.num_hidden_layers).filter((x) => x > 0);
-      const lengths = [c.sliding_window + 1, ...new Set(ratios), ...(ratios.includes(4) ? [4 * (c.index_topk + 1)] : [])];
+      const lengths = [c.sliding_window + 1, ...new Set(ratios), ...(ratios.includes(4) ? [8, 4 * (c.index_topk + 1)] : [])];
       const crossed = lengths.filter((t) => t > 10 && t <= 28).sort((a, b) => a - b);
       expect(crossed.length).toBeGreaterThan(0);
       const past = cli(['generate', ck.dir, '--record', shortRec, '--tokens', '0,5,17,42,9', '--max-new-tokens', '24', '--temperature', '0', '--seed', '1'], env);
@@ -170,7 +170,7 @@ describe('DeepSeek-V4 device incremental decoding', () => {
       expect([...note!.matchAll(/(?:, |; )at (\d+) /g)].map((m) => Number(m[1]))).toEqual(crossed);
       const refused = cli(['generate', ck.dir, '--record', shortRec, '--tokens', '0,5,17,42,9', '--max-new-tokens', '24', '--within-gated'], env);
       expect(refused.code).toBe(3);
-      expect(refused.stderr).toMatch(/locked for this run: .*Give --max-new-tokens 6 or fewer, or gate a prompt of 28 tokens or more/);
+      expect(refused.stderr).toMatch(/the record does not cover this run: .*Give --max-new-tokens 6 or fewer, or gate a prompt of 28 tokens or more/);
       const want = generate(new DeepseekV4DeviceDecoder(m, N, K), [[0, 5, 17, 42, 9]], { maxNewTokens: 24, sampling: { temperature: 0, topP: 1, topK: 0, repetitionPenalty: 1 }, seed: 1, eos: new Set([1]) });
       expect(j.outputs[0].tokens).toEqual(want.tokens[0]);
     } finally {

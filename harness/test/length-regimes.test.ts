@@ -37,7 +37,9 @@ describe('length regimes', () => {
     const topk = config.index_topk as number;
     // a ratio-r layer's first entry is visible to t = r − 1 (a sequence of r); the ratio-4 indexer keeps topk of
     // ⌊(t + 1) / 4⌋ visible entries, a choice once there are topk + 1 of them
-    const want = [(config.sliding_window as number) + 1, ...new Set(ratios.filter((r) => r > 0)), ...(ratios.includes(4) ? [4 * (topk + 1)] : [])].sort((a, b) => a - b);
+    // and a ratio-4 entry b pools block b − 1 too (nothing before block 0): entry 1, at 8 tokens, is the first to use
+    // the overlap's weights
+    const want = [(config.sliding_window as number) + 1, ...new Set(ratios.filter((r) => r > 0)), ...(ratios.includes(4) ? [8, 4 * (topk + 1)] : [])].sort((a, b) => a - b);
     expect(got.map((r) => r.tokens)).toEqual(want);
     for (const r of new Set(ratios.filter((x) => x > 0))) {
       const layers = ratios.flatMap((x, L) => (x === r ? [L] : []));

@@ -27,9 +27,16 @@ export function dropBenchFromPageCache(): number {
       const p = path.join(dir, e.name);
       if (e.isDirectory()) walk(p);
       else if (e.isFile()) {
-        const fd = fs.openSync(p, 'r');
+        // advice only: a file swapped for a link or a FIFO since the listing, or one this user cannot read, is skipped
+        let fd: number;
         try {
-          if (dropCached(fd)) bytes += fs.fstatSync(fd).size;
+          fd = fs.openSync(p, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+        } catch {
+          continue;
+        }
+        try {
+          const st = fs.fstatSync(fd);
+          if (st.isFile() && dropCached(fd)) bytes += st.size;
         } finally {
           fs.closeSync(fd);
         }
