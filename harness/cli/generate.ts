@@ -20,7 +20,7 @@ import { type AcceptanceRecord, gatedTokens, readRecordText, RecordMismatch, sig
 import { deferredFingerprint, type RecordedModel } from '../gate/deferred.js';
 import { cacheListDigest, type Fp16ManifestBase, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { generate, type GenerateResult, TextStream } from '../generate/engine.js';
-import { eosIds, resolveSampling } from '../generate/generation_config.js';
+import { eosIds, resolveSampling, unappliedDecoding } from '../generate/generation_config.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { assertDistinctPaths, checkOutputs, writeFileAtomic } from '../io/writer.js';
 import { printable } from '../io/printable.js';
@@ -144,6 +144,8 @@ export async function runGenerate(a: GenerateArgs, io: { stdout: NodeJS.Writable
       throw new InputError(`--max-new-tokens ${a.maxNewTokens}: a ${longestPrompt}-token prompt plus ${a.maxNewTokens} new tokens exceeds max_position_embeddings ${maxPos}; give at most ${Math.max(0, maxPos - longestPrompt + 1)}`);
     }
     if (record !== null) beyondTheGate(record, entry, ck, longestPrompt + a.maxNewTokens - 1, a, io);
+    const unapplied = unappliedDecoding(ck, sampling.temperature > 0);
+    if (unapplied.length > 0) io.stderr.write(`layerdiff: note: generation_config.json sets ${unapplied.join(', ')}, which generate does not apply (one sequence per prompt, decoded as the next line says): its text may differ from transformers' generate\n`);
     io.stderr.write(`layerdiff: ${sampling.temperature === 0 ? 'greedy' : `sampling at temperature ${sampling.temperature}, top-k ${sampling.topK === 0 ? 'off' : sampling.topK}, top-p ${sampling.topP}`}, repetition penalty ${sampling.repetitionPenalty} (${samplingSource})\n`);
 
     const t0 = performance.now();

@@ -14,7 +14,7 @@ import { InputError } from '../errors.js';
 import { checkpointFingerprint } from '../gate/fingerprint.js';
 import type { Decoder } from '../contracts/decoder.js';
 import { generate, TextStream } from '../generate/engine.js';
-import { eosIds, resolveSampling } from '../generate/generation_config.js';
+import { eosIds, resolveSampling, unappliedDecoding } from '../generate/generation_config.js';
 import { cacheListDigest, MANIFEST, readManifestText } from '../generate/fp16cache.js';
 import { loadLlamaFp16Cache, writeLlamaFp16Cache } from '../generate/fp16cache_llama.js';
 import { RecomputeDecoder } from '../generate/recompute.js';
@@ -339,6 +339,23 @@ describe('sampling', () => {
       const ck = at(name, gc);
       try {
         expect(resolveSampling({}, ck).sampling, name).toEqual(want);
+      } finally {
+        ck.close();
+      }
+    }
+    // decoding fields transformers would apply and generate does not are named, each at a value other than its default;
+    // the sampling-only warpers only when the run samples
+    const other = at('other', { do_sample: true, num_beams: 4, no_repeat_ngram_size: 0, min_p: 0.05, typical_p: 1, suppress_tokens: [], bad_words_ids: [[5]], min_new_tokens: 2 });
+    try {
+      expect(unappliedDecoding(other, true)).toEqual(['num_beams 4', 'bad_words_ids [[5]]', 'min_new_tokens 2', 'min_p 0.05']);
+      expect(unappliedDecoding(other, false)).toEqual(['num_beams 4', 'bad_words_ids [[5]]', 'min_new_tokens 2']);
+    } finally {
+      other.close();
+    }
+    for (const name of ['greedy', 'absent', 'sample']) {
+      const ck = Checkpoint.open(path.join(tmp, `gc-${name}`));
+      try {
+        expect(unappliedDecoding(ck, true), name).toEqual([]);
       } finally {
         ck.close();
       }
