@@ -62,8 +62,9 @@ export function resolveSampling(flags: SamplingFlags, ck: Checkpoint): { samplin
 
 /**
  * generation_config.json's decoding fields that transformers would apply and `generate` does not (it draws one
- * sequence per prompt with temperature, top-k, top-p and the repetition penalty), each set to other than
- * GenerationConfig's default, as "name value": the run says so, since its text may then differ from transformers'.
+ * sequence per prompt with temperature, top-k, top-p and the repetition penalty), each set to a value at which
+ * transformers acts (not its default, nor an inert value such as guidance_scale 1), as "name value": the run says so,
+ * since its text may then differ from transformers'.
  * The warpers that act only when sampling are named only when this run samples. Lengths (max_new_tokens,
  * max_length) are --max-new-tokens's, and beam-only fields (length_penalty, early_stopping) go with num_beams.
  */
@@ -71,16 +72,16 @@ export function unappliedDecoding(ck: Checkpoint, sampling: boolean): string[] {
   const gc = generationConfig(ck);
   if (gc === null) return [];
   const isSet = (v: unknown) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v as object).length === 0);
-  // [field, its default (null: unset), whether it acts only when sampling]
-  const fields: Array<[string, unknown, boolean]> = [
-    ['num_beams', 1, false], ['num_beam_groups', 1, false], ['diversity_penalty', 0, false], ['penalty_alpha', null, false],
-    ['no_repeat_ngram_size', 0, false], ['bad_words_ids', null, false], ['min_length', 0, false], ['min_new_tokens', null, false],
-    ['suppress_tokens', null, false], ['begin_suppress_tokens', null, false], ['forced_bos_token_id', null, false],
-    ['forced_eos_token_id', null, false], ['sequence_bias', null, false], ['guidance_scale', null, false],
-    ['exponential_decay_length_penalty', null, false],
-    ['min_p', null, true], ['typical_p', 1, true], ['epsilon_cutoff', 0, true], ['eta_cutoff', 0, true],
+  // [field, the values at which transformers does nothing with it (besides unset), whether it acts only when sampling]
+  const fields: Array<[string, unknown[], boolean]> = [
+    ['num_beams', [1], false], ['num_beam_groups', [1], false], ['diversity_penalty', [0], false], ['penalty_alpha', [0], false],
+    ['no_repeat_ngram_size', [0], false], ['bad_words_ids', [], false], ['min_length', [0], false], ['min_new_tokens', [0], false],
+    ['suppress_tokens', [], false], ['begin_suppress_tokens', [], false], ['forced_bos_token_id', [], false],
+    ['forced_eos_token_id', [], false], ['sequence_bias', [], false], ['guidance_scale', [1], false],
+    ['exponential_decay_length_penalty', [], false],
+    ['min_p', [0], true], ['typical_p', [1], true], ['epsilon_cutoff', [0], true], ['eta_cutoff', [0], true],
   ];
-  return fields.filter(([k, def, onlySampling]) => isSet(gc[k]) && gc[k] !== def && (sampling || !onlySampling)).map(([k]) => `${k} ${JSON.stringify(gc[k])}`);
+  return fields.filter(([k, inert, onlySampling]) => isSet(gc[k]) && !inert.includes(gc[k]) && (sampling || !onlySampling)).map(([k]) => `${k} ${JSON.stringify(gc[k])}`);
 }
 
 /** The ids that end a sequence (see the file comment); a field that is not token ids is bad input naming it. */

@@ -345,7 +345,7 @@ describe('sampling', () => {
     }
     // decoding fields transformers would apply and generate does not are named, each at a value other than its default;
     // the sampling-only warpers only when the run samples
-    const other = at('other', { do_sample: true, num_beams: 4, no_repeat_ngram_size: 0, min_p: 0.05, typical_p: 1, suppress_tokens: [], bad_words_ids: [[5]], min_new_tokens: 2 });
+    const other = at('other', { do_sample: true, num_beams: 4, no_repeat_ngram_size: 0, min_p: 0.05, typical_p: 1, suppress_tokens: [], bad_words_ids: [[5]], min_new_tokens: 2, guidance_scale: 1, penalty_alpha: 0 });
     try {
       expect(unappliedDecoding(other, true)).toEqual(['num_beams 4', 'bad_words_ids [[5]]', 'min_new_tokens 2', 'min_p 0.05']);
       expect(unappliedDecoding(other, false)).toEqual(['num_beams 4', 'bad_words_ids [[5]]', 'min_new_tokens 2']);
