@@ -26,9 +26,17 @@ export interface SamplingFlags {
 /** GenerationConfig's defaults (transformers generation/configuration_utils.py). */
 const HF_DEFAULTS = { do_sample: false, temperature: 1.0, top_k: 50, top_p: 1.0, repetition_penalty: 1.0 };
 
+/**
+ * The checkpoint's generation_config.json, read once per open checkpoint: the sampling, the EOS ids and the note on
+ * fields not applied (three readers in one run) then see the same bytes, even if the file changes meanwhile.
+ */
+const readOnce = new WeakMap<Checkpoint, Record<string, unknown> | null>();
 function generationConfig(ck: Checkpoint): Record<string, unknown> | null {
+  if (readOnce.has(ck)) return readOnce.get(ck)!;
   const file = path.join(ck.dir, GENERATION_CONFIG);
-  return fs.existsSync(file) ? readJsonObject(file) : null;
+  const gc = fs.existsSync(file) ? readJsonObject(file) : null;
+  readOnce.set(ck, gc);
+  return gc;
 }
 
 /** The sampling a run uses and, for the log line, whether generation_config.json or the flags set it. */

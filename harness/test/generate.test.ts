@@ -352,6 +352,15 @@ describe('sampling', () => {
     } finally {
       other.close();
     }
+    // read once per open checkpoint: an edit after the first read changes nothing this run decides
+    const once = at('once', { do_sample: true, num_beams: 4 });
+    try {
+      expect(unappliedDecoding(once, true)).toEqual(['num_beams 4']);
+      fs.writeFileSync(path.join(once.dir, 'generation_config.json'), JSON.stringify({ do_sample: false, eos_token_id: 3 }));
+      expect([unappliedDecoding(once, true), resolveSampling({}, once).sampling.temperature, [...eosIds(once, 7)]]).toEqual([['num_beams 4'], 1, [1]]);
+    } finally {
+      once.close();
+    }
     for (const name of ['greedy', 'absent', 'sample']) {
       const ck = Checkpoint.open(path.join(tmp, `gc-${name}`));
       try {
