@@ -242,7 +242,6 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   const size_t lead = static_cast<size_t>(static_cast<off_t>(off) - aligned), total = lead + static_cast<size_t>(len);
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, aligned);
   if (base == MAP_FAILED) return env.Null();
-  // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
   // MADV_HUGEPAGE (ranges of 2 MiB or more): a fault on a page the page cache lacks then reads its aligned 2 MiB
   // around it as one large folio, which later mappings of the file map with one PMD entry. Without it a fault reads
   // 4 KiB folios unless the faults look sequential to read-ahead, and the FP16 cache's faults (head chunks, one
@@ -252,6 +251,7 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   // 1.3 s). Advice only: pages the page cache already holds keep their folios, and a kernel without transparent
   // huge pages refuses it (EINVAL), harmlessly. What it reads beyond a range is read-ahead's, a few MiB at its ends.
   if (total >= (2u << 20)) madvise(base, total, MADV_HUGEPAGE);
+  // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
   if (populate) madvise(base, total, MADV_POPULATE_READ);
   return wrap_mapping(env, base, total, static_cast<uint8_t*>(base) + lead, static_cast<size_t>(len));
 }
