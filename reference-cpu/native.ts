@@ -48,6 +48,8 @@ export interface ExactVsF16 {
 /** checkExactVsF16RowsReading's result: with the E4M3 NaN codes among an FP8 weight's bytes, counted as they were read (0 for MXFP4) */
 export interface ExactVsF16Read extends ExactVsF16 {
   weightNanCodes: number;
+  /** of the weight's bytes, those compared where they lay in the page cache (a mapping) rather than read (pread) */
+  mappedBytes: number;
 }
 
 /** Where a weight's bytes are in its file, for checkExactVsF16Rows to read them itself (the fused read). */

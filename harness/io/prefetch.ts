@@ -1,7 +1,9 @@
 /**
- * posix_fadvise(WILLNEED) through the reference's native addon (reference-cpu/native/file_io.cc): the
- * page-cache read-ahead Checkpoint.prefetchTensors asks for, given on the addon's background thread. Node has no
- * fadvise of its own. Without the addon (a build that lacks it) the advice is simply not given.
+ * Read-ahead through the reference's native addon (reference-cpu/native/file_io.cc, read_ahead): the page-cache
+ * read-ahead Checkpoint.prefetchTensors asks for, given on the addon's background thread. What the page cache lacks
+ * is read in through a huge-page mapping, as 2 MiB folios where the kernel makes them (posix_fadvise's WILLNEED,
+ * which Node lacks anyway, read 4 KiB ones, which every later mapped reader paid a fault a page for); where that
+ * cannot be done the range is advised WILLNEED. Without the addon (a build that lacks it) nothing is read ahead.
  */
 import { loadAddon } from './addon.js';
 

@@ -1,6 +1,6 @@
 /**
  * Checkpoint.prefetchTensors: one read-ahead advice per run of touching byte ranges in each shard, covering every
- * tensor asked for and nothing between runs (the advice itself is posix_fadvise, observed here as its calls).
+ * tensor asked for and nothing between runs (the read-ahead itself is file_io.cc's, observed here as its calls).
  */
 import { describe, expect, it, vi } from 'vitest';
 

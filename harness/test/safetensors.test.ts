@@ -147,6 +147,33 @@ describe('willNeed: read-ahead advice given on a background thread', () => {
     expect(fs.readFileSync(p).every((x) => x === 1), 'the file is unchanged').toBe(true);
   });
 
+  // What the read-ahead leaves in the page cache: 2 MiB folios where the kernel makes them for a huge-page mapping's
+  // reads (POSIX_FADV_WILLNEED left 4 KiB ones, which later mapped readers paid a fault a page for: file_io.cc). The
+  // kernel's account of it (smaps' FilePmdMapped, through hugeMappedBytes): first what this kernel and filesystem
+  // give a file read in through such a mapping, then what they give it read in by willNeed.
+  it.runIf(process.platform === 'linux')('reads a range in as 2 MiB folios where the kernel makes them, as a huge-page mapping\'s own reads do', async () => {
+    const { willNeed } = await import('../io/prefetch.js');
+    const { loadAddon } = await import('../io/addon.js');
+    const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-readahead-'));
+    const p = path.join(dir, 'r.bin');
+    const size = 8 << 20;
+    fs.writeFileSync(p, Uint8Array.from({ length: size }, (_, i) => (i * 2654435761) >>> 24));
+    const fd = fs.openSync(p, 'r');
+    try {
+      fs.fsyncSync(fd);
+      expect(io.dropCached(fd)).toBe(true);
+      const possible = io.hugeMappedBytes(fd, 0, size);  // read in through the mapping itself
+      expect(io.dropCached(fd)).toBe(true);
+      expect(willNeed(fd, 0, size)).toBe(true);
+      await new Promise((r) => setTimeout(r, 500));  // the advice runs on the addon's thread: 8 MiB takes milliseconds
+      expect(io.hugeMappedBytes(fd, 0, size), `this kernel maps ${possible} B of it by PMD entries when read in through a huge-page mapping`).toBe(possible);
+    } finally {
+      fs.closeSync(fd);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('dropCached (the wide benchmarks\' page-cache drop) is taken for a regular file, refused for a pipe, and leaves the file as it was', async () => {
     const { loadAddon } = await import('../io/addon.js');
     const { dropCached } = loadAddon('ld_reference') as { dropCached(fd: number): boolean };

@@ -7,9 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -18,6 +22,9 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <vector>
+
+#include "huge_map.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14's value, for older headers (the call then fails with EINVAL, harmlessly)
@@ -25,12 +32,56 @@
 
 namespace {
 
-// willNeed(fd, offset, length): posix_fadvise(POSIX_FADV_WILLNEED) — ask the kernel to start reading a byte
-// range into the page cache, so a later read finds it there (the weights check's read-ahead). Advice only: an
-// error (a pipe, an old kernel) is ignored. The advice is given on a background thread, on a duplicate of the
-// descriptor (so closing the file meanwhile harms nothing): WILLNEED walks every page of the range even when all
-// are cached (~0.1 s a wide DeepSeek-V4 layer of 3.55 GB here, measured), and the caller asks it for the next
-// layer while it has the current one to check. Returns whether the advice was queued.
+// The read-ahead itself: bytes [off, off + len) of fd into the page cache, as 2 MiB folios where they are missing.
+// POSIX_FADV_WILLNEED reads them in as 4 KiB folios, and a page cache of those made every later mapped reader of
+// the file slow (round 38: ~2 GB/s mapped, against 15–40 GB/s from 2 MiB folios through PMD entries) and kept the
+// weights check's mapped rows from being used (check_f16.cc). So each kStep of the range is mapped as huge_map.h
+// lays it out, mincore finds the 2 MiB extents with a page missing, and MADV_POPULATE_READ faults those in, which
+// under MADV_HUGEPAGE reads each as one folio; cached extents are left as they are (populating 4 KiB folios only
+// maps them, at the cost above, for nothing). The mapping is then dropped: the pages stay in the page cache and
+// leave this process. Where a step cannot be mapped, or the kernel lacks MADV_POPULATE_READ (before 5.14), the
+// step is advised WILLNEED as before. A file truncated meanwhile ends the populate with an error, not a fault.
+void read_ahead(int fd, off_t off, off_t len) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED);
+    return;
+  }
+  const int64_t page = sysconf(_SC_PAGESIZE), size = st.st_size;
+  const int64_t end = std::min<int64_t>(len == 0 ? size : off + len, size);
+  constexpr int64_t kStep = int64_t{64} << 20;  // mapped at once: at most this much is in this process's RSS
+  std::vector<unsigned char> resident;
+  for (int64_t a = off / ld::kExtent * ld::kExtent; a < end; a += kStep) {
+    const int64_t b = std::min(a + kStep, (end + page - 1) / page * page);
+    const size_t span = static_cast<size_t>(b - a);
+    uint8_t* m = ld::map_extents(fd, a, span);
+    resident.resize((span + static_cast<size_t>(page) - 1) / static_cast<size_t>(page));
+    if (m == nullptr || mincore(m, span, resident.data()) != 0) {
+      if (m != nullptr) munmap(m, span);
+      posix_fadvise(fd, a, b - a, POSIX_FADV_WILLNEED);
+      continue;
+    }
+    const size_t per = static_cast<size_t>(ld::kExtent / page);
+    bool refused = false;
+    for (size_t e = 0; e * per < resident.size() && !refused; e++) {
+      const size_t p0 = e * per, p1 = std::min(resident.size(), p0 + per);
+      bool missing = false;
+      for (size_t p = p0; p < p1 && !missing; p++) missing = (resident[p] & 1) == 0;
+      if (!missing) continue;
+      const size_t at = p0 * static_cast<size_t>(page), n = std::min(span, p1 * static_cast<size_t>(page)) - at;
+      if (madvise(m + at, n, MADV_POPULATE_READ) != 0 && errno == EINVAL) refused = true;
+    }
+    munmap(m, span);
+    if (refused) posix_fadvise(fd, a, b - a, POSIX_FADV_WILLNEED);
+  }
+}
+
+// willNeed(fd, offset, length): read a byte range into the page cache ahead of its use (read_ahead above), so a
+// later read finds it there (the weights check's read-ahead, the diff's next layer). Advice only: an error (a pipe,
+// an old kernel) is ignored. It is given on a background thread, on a duplicate of the descriptor (so closing the
+// file meanwhile harms nothing): the caller asks it for the next layer while it has the current one to check
+// (POSIX_FADV_WILLNEED alone walked every page of the range even when all were cached, ~0.1 s a wide DeepSeek-V4
+// layer of 3.55 GB here). Returns whether the advice was queued.
 class Advisor {
  public:
   bool push(int fd, off_t off, off_t len) {
@@ -73,7 +124,7 @@ class Advisor {
         a = q_.front();
         q_.pop_front();
       }
-      posix_fadvise(a.fd, a.off, a.len, POSIX_FADV_WILLNEED);
+      read_ahead(a.fd, a.off, a.len);
       close(a.fd);
     }
   }
@@ -256,6 +307,40 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   return wrap_mapping(env, base, total, static_cast<uint8_t*>(base) + lead, static_cast<size_t>(len));
 }
 
+// hugeMappedBytes(fd, offset, length): how much of the file's 2 MiB extents holding [offset, offset + length) maps
+// through PMD entries (a page-cache folio of 2 MiB each), as the kernel's own account says: the range mapped as
+// huge_map.h lays it out, populated, and /proc/self/smaps' FilePmdMapped for that mapping. For the tests of the
+// weights check's mapped rows (check_f16.cc), which find the same thing another way (PAGEMAP_SCAN); 0 where the
+// range cannot be mapped or smaps cannot be read.
+Napi::Value huge_mapped_bytes(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(env, "hugeMappedBytes: expected (fd, offset, length)");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+  const int64_t off = info[1].As<Napi::Number>().Int64Value(), len = info[2].As<Napi::Number>().Int64Value();
+  struct stat st;
+  if (off < 0 || len <= 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > st.st_size) return Napi::Number::New(env, 0);
+  const int64_t page = sysconf(_SC_PAGESIZE), a = off / ld::kExtent * ld::kExtent;
+  const int64_t b = std::min((off + len + ld::kExtent - 1) / ld::kExtent * ld::kExtent, (static_cast<int64_t>(st.st_size) + page - 1) / page * page);
+  uint8_t* m = ld::map_extents(fd, a, static_cast<size_t>(b - a));
+  if (m == nullptr) return Napi::Number::New(env, 0);
+  madvise(m, static_cast<size_t>(b - a), MADV_POPULATE_READ);
+  double kb = 0;
+  if (FILE* f = fopen("/proc/self/smaps", "re")) {
+    char line[512];
+    bool ours = false;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(m);
+    while (fgets(line, sizeof line, f) != nullptr) {
+      unsigned long lo = 0, hi = 0;
+      char dash = 0;
+      if (sscanf(line, "%lx%c%lx", &lo, &dash, &hi) == 3 && dash == '-') ours = lo == at;  // a mapping's first line
+      else if (ours && std::strncmp(line, "FilePmdMapped:", 14) == 0) kb = std::strtod(line + 14, nullptr);
+    }
+    fclose(f);
+  }
+  munmap(m, static_cast<size_t>(b - a));
+  return Napi::Number::New(env, kb * 1024);
+}
+
 Napi::Value map_range(const Napi::CallbackInfo& info) { return map_file(info, "mapRange", false); }
 Napi::Value map_populated(const Napi::CallbackInfo& info) { return map_file(info, "mapPopulated", true); }
 
@@ -328,6 +413,7 @@ void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("dropCached", Napi::Function::New(env, drop_cached));
   exports.Set("mapRange", Napi::Function::New(env, map_range));
   exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
+  exports.Set("hugeMappedBytes", Napi::Function::New(env, huge_mapped_bytes));
   exports.Set("mapAnonymous", Napi::Function::New(env, map_anonymous));
   exports.Set("releaseMapped", Napi::Function::New(env, release_mapped));
   exports.Set("mappedStats", Napi::Function::New(env, mapped_stats));

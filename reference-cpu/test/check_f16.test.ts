@@ -17,6 +17,7 @@ import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
 import { checkExactVsF16, checkExactVsF16Rows, checkExactVsF16RowsReading, type ExactVsF16, fp8PlanarGroups, nanCodeCount, nonFiniteAt, referenceNativeInfo, roundF16Native, roundF16Values, type RowsReadingJob, setReferenceSimd, startRowsReading, waitRowsReading } from '../native.js';
 import { FAULT_CODES, loadDeviceNative } from '../../device-hip/binding.js';
+import { loadAddon } from '../../harness/io/addon.js';
 import { LinearCache } from '../../device-hip/linear.js';
 
 /** Every kernel level (all give the same bits): the widest, AVX-512 without its VBMI kernels (CPUs such as Cascade
@@ -466,7 +467,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
             const read = checkExactVsF16RowsReading(e.kind, garbage, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: garbage } }, f), fill);
             expect('readError' in read ? read : read.weightNanCodes).toBe(0);
             if ('readError' in read) continue;
-            const { weightNanCodes: _, ...rest } = read;
+            const { weightNanCodes: _, mappedBytes: __, ...rest } = read;
             expect(flags(rest), `[${lw.out}×${lw.in}] read by the pass, ${fault ?? 'no fault'}, device ${devLevel}, reference ${level}`).toEqual(want);
           }
         }
@@ -662,7 +663,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
             expect('readError' in got, `${fault}`).toBe(false);
             if ('readError' in got) continue;
             expect(got.weightNanCodes).toBe(0);
-            const { weightNanCodes: _, ...rest } = got;
+            const { weightNanCodes: _, mappedBytes: __, ...rest } = got;
             expect(flags(rest), `${fault ?? 'no fault'}`).toEqual(want);
             expect(Buffer.compare(buf, before), 'the buffer is left as it was').toBe(0);
             if (fault === null) expect(want.firstBad).toBe(-1);
@@ -718,7 +719,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
               const got = checkExactVsF16RowsReading(e.kind, buf, e.scale, lw.out, lw.in, e.bo, e.bi, cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, f), fill);
               expect('readError' in got ? got : got.weightNanCodes).toBe(0);
               if ('readError' in got) continue;
-              const { weightNanCodes: _, ...rest } = got;
+              const { weightNanCodes: _, mappedBytes: __, ...rest } = got;
               expect(flags(rest), `${lw.format} ${fault ?? 'no fault'}, reference ${level}`).toEqual(want);
             }
             if (fault === null) expect(want.firstBad).toBe(-1);
@@ -749,6 +750,44 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
         expect(nanCodeCount(w, 'e4m3')).toBe(6);
       } finally {
         fs.closeSync(fill.fd);
+      }
+    });
+
+    // The mapped read (check_f16.cc, mapped_rows): a tensor whose 2 MiB extents the page cache holds as 2 MiB folios is
+    // compared where it lies, the rest read. Which extents those are is the kernel's (its filesystem, its transparent
+    // huge pages): the file is dropped from the page cache and read back through a huge-page mapping, and the kernel's
+    // own account of it (smaps' FilePmdMapped, hugeMappedBytes) says whether the pass must have mapped rows (it finds
+    // them another way, PAGEMAP_SCAN) or must have read them all. Either way the result is the in-memory compare's.
+    it('MXFP4 [2048×4096] and FP8 [1024×4096] straddling 2 MiB extents: compared in place where the kernel maps them by PMD entries (none read then), read where not, with the in-memory result for the right device and every fault', () => {
+      const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
+      const r = new Rng(1680);
+      for (const [what, out, inn] of [['mxfp4', 2048, 4096], ['fp8-e8m0', 1024, 4096]] as const) {
+        const lw = weights(r, what, out, inn);
+        const n = lw.weight.bytes.length;
+        const fill = inFile(`mapped-${what}`, lw.weight.bytes);
+        let caught = 0;  // faults that make this format's device wrong, found through the same pass
+        try {
+          fs.fsyncSync(fill.fd);
+          io.dropCached(fill.fd);
+          const huge = io.hugeMappedBytes(fill.fd, fill.offset, n);
+          for (const fault of [null, 'nibble-swap', 'scale-axis', 'e3m0-table'] as const) {
+            const want = flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], cache.rowSource(lw, fault)));
+            const buf = new Uint8Array(n);
+            const got = checkExactVsF16RowsReading(kindOf(lw), buf, lw.scale!.bytes, out, inn, lw.block[0], lw.block[1], cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, fault), fill);
+            if ('readError' in got) throw new Error(got.readError);
+            const { weightNanCodes: _, mappedBytes, ...rest } = got;
+            expect(flags(rest), `${what}, ${fault ?? 'no fault'}`).toEqual(want);
+            if (fault === null) expect(want.firstBad).toBe(-1);
+            else caught += want.firstBad >= 0 ? 1 : 0;
+            // the extents wholly inside the tensor (the file's offset 1,000,003 puts its ends inside others)
+            const inner = Math.floor((fill.offset + n) / 2 ** 21) * 2 ** 21 - Math.ceil(fill.offset / 2 ** 21) * 2 ** 21;
+            if (huge >= inner + 2 ** 21) expect(mappedBytes, `${what}, ${fault}: mapped ${huge} B by PMD entries`).toBeGreaterThanOrEqual(inner / 2);
+            if (huge === 0) expect(mappedBytes, `${what}, ${fault}: no extent mapped by a PMD entry`).toBe(0);
+          }
+          expect(caught, what).toBeGreaterThan(0);
+        } finally {
+          fs.closeSync(fill.fd);
+        }
       }
     });
 
