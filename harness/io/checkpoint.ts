@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { willNeed } from './prefetch.js';
+import { readAheadMark, willNeed } from './prefetch.js';
 import { InputError } from '../errors.js';
 import { identityOf, readRegularBytes, utf8Text } from './regular.js';
 import { type DeferredRead, SafetensorsFile, SafetensorsFolder, type TensorInfo } from './safetensors.js';
@@ -199,13 +199,13 @@ export class Checkpoint {
   }
 
   /**
-   * Read-ahead: ask the kernel to start loading these tensors' bytes into the page cache while the caller
-   * computes on what it already read (posix_fadvise WILLNEED through the native addon, on its background
-   * thread). Advice only: it changes no result, and is skipped where the addon cannot give it. The byte ranges
-   * are merged per shard file where they touch or overlap: one advice per run of bytes (a wide DeepSeek-V4
-   * layer's ~1,500 tensors are one or two runs), not one per tensor.
+   * Read-ahead: load these tensors' bytes into the page cache while the caller computes on what it already read
+   * (harness/io/prefetch.ts, on the native addon's background thread). It changes no result, and is skipped where
+   * the addon cannot give it. The byte ranges are merged per shard file where they touch or overlap: one
+   * read-ahead per run of bytes (a wide DeepSeek-V4 layer's ~1,500 tensors are one or two runs), not one per
+   * tensor. → the mark of the last one queued, for readAheadWait (0 where none was).
    */
-  prefetchTensors(names: Iterable<string>): void {
+  prefetchTensors(names: Iterable<string>): number {
     const byShard = new Map<string, Array<[number, number]>>();
     for (const n of names) {
       const info = this.info(n);
@@ -230,6 +230,7 @@ export class Checkpoint {
       }
       advise(b, e);
     }
+    return readAheadMark();
   }
 
   read(name: string): Uint8Array {

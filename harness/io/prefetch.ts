@@ -7,16 +7,39 @@
  */
 import { loadAddon } from './addon.js';
 
-let fn: ((fd: number, offset: number, length: number) => boolean) | null | undefined;
+interface ReadAheadAddon {
+  willNeed?: (fd: number, offset: number, length: number) => boolean;
+  readAheadMark?: () => number;
+  readAheadWait?: (mark: number) => void;
+}
 
-export function willNeed(fd: number, offset: number, length: number): boolean {
-  if (fn === undefined) {
+let addon: ReadAheadAddon | null | undefined;
+
+function readAheadAddon(): ReadAheadAddon | null {
+  if (addon === undefined) {
     try {
-      const a = loadAddon('ld_reference') as { willNeed?: (fd: number, offset: number, length: number) => boolean };
-      fn = typeof a.willNeed === 'function' ? a.willNeed : null;
+      addon = loadAddon('ld_reference') as ReadAheadAddon;
     } catch {
-      fn = null;
+      addon = null;
     }
   }
-  return fn === null ? false : fn(fd, offset, length);
+  return addon;
+}
+
+/** Queue the read-ahead of [offset, offset + length) of fd; whether it was queued. */
+export function willNeed(fd: number, offset: number, length: number): boolean {
+  const f = readAheadAddon()?.willNeed;
+  return typeof f === 'function' ? f(fd, offset, length) : false;
+}
+
+/** The mark of the read-ahead queued last (0: none), for readAheadWait. */
+export function readAheadMark(): number {
+  const f = readAheadAddon()?.readAheadMark;
+  return typeof f === 'function' ? f() : 0;
+}
+
+/** Until the read-ahead marked `mark`, and every one queued before it, has been carried out (at once without the addon). */
+export function readAheadWait(mark: number): void {
+  const f = readAheadAddon()?.readAheadWait;
+  if (mark > 0 && typeof f === 'function') f(mark);
 }

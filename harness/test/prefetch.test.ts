@@ -1,6 +1,8 @@
 /**
  * Checkpoint.prefetchTensors: one read-ahead advice per run of touching byte ranges in each shard, covering every
- * tensor asked for and nothing between runs (the read-ahead itself is file_io.cc's, observed here as its calls).
+ * tensor asked for and nothing between runs (the read-ahead itself is file_io.cc's, observed here as its calls);
+ * and the weights check's use of it: each layer's read-ahead waited for before the layer is read, the next one's
+ * queued first.
  */
 import { describe, expect, it, vi } from 'vitest';
 
@@ -10,10 +12,18 @@ vi.mock('../io/prefetch.js', () => ({
     calls.push([fd, offset, length]);
     return true;
   },
+  // the mock's marks count its calls, as the addon numbers its read-aheads
+  readAheadMark: () => calls.length,
+  readAheadWait: (mark: number) => events.push({ wait: mark }),
 }));
+
+type Event = { wait: number } | { prefetch: number; mark: number } | { read: number };
+const events: Event[] = [];
 
 const { Checkpoint } = await import('../io/checkpoint.js');
 const { LLAMA_TINY } = await import('./cli.js');
+const { checkWeights, layerOf } = await import('../weights/check.js');
+const { loadDeviceNative } = await import('../../device-hip/binding.js');
 
 describe('Checkpoint.prefetchTensors', () => {
   it('advises each run of touching tensors once, covering each tensor, and skips what lies between runs', () => {
@@ -21,7 +31,7 @@ describe('Checkpoint.prefetchTensors', () => {
     try {
       const layer2 = ck.names().filter((n) => n.startsWith('model.layers.2.'));
       calls.length = 0;
-      ck.prefetchTensors(layer2);
+      expect(ck.prefetchTensors(layer2), 'the mark of the last read-ahead queued').toBe(calls.length);
       expect(calls.length).toBeGreaterThan(0);
       expect(calls.length, 'fewer advices than tensors').toBeLessThan(layer2.length);
       for (const n of layer2) {
@@ -42,6 +52,45 @@ describe('Checkpoint.prefetchTensors', () => {
       const [a, b] = [ck.info(inShard[0]), ck.info(inShard[inShard.length - 1])];
       ck.prefetchTensors([inShard[inShard.length - 1], inShard[0]]);
       expect(calls.map(([, o, l]) => [o, l])).toEqual([[a.begin, a.end - a.begin], [b.begin, b.end - b.begin]]);
+    } finally {
+      ck.close();
+    }
+  });
+
+  it('the weights check waits for each layer\'s read-ahead before it reads the layer, having queued the next layer\'s first', () => {
+    const ck = Checkpoint.open(LLAMA_TINY());
+    try {
+      const layerOfAll = (names: Iterable<string>) => [...new Set([...names].map(layerOf))];
+      const prefetch = ck.prefetchTensors.bind(ck), read = ck.read.bind(ck), reserve = ck.reserve.bind(ck);
+      ck.prefetchTensors = (names) => {
+        const list = [...names];
+        const mark = prefetch(list);
+        if (list.length > 0) events.push({ prefetch: layerOfAll(list)[0]!, mark });
+        return mark;
+      };
+      ck.read = ((name: string) => (events.push({ read: layerOf(name) ?? -1 }), read(name))) as typeof ck.read;
+      ck.reserve = ((name: string) => (events.push({ read: layerOf(name) ?? -1 }), reserve(name))) as typeof ck.reserve;
+      calls.length = 0;
+      events.length = 0;
+      const layers = Number(ck.config.num_hidden_layers);
+      const w = checkWeights(ck, loadDeviceNative(), { layers: null, faults: null, numLayers: layers });
+      expect(w.checked).toBeGreaterThan(0);
+      // the layers whose weights are quantized (llama-tiny keeps layer 0 in BF16), each read
+      const quantized = [...new Set(events.flatMap((e) => ('read' in e ? [e.read] : [])))];
+      expect(quantized.length).toBeGreaterThan(1);
+      for (const L of quantized) {
+        const first = events.findIndex((e) => 'read' in e && e.read === L);
+        const mine = events.find((e): e is { prefetch: number; mark: number } => 'prefetch' in e && e.prefetch === L)!;
+        const next = events.findIndex((e) => 'prefetch' in e && e.prefetch === L + 1);
+        const waited = events.slice(0, first).filter((e): e is { wait: number } => 'wait' in e).map((e) => e.wait);
+        expect(mine, `layer ${L} is read ahead`).toBeDefined();
+        expect(Math.max(...waited), `layer ${L}'s read-ahead is waited for before its first read`).toBeGreaterThanOrEqual(mine.mark);
+        if (quantized.includes(L + 1)) {
+          expect(next, `layer ${L + 1} is queued before layer ${L} is read`).toBeLessThan(first);
+          const nextMark = (events[next] as { mark: number }).mark;
+          expect(waited.every((m) => m < nextMark || nextMark === mine.mark), `no wait for layer ${L + 1}'s read-ahead before layer ${L} is read`).toBe(true);
+        }
+      }
     } finally {
       ck.close();
     }

@@ -147,12 +147,34 @@ describe('willNeed: read-ahead advice given on a background thread', () => {
     expect(fs.readFileSync(p).every((x) => x === 1), 'the file is unchanged').toBe(true);
   });
 
+  it('numbers the read-aheads it queues (not those it refuses), and readAheadWait returns once a mark is reached', async () => {
+    const { readAheadMark, readAheadWait, willNeed } = await import('../io/prefetch.js');
+    const { loadAddon } = await import('../io/addon.js');
+    const io = loadAddon('ld_reference') as { readAheadWait(mark: number): void };
+    const p = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'ld-mark-')), 'm.bin');
+    fs.writeFileSync(p, new Uint8Array(3 << 20).fill(3));
+    const fd = fs.openSync(p, 'r');
+    try {
+      const m0 = readAheadMark();
+      expect(willNeed(fd, 0, 1 << 20)).toBe(true);
+      expect(willNeed(fd, 1 << 20, 2 << 20)).toBe(true);
+      expect(willNeed(987654, 0, 10), 'a descriptor that is not open').toBe(false);
+      expect(readAheadMark()).toBe(m0 + 2);
+      readAheadWait(m0 + 2);
+      readAheadWait(0);
+      expect(() => io.readAheadWait(m0 + 3), 'a mark not given yet').toThrow(/no read-ahead numbered/);
+      expect(() => io.readAheadWait(-1)).toThrow(/mark must be an integer ≥ 0/);
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+
   // What the read-ahead leaves in the page cache: 2 MiB folios where the kernel makes them for a huge-page mapping's
   // reads (POSIX_FADV_WILLNEED left 4 KiB ones, which later mapped readers paid a fault a page for: file_io.cc). The
   // kernel's account of it (smaps' FilePmdMapped, through hugeMappedBytes): first what this kernel and filesystem
   // give a file read in through such a mapping, then what they give it read in by willNeed.
   it.runIf(process.platform === 'linux')('reads a range in as 2 MiB folios where the kernel makes them, as a huge-page mapping\'s own reads do', async () => {
-    const { willNeed } = await import('../io/prefetch.js');
+    const { readAheadMark, readAheadWait, willNeed } = await import('../io/prefetch.js');
     const { loadAddon } = await import('../io/addon.js');
     const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-readahead-'));
@@ -166,7 +188,7 @@ describe('willNeed: read-ahead advice given on a background thread', () => {
       const possible = io.hugeMappedBytes(fd, 0, size);  // read in through the mapping itself
       expect(io.dropCached(fd)).toBe(true);
       expect(willNeed(fd, 0, size)).toBe(true);
-      await new Promise((r) => setTimeout(r, 500));  // the advice runs on the addon's thread: 8 MiB takes milliseconds
+      readAheadWait(readAheadMark());
       expect(io.hugeMappedBytes(fd, 0, size), `this kernel maps ${possible} B of it by PMD entries when read in through a huge-page mapping`).toBe(possible);
     } finally {
       fs.closeSync(fd);

@@ -22,6 +22,7 @@ import { type LinearWeight, loadLinear, moduleOf, parseQuantConfig, recognise, s
 import { type FormatId, FORMATS, type LinearFormat } from '../formats/registry.js';
 import type { Checkpoint } from '../io/checkpoint.js';
 import type { DeferredRead } from '../io/safetensors.js';
+import { readAheadWait } from '../io/prefetch.js';
 import { drawFromReadPool, sharedReadPool, withReadPool } from '../io/read_pool.js';
 import { batchPool, FusedBatches } from './batches.js';
 import { dequantRowsExact, exactOperands } from '../../reference-cpu/dequant.js';
@@ -107,6 +108,15 @@ export function layerOf(name: string): number | null {
  * layer order, then by name. Names are the stored weight tensors (`.weight`, or `.weight_packed`).
  */
 export function quantizedWeights(ck: Checkpoint): Array<{ name: string; layer: number | null }> {
+  // once per open checkpoint (its tensors do not change while open; a diff checks layer by layer)
+  let known = quantized.get(ck);
+  if (known === undefined) quantized.set(ck, (known = findQuantized(ck)));
+  return known.map((t) => ({ ...t }));
+}
+
+const quantized = new WeakMap<Checkpoint, Array<{ name: string; layer: number | null }>>();
+
+function findQuantized(ck: Checkpoint): Array<{ name: string; layer: number | null }> {
   const out: Array<{ name: string; layer: number | null }> = [];
   for (const name of ck.names()) {
     const dtype = ck.info(name).dtype;
@@ -139,7 +149,13 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const todo = all.filter((t) => t.layer !== null && inRange(t.layer));
   const cache = new LinearCache(native);
   const tensors: TensorCheck[] = [];
-  // Read-ahead: entering layer L, ask the kernel for layer L+1's bytes, so reading overlaps the compare.
+  // Read-ahead: entering layer L, queue layer L+1's bytes, so reading overlaps the compare, and wait for layer L's own
+  // (queued on entering L−1, or now for the first layer). Read-ahead reads what the page cache lacks as 2 MiB folios
+  // (file_io.cc), which the fused pass compares where they lie (check_f16.cc); reads of the layer's own before it
+  // finished (each expert's scale, pread, and the kernel's read-ahead around it) would bring in 4 KiB folios in the
+  // extents the scales share with the weights, and those rows are then copied. On a cold page cache the wait is
+  // the disk's time the check would spend reading anyway; on a warm one the read-ahead only asks mincore (~20 ms a
+  // wide layer) and has long finished.
   const byLayer = new Map<number, string[]>();
   for (const n of ck.names()) {
     const L = layerOf(n);
@@ -149,10 +165,13 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     else names.push(n);
   }
   let ahead = -1;
+  let own = 0;  // the mark of the read-ahead of the layer entered next (that of ahead + 1)
   const enter = (L: number) => {
     if (L <= ahead) return;
-    if (ahead < 0) ck.prefetchTensors(byLayer.get(L) ?? []);
-    ck.prefetchTensors(byLayer.get(L + 1) ?? []);
+    if (ahead < 0 || L !== ahead + 1) own = ck.prefetchTensors(byLayer.get(L) ?? []);
+    const next = ck.prefetchTensors(byLayer.get(L + 1) ?? []);
+    readAheadWait(own);
+    own = next;
     ahead = L;
   };
   // Reads into buffers recycled from earlier tensors' (nothing read outlives its check): the process's pool, so the

@@ -1461,8 +1461,9 @@ __attribute__((target("avx2,popcnt"))) int64_t count_bytes_avx2(const uint8_t* b
 // was: a tensor that differs is read again by the caller for its evidence (harness/weights/check.ts). Measured
 // side by side on a wide layer's file, two threads: the kernel's copy ran at 16 GB/s in 128 KiB reads into the
 // tensor's place, 25 GB/s in 512 KiB ones, 31–34 GB/s in 512 KiB–1 MiB reads into a chunk that stays in cache
-// (each read call has a fixed cost of ~8 µs on this kind of VM). The FP8 weight's E4M3 NaN codes are counted in
-// the same pass (weightNanCodes), as the caller counted them before.
+// (each read call has a fixed cost of ~8 µs on this kind of VM). Where the page cache holds the rows in 2 MiB
+// folios they are not copied at all but compared where they lie (the mapped read, below). The FP8 weight's E4M3
+// NaN codes are counted in the same pass (weightNanCodes), as the caller counted them before.
 struct Fill {
   bool on = false;
   int fd = -1;
@@ -1527,10 +1528,34 @@ struct PmScanArg {
 constexpr unsigned long kPagemapScan = _IOWR('f', 16, PmScanArg);
 constexpr uint64_t kPageIsHuge = 1u << 6;
 
+// /proc/self/pagemap, where PAGEMAP_SCAN answers on it (-1 elsewhere: then every row is read)
 int pagemap_fd() {
-  static const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  static const int fd = [] {
+    const int f = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (f < 0) return -1;
+    // asked once over a page of this process's own (its answer: no run, or one)
+    static const uint8_t probe[1] = {0};
+    PmRegion reg{};
+    PmScanArg arg{};
+    arg.size = sizeof(arg);
+    arg.start = reinterpret_cast<uintptr_t>(probe) & ~static_cast<uintptr_t>(sysconf(_SC_PAGESIZE) - 1);
+    arg.end = arg.start + static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    arg.vec = reinterpret_cast<uintptr_t>(&reg);
+    arg.vec_len = 1;
+    arg.category_mask = kPageIsHuge;
+    arg.return_mask = kPageIsHuge;
+    if (ioctl(f, kPagemapScan, &arg) < 0) {
+      close(f);
+      return -1;
+    }
+    return f;
+  }();
   return fd;
 }
+
+// mappedRowsAvailable() → whether this kernel lets the fused pass ask which extents are mapped by PMD entries (the
+// mapped read's condition besides the page cache's folios), for the tests
+Napi::Value mapped_rows_available(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), pagemap_fd() >= 0); }
 
 // Map the extents of the file that hold the tensor's len bytes from f.offset, or leave f.map null (rows are read).
 void map_rows(Fill& f, int64_t len) {
@@ -2225,6 +2250,7 @@ Napi::Value round_f16_values_fn(const Napi::CallbackInfo& info) {
 void register_check_f16(Napi::Env env, Napi::Object exports) {
   exports.Set("checkF16", Napi::Function::New(env, check_f16));
   exports.Set("checkF16Rows", Napi::Function::New(env, check_f16_rows));
+  exports.Set("mappedRowsAvailable", Napi::Function::New(env, mapped_rows_available));
   exports.Set("checkF16RowsStart", Napi::Function::New(env, check_f16_rows_start));
   exports.Set("checkF16RowsWait", Napi::Function::New(env, check_f16_rows_wait));
   exports.Set("nanCodes", Napi::Function::New(env, nan_codes));

@@ -5,6 +5,7 @@
 #include <v8.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,12 +36,32 @@ namespace {
 // The read-ahead itself: bytes [off, off + len) of fd into the page cache, as 2 MiB folios where they are missing.
 // POSIX_FADV_WILLNEED reads them in as 4 KiB folios, and a page cache of those made every later mapped reader of
 // the file slow (round 38: ~2 GB/s mapped, against 15–40 GB/s from 2 MiB folios through PMD entries) and kept the
-// weights check's mapped rows from being used (check_f16.cc). So each kStep of the range is mapped as huge_map.h
-// lays it out, mincore finds the 2 MiB extents with a page missing, and MADV_POPULATE_READ faults those in, which
-// under MADV_HUGEPAGE reads each as one folio; cached extents are left as they are (populating 4 KiB folios only
-// maps them, at the cost above, for nothing). The mapping is then dropped: the pages stay in the page cache and
+// weights check's mapped rows from being used (check_f16.cc). So each kStep of the range that cachestat does not
+// find cached whole is mapped as huge_map.h lays it out, mincore finds the 2 MiB extents with a page missing, and
+// MADV_POPULATE_READ faults those in, which under MADV_HUGEPAGE reads each as one folio; cached extents are left as
+// they are (populating 4 KiB folios only maps them, at the cost above, for nothing). The mapping is then dropped: the pages stay in the page cache and
 // leave this process. Where a step cannot be mapped, or the kernel lacks MADV_POPULATE_READ (before 5.14), the
 // step is advised WILLNEED as before. A file truncated meanwhile ends the populate with an error, not a fault.
+// cachestat(2) (Linux 6.5), declared here for older headers: the pages of a byte range the page cache holds, counted
+// a folio at a time (mincore asks page by page: ~18 ms over a wide layer's 3.55 GB, all cached, against well under
+// one with this). An older kernel answers ENOSYS, and mincore is asked.
+struct CachestatRange {
+  uint64_t off, len;
+};
+struct Cachestat {
+  uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+#ifndef __NR_cachestat
+#define __NR_cachestat 451  // the same number on every architecture Linux numbers from the generic table
+#endif
+
+// whether every page of [a, b) is in the page cache, by cachestat; false where it cannot tell
+bool all_cached(int fd, int64_t a, int64_t b, int64_t page) {
+  CachestatRange r{static_cast<uint64_t>(a), static_cast<uint64_t>(b - a)};
+  Cachestat c{};
+  return syscall(__NR_cachestat, fd, &r, &c, 0) == 0 && static_cast<int64_t>(c.nr_cache) * page >= b - a;
+}
+
 void read_ahead(int fd, off_t off, off_t len) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -53,6 +74,7 @@ void read_ahead(int fd, off_t off, off_t len) {
   std::vector<unsigned char> resident;
   for (int64_t a = off / ld::kExtent * ld::kExtent; a < end; a += kStep) {
     const int64_t b = std::min(a + kStep, (end + page - 1) / page * page);
+    if (all_cached(fd, a, b, page)) continue;
     const size_t span = static_cast<size_t>(b - a);
     uint8_t* m = ld::map_extents(fd, a, span);
     resident.resize((span + static_cast<size_t>(page) - 1) / static_cast<size_t>(page));
@@ -84,9 +106,11 @@ void read_ahead(int fd, off_t off, off_t len) {
 // layer of 3.55 GB here). Returns whether the advice was queued.
 class Advisor {
  public:
-  bool push(int fd, off_t off, off_t len) {
+  // → the advice's number (1, 2, … in the order given), 0 where it was not queued
+  uint64_t push(int fd, off_t off, off_t len) {
     const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (d < 0) return false;
+    if (d < 0) return 0;
+    uint64_t seq = 0;
     {
       std::lock_guard<std::mutex> lock(m_);
       // advice the thread has not reached yet is dropped past kMaxQueued (a caller far ahead of the disk gains
@@ -102,18 +126,30 @@ class Advisor {
       }
       if (!queued) {
         close(d);
-        return false;
+        return 0;
       }
-      q_.push_back({d, off, len});
+      seq = ++given_;
+      q_.push_back({d, off, len, seq});
     }
     cv_.notify_one();
-    return true;
+    return seq;
+  }
+  // the number of the last advice queued (0: none yet)
+  uint64_t mark() {
+    std::lock_guard<std::mutex> lock(m_);
+    return given_;
+  }
+  // until every advice numbered up to seq has been carried out
+  void wait(uint64_t seq) {
+    std::unique_lock<std::mutex> lock(m_);
+    done_cv_.wait(lock, [&] { return done_ >= seq; });
   }
 
  private:
   struct Advice {
     int fd;
     off_t off, len;
+    uint64_t seq;
   };
   void run() {
     for (;;) {
@@ -126,22 +162,49 @@ class Advisor {
       }
       read_ahead(a.fd, a.off, a.len);
       close(a.fd);
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        done_ = a.seq;  // in order: the queue is first in, first out
+      }
+      done_cv_.notify_all();
     }
   }
   std::mutex m_;
-  std::condition_variable cv_;
+  std::condition_variable cv_, done_cv_;
   static constexpr size_t kMaxQueued = 4096;
   std::deque<Advice> q_;
+  uint64_t given_ = 0, done_ = 0;
   bool started_ = false;
 };
+
+Advisor& advisor() {
+  static Advisor* a = new Advisor();  // never destroyed: its thread outlives every caller
+  return *a;
+}
 
 Napi::Value will_need(const Napi::CallbackInfo& info) {
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(info.Env(), "willNeed: expected (fd, offset, length)");
   const int fd = info[0].As<Napi::Number>().Int32Value();
   const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
   if (!(off >= 0 && len >= 0)) throw Napi::RangeError::New(info.Env(), "willNeed: offset and length must be ≥ 0");
-  static Advisor* advisor = new Advisor();  // never destroyed: its thread outlives every caller
-  return Napi::Boolean::New(info.Env(), advisor->push(fd, static_cast<off_t>(off), static_cast<off_t>(len)));
+  return Napi::Boolean::New(info.Env(), advisor().push(fd, static_cast<off_t>(off), static_cast<off_t>(len)) != 0);
+}
+
+// readAheadMark() → the number of the last read-ahead queued; readAheadWait(mark) returns once it and every one
+// before it has been carried out (at once for 0, or a mark already reached). The weights check waits for a layer's
+// own read-ahead before it reads the layer (harness/weights/check.ts), so that the layer's bytes come into the page
+// cache as read_ahead reads them, 2 MiB folios, and not as its own first reads would (a scale tensor's pread and
+// the kernel's read-ahead around it: 4 KiB folios in the extents it shares with the weights beside it).
+Napi::Value read_ahead_mark(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(advisor().mark())); }
+
+Napi::Value read_ahead_wait(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "readAheadWait: expected (mark)");
+  const double m = info[0].As<Napi::Number>().DoubleValue();
+  if (!(m >= 0 && m == std::floor(m))) throw Napi::RangeError::New(info.Env(), "readAheadWait: mark must be an integer ≥ 0");
+  const uint64_t seq = static_cast<uint64_t>(m);
+  if (seq > advisor().mark()) throw Napi::RangeError::New(info.Env(), "readAheadWait: no read-ahead numbered " + std::to_string(seq) + " was queued");
+  advisor().wait(seq);
+  return info.Env().Undefined();
 }
 
 // dropCached(fd): posix_fadvise(POSIX_FADV_DONTNEED) over the whole file — the kernel drops its clean pages from
@@ -410,6 +473,8 @@ Napi::Value detach_buffer(const Napi::CallbackInfo& info) {
 
 void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("willNeed", Napi::Function::New(env, will_need));
+  exports.Set("readAheadMark", Napi::Function::New(env, read_ahead_mark));
+  exports.Set("readAheadWait", Napi::Function::New(env, read_ahead_wait));
   exports.Set("dropCached", Napi::Function::New(env, drop_cached));
   exports.Set("mapRange", Napi::Function::New(env, map_range));
   exports.Set("mapPopulated", Napi::Function::New(env, map_populated));
