@@ -1476,9 +1476,15 @@ struct Fill {
   std::unique_ptr<std::atomic<uint8_t>[]> extent;  // per extent: 0 not asked yet, 1 mapped whole by one entry, 2 not
   std::atomic<bool> small{false};  // an extent of this tensor was not: its rows not yet read are read, not asked about
   uint64_t key = 0;                // the file's, for the count of small answers (worth_mapping)
-  ~Fill() {
+  // the mapping's pages leave the process as soon as the tensor is compared (run by whichever thread does its last
+  // chunk): a batch lives until its handle is collected, and mappings held that long counted every checked tensor in
+  // the process's RSS (10 GiB at 2 wide layers in a bench run)
+  std::atomic<int64_t> chunks_left{0};
+  void unmap() {
     if (map != nullptr) munmap(map, map_len);
+    map = nullptr;
   }
+  ~Fill() { unmap(); }
 };
 
 // The mapped read (issue 15, round 39): where the page cache holds a tensor's bytes in 2 MiB folios, its rows are
@@ -1712,6 +1718,7 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   // threads share block rows instead.
   if (j->fp8 && (!j->fill.on || j->chunk_rows >= bo)) j->chunk_rows = (j->chunk_rows + bo - 1) / bo * bo;
   j->nchunks = (out + j->chunk_rows - 1) / j->chunk_rows;
+  j->fill.chunks_left.store(j->nchunks);
   return j;
 }
 
@@ -1862,6 +1869,11 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   }
 }
 
+// A chunk of j is done: after its last, j's mapping is dropped (Fill::unmap).
+void chunk_done(RowsJob& j) {
+  if (j.fill.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) j.fill.unmap();
+}
+
 // Every chunk of every job in one parallel region, taken as threads come free: the threads do not wait for each
 // other at the end of each tensor (a layer's 776 tensors of ~4 chunks each, one region per tensor, left a core
 // idle ~0.05 s a layer in that wait alone). No exception leaves the region: run_chunk throws none.
@@ -1880,6 +1892,7 @@ void run_jobs(const std::vector<RowsJob*>& jobs) {
     for (int64_t g = 0; g < total; g++) {
       while (g >= first[k + 1]) k++;  // g only grows on a thread (dynamic hands out increasing indices)
       run_chunk(*jobs[k], g - first[k], jobs[k]->parts[static_cast<size_t>(me)], tb);
+      chunk_done(*jobs[k]);
     }
   }
 }
@@ -2016,6 +2029,7 @@ class BatchWorker {
         while (take(b, g)) {
           const size_t k = static_cast<size_t>(std::upper_bound(b->first.begin(), b->first.end(), g) - b->first.begin()) - 1;
           run_chunk(*b->jobs[k], g - b->first[k], b->jobs[k]->parts[me], tb);
+          chunk_done(*b->jobs[k]);
           if (b->left.fetch_sub(1) == 1) b->finish();
         }
       }

@@ -787,6 +787,15 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
             if (huge === 0) expect(mappedBytes, `${what}, ${fault}: no extent mapped by a PMD entry`).toBe(0);
           }
           expect(caught, what).toBeGreaterThan(0);
+          // on the background worker too, and a compared tensor's mapping is gone once its batch is done, not when the
+          // batch's handle is collected (mappings kept that long counted every checked tensor in the process's RSS)
+          const buf = new Uint8Array(n);
+          const batch = startRowsReading([{ kind: kindOf(lw), weight: buf, scale: lw.scale!.bytes, out, inn, bo: lw.block[0], bi: lw.block[1], source: cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, null), fill }]);
+          const [res] = waitRowsReading(batch);
+          expect('readError' in res ? res.readError : res.firstBad).toBe(-1);
+          const file = fs.readlinkSync(`/proc/self/fd/${fill.fd}`);
+          expect(fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(` ${file}`)), 'mappings of the file left').toEqual([]);
+          expect(batch.size).toBe(1);  // the handle is alive here
         } finally {
           fs.closeSync(fill.fd);
         }
