@@ -1464,27 +1464,17 @@ __attribute__((target("avx2,popcnt"))) int64_t count_bytes_avx2(const uint8_t* b
 // (each read call has a fixed cost of ~8 µs on this kind of VM). Where the page cache holds the rows in 2 MiB
 // folios they are not copied at all but compared where they lie (the mapped read, below). The FP8 weight's E4M3
 // NaN codes are counted in the same pass (weightNanCodes), as the caller counted them before.
+struct FileMap;  // below: one file's mapping, shared by its tensors
+
 struct Fill {
   bool on = false;
   int fd = -1;
   int64_t offset = 0;
   std::atomic<int> error{0};  // 0, −1: the file ended early, else errno
-  // the mapped read (map_rows): the tensor's 2 MiB extents of the file, mapped at an address congruent to their offset
-  uint8_t* map = nullptr;
-  size_t map_len = 0;
-  int64_t map_from = 0;  // the file offset of map[0], a multiple of ld::kExtent
-  std::unique_ptr<std::atomic<uint8_t>[]> extent;  // per extent: 0 not asked yet, 1 mapped whole by one entry, 2 not
+  // the mapped read (map_rows): the file's mapping, shared by its tensors, and this tensor's place in it
+  std::shared_ptr<FileMap> map;
   std::atomic<bool> small{false};  // an extent of this tensor was not: its rows not yet read are read, not asked about
   uint64_t key = 0;                // the file's, for the count of small answers (worth_mapping)
-  // the mapping's pages leave the process as soon as the tensor is compared (run by whichever thread does its last
-  // chunk): a batch lives until its handle is collected, and mappings held that long counted every checked tensor in
-  // the process's RSS (10 GiB at 2 wide layers in a bench run)
-  std::atomic<int64_t> chunks_left{0};
-  void unmap() {
-    if (map != nullptr) munmap(map, map_len);
-    map = nullptr;
-  }
-  ~Fill() { unmap(); }
 };
 
 // The mapped read (issue 15, round 39): where the page cache holds a tensor's bytes in 2 MiB folios, its rows are
@@ -1563,34 +1553,62 @@ int pagemap_fd() {
 // mapped read's condition besides the page cache's folios), for the tests
 Napi::Value mapped_rows_available(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), pagemap_fd() >= 0); }
 
-// Map the extents of the file that hold the tensor's len bytes from f.offset, or leave f.map null (rows are read).
+// One file mapped whole, as huge_map.h lays it out, for every tensor of it the pass compares (g_file_maps): a mapping
+// per tensor cost an munmap per tensor, and on this kind of VM each is a TLB shootdown to the other thread (a wide
+// layer's check 0.28 → 0.44–0.65 s once those munmaps ran as each tensor ended). What a batch has compared is
+// dropped from the process (MADV_DONTNEED: the pages stay in the page cache) when the batch ends, in one call per
+// run of extents (drop_compared), so the process holds at most the batches in flight. The mapping itself goes with
+// the last tensor that holds it.
+struct FileMap {
+  uint8_t* base = nullptr;
+  size_t len = 0;
+  std::unique_ptr<std::atomic<uint8_t>[]> extent;  // per extent: 0 not asked since mapped, 1 mapped whole by one entry, 2 not
+  ~FileMap() {
+    if (base != nullptr) munmap(base, len);
+  }
+};
+std::mutex g_file_maps_mutex;
+std::unordered_map<uint64_t, std::weak_ptr<FileMap>> g_file_maps;  // by file (device and inode)
+
+// The file's mapping, at least `need` bytes long (a file that grew is mapped again), or null.
+std::shared_ptr<FileMap> file_map(int fd, uint64_t key, int64_t size) {
+  const int64_t page = sysconf(_SC_PAGESIZE), need = (size + page - 1) / page * page;
+  std::lock_guard<std::mutex> lock(g_file_maps_mutex);
+  std::weak_ptr<FileMap>& slot = g_file_maps[key];
+  std::shared_ptr<FileMap> m = slot.lock();
+  if (m != nullptr && static_cast<int64_t>(m->len) >= need) return m;
+  uint8_t* base = ld::map_extents(fd, 0, static_cast<size_t>(need));
+  if (base == nullptr) return nullptr;
+  m = std::make_shared<FileMap>();
+  m->base = base, m->len = static_cast<size_t>(need);
+  const int64_t n = (need + ld::kExtent - 1) / ld::kExtent;
+  m->extent.reset(new std::atomic<uint8_t>[static_cast<size_t>(n)]);
+  for (int64_t i = 0; i < n; i++) m->extent[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+  slot = m;
+  return m;
+}
+
+// The file's mapping for the tensor's len bytes from f.offset, or none (its rows are read).
 void map_rows(Fill& f, int64_t len) {
   if (len < ld::kExtent || pagemap_fd() < 0) return;
   struct stat st;
   if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < f.offset + len) return;  // pread reports what is wrong
   f.key = file_key(st);
   if (!worth_mapping(f.key)) return;
-  const int64_t page = sysconf(_SC_PAGESIZE);
-  const int64_t a = f.offset / ld::kExtent * ld::kExtent;
-  const int64_t b = std::min((f.offset + len + ld::kExtent - 1) / ld::kExtent * ld::kExtent, (static_cast<int64_t>(st.st_size) + page - 1) / page * page);
-  uint8_t* m = ld::map_extents(f.fd, a, static_cast<size_t>(b - a));
-  if (m == nullptr) return;
-  const int64_t n = (b - a + ld::kExtent - 1) / ld::kExtent;
-  f.extent.reset(new std::atomic<uint8_t>[static_cast<size_t>(n)]);
-  for (int64_t i = 0; i < n; i++) f.extent[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
-  f.map = m, f.map_len = static_cast<size_t>(b - a), f.map_from = a;
+  f.map = file_map(f.fd, f.key, st.st_size);
 }
 
-// Whether extent e of f's mapping is mapped whole by one PMD entry, after one fault in it (at its first byte of
-// the tensor's).
+// Whether extent e of the mapping is mapped whole by one PMD entry, after one fault in it (at the tensor's first
+// byte in it).
 bool extent_huge(const Fill& f, int64_t e) {
-  if ((e + 1) * ld::kExtent > static_cast<int64_t>(f.map_len)) return false;  // the file's last, partial extent
-  const volatile uint8_t* touch = f.map + std::max(e * ld::kExtent, f.offset - f.map_from);
+  const FileMap& m = *f.map;
+  if ((e + 1) * ld::kExtent > static_cast<int64_t>(m.len)) return false;  // the file's last, partial extent
+  const volatile uint8_t* touch = m.base + std::max(e * ld::kExtent, f.offset);
   (void)*touch;
   PmRegion reg{};
   PmScanArg arg{};
   arg.size = sizeof(arg);
-  arg.start = reinterpret_cast<uintptr_t>(f.map + e * ld::kExtent);
+  arg.start = reinterpret_cast<uintptr_t>(m.base + e * ld::kExtent);
   arg.end = arg.start + static_cast<uint64_t>(ld::kExtent);
   arg.vec = reinterpret_cast<uintptr_t>(&reg);
   arg.vec_len = 1;
@@ -1602,9 +1620,9 @@ bool extent_huge(const Fill& f, int64_t e) {
 // Bytes [x, x + len) of the tensor (x from its first byte) where they lie in the mapping, or null: then read them.
 const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
   if (f.map == nullptr) return nullptr;
-  const int64_t from = f.offset + x - f.map_from;
+  const int64_t from = f.offset + x;
   for (int64_t e = from / ld::kExtent; e <= (from + len - 1) / ld::kExtent; e++) {
-    std::atomic<uint8_t>& st = f.extent[static_cast<size_t>(e)];
+    std::atomic<uint8_t>& st = f.map->extent[static_cast<size_t>(e)];
     uint8_t v = st.load(std::memory_order_acquire);
     if (v == 0) {
       if (f.small.load(std::memory_order_relaxed)) return nullptr;
@@ -1616,7 +1634,32 @@ const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
     }
     if (v != 1) return nullptr;
   }
-  return f.map + from;
+  return f.map->base + from;
+}
+
+// The extents of the tensors compared, dropped from the process (MADV_DONTNEED), one call per run of extents of a
+// file, and asked about again when next used (the page cache may read them in again otherwise meanwhile). A run
+// shared with a tensor still being compared (the next batch's first, beside this one's last) is faulted again there.
+template <class Jobs>
+void drop_compared(const Jobs& jobs) {
+  std::vector<std::tuple<FileMap*, int64_t, int64_t>> runs;  // [first, last] extent
+  for (const auto& j : jobs) {
+    const Fill& f = j->fill;
+    if (f.map == nullptr) continue;
+    const int64_t bytes = j->a.out * j->row_bytes;
+    runs.emplace_back(f.map.get(), f.offset / ld::kExtent, (f.offset + bytes - 1) / ld::kExtent);
+  }
+  std::sort(runs.begin(), runs.end());
+  for (size_t i = 0; i < runs.size();) {
+    auto [m, lo, hi] = runs[i];
+    size_t k = i + 1;
+    for (; k < runs.size() && std::get<0>(runs[k]) == m && std::get<1>(runs[k]) <= hi + 1; k++) hi = std::max(hi, std::get<2>(runs[k]));
+    const int64_t last = std::min<int64_t>(hi + 1, static_cast<int64_t>((m->len + ld::kExtent - 1) / ld::kExtent));
+    for (int64_t e = lo; e < last; e++) m->extent[static_cast<size_t>(e)].store(0, std::memory_order_relaxed);
+    const size_t end = std::min(m->len, static_cast<size_t>(last * ld::kExtent));
+    madvise(m->base + lo * ld::kExtent, end - static_cast<size_t>(lo * ld::kExtent), MADV_DONTNEED);
+    i = k;
+  }
 }
 
 // rows [r0, e) of the weight from the file into dst; false (and f.error set) on a short read or an error
@@ -1718,7 +1761,6 @@ std::unique_ptr<RowsJob> rows_job(Napi::Env env, const Napi::Value* v, size_t na
   // threads share block rows instead.
   if (j->fp8 && (!j->fill.on || j->chunk_rows >= bo)) j->chunk_rows = (j->chunk_rows + bo - 1) / bo * bo;
   j->nchunks = (out + j->chunk_rows - 1) / j->chunk_rows;
-  j->fill.chunks_left.store(j->nchunks);
   return j;
 }
 
@@ -1869,11 +1911,6 @@ void run_chunk(RowsJob& j, int64_t ci, Partial& p, ThreadBufs& tb) {
   }
 }
 
-// A chunk of j is done: after its last, j's mapping is dropped (Fill::unmap).
-void chunk_done(RowsJob& j) {
-  if (j.fill.chunks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) j.fill.unmap();
-}
-
 // Every chunk of every job in one parallel region, taken as threads come free: the threads do not wait for each
 // other at the end of each tensor (a layer's 776 tensors of ~4 chunks each, one region per tensor, left a core
 // idle ~0.05 s a layer in that wait alone). No exception leaves the region: run_chunk throws none.
@@ -1892,9 +1929,9 @@ void run_jobs(const std::vector<RowsJob*>& jobs) {
     for (int64_t g = 0; g < total; g++) {
       while (g >= first[k + 1]) k++;  // g only grows on a thread (dynamic hands out increasing indices)
       run_chunk(*jobs[k], g - first[k], jobs[k]->parts[static_cast<size_t>(me)], tb);
-      chunk_done(*jobs[k]);
     }
   }
+  drop_compared(jobs);
 }
 
 // A run job's result: checkF16's, with weightNanCodes when it read its weight, or { readError } when that read failed.
@@ -2029,8 +2066,10 @@ class BatchWorker {
         while (take(b, g)) {
           const size_t k = static_cast<size_t>(std::upper_bound(b->first.begin(), b->first.end(), g) - b->first.begin()) - 1;
           run_chunk(*b->jobs[k], g - b->first[k], b->jobs[k]->parts[me], tb);
-          chunk_done(*b->jobs[k]);
-          if (b->left.fetch_sub(1) == 1) b->finish();
+          if (b->left.fetch_sub(1) == 1) {
+            drop_compared(b->jobs);  // before the waiter may free the batch
+            b->finish();
+          }
         }
       }
       std::lock_guard<std::mutex> lk(m_);

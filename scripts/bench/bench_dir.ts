@@ -14,7 +14,7 @@ export function benchDir(): string {
 /**
  * Drop the bench folder's files from the page cache (posix_fadvise DONTNEED, reference-cpu/native/file_io.cc:
  * clean pages only). The whole `--wide` run reads and writes ~46 GB of fixtures on a 24 GB host; a section that
- * measures against a warm page cache (generation's start-up) otherwise runs with the earlier sections' pages filling
+ * measures against a warm page cache (generation's start-up, the weights check's layers) otherwise runs with the earlier sections' pages filling
  * memory, its own files' pages in small folios and every fresh allocation reclaiming first (round 37: its FP16-cache
  * start-up 656 ms there, 368 ms after a drop, on the same code). The section then warms its own files itself.
  * Returns the bytes advised.
