@@ -91,6 +91,12 @@ describe('Checkpoint.prefetchTensors', () => {
           expect(waited.every((m) => m < nextMark || nextMark === mine.mark), `no wait for layer ${L + 1}'s read-ahead before layer ${L} is read`).toBe(true);
         }
       }
+      // a range of layers: nothing past it is read ahead (nor waited for)
+      events.length = 0;
+      const from = quantized[0], to = quantized[1];
+      checkWeights(ck, loadDeviceNative(), { layers: { from, to }, faults: null, numLayers: layers });
+      const ahead = events.flatMap((e) => ('prefetch' in e ? [e.prefetch] : []));
+      expect(ahead, 'the layers read ahead').toEqual([from, to]);
     } finally {
       ck.close();
     }

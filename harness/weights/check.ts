@@ -149,13 +149,13 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
   const todo = all.filter((t) => t.layer !== null && inRange(t.layer));
   const cache = new LinearCache(native);
   const tensors: TensorCheck[] = [];
-  // Read-ahead: entering layer L, queue layer L+1's bytes, so reading overlaps the compare, and wait for layer L's own
-  // (queued on entering L−1, or now for the first layer). Read-ahead reads what the page cache lacks as 2 MiB folios
-  // (file_io.cc), which the fused pass compares where they lie (check_f16.cc); reads of the layer's own before it
-  // finished (each expert's scale, pread, and the kernel's read-ahead around it) would bring in 4 KiB folios in the
-  // extents the scales share with the weights, and those rows are then copied. On a cold page cache the wait is
-  // the disk's time the check would spend reading anyway; on a warm one the read-ahead only asks mincore (~20 ms a
-  // wide layer) and has long finished.
+  // Read-ahead: entering layer L, queue the next layer this check enters (none past the range asked for), so reading
+  // overlaps the compare, and wait for layer L's own (queued on entering the layer before, or now). Read-ahead reads
+  // what the page cache lacks as 2 MiB folios (file_io.cc), which the fused pass compares where they lie
+  // (check_f16.cc); reads of the layer's own before it finished (each expert's scale, pread, and the kernel's
+  // read-ahead around it) would bring in 4 KiB folios in the extents the scales share with the weights, and those
+  // rows are then copied. On a cold page cache the wait is the disk's time the check would spend reading anyway; on
+  // a warm one the read-ahead only asks cachestat (well under 1 ms a wide layer) and has long finished.
   const byLayer = new Map<number, string[]>();
   for (const n of ck.names()) {
     const L = layerOf(n);
@@ -165,22 +165,22 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     else names.push(n);
   }
   let ahead = -1;
-  let own = 0;  // the mark of the read-ahead of the layer entered next (that of ahead + 1)
-  const enter = (L: number) => {
+  let queued = { layer: -1, mark: 0 };  // the layer read ahead last, and its mark
+  const enter = (L: number, next: number | null) => {
     if (L <= ahead) return;
-    if (ahead < 0 || L !== ahead + 1) own = ck.prefetchTensors(byLayer.get(L) ?? []);
-    const next = ck.prefetchTensors(byLayer.get(L + 1) ?? []);
+    const own = queued.layer === L ? queued.mark : ck.prefetchTensors(byLayer.get(L) ?? []);
+    queued = next === null ? { layer: -1, mark: 0 } : { layer: next, mark: ck.prefetchTensors(byLayer.get(next) ?? []) };
     readAheadWait(own);
-    own = next;
     ahead = L;
   };
+  const todoLayers = [...new Set(todo.map((t) => t.layer!))];  // ascending, as todo is
   // Reads into buffers recycled from earlier tensors' (nothing read outlives its check): the process's pool, so the
   // diff's layers then read into the same warm buffers, and a second one for the batch in flight (batches.ts).
   const pool = sharedReadPool();
   const batches = new FusedBatches([pool, batchPool()], finishFused);
   try {
     for (const [k, t] of todo.entries()) {
-      enter(t.layer!);
+      enter(t.layer!, todoLayers[todoLayers.indexOf(t.layer!) + 1] ?? null);
       opt.onTensor?.(t.name, k, todo.length);
       batches.add((group) => {
         const { lw, pending } = drawFromReadPool(group, () => loadForCheck(ck, t.name, qc));
@@ -199,7 +199,7 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     const last = Math.min(opt.numLayers ?? 0, opt.layers === null ? Infinity : opt.layers.to + 1);
     ahead = -1;
     for (let L = opt.layers?.from ?? 0; L < last; L++) {
-      enter(L);
+      enter(L, L + 1 < last ? L + 1 : null);
       withReadPool(pool, () => {
         for (const lw of fused(L)) {
           opt.onTensor?.(lw.name, tensors.length, tensors.length + 1);

@@ -1625,7 +1625,9 @@ const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
     std::atomic<uint8_t>& st = f.map->extent[static_cast<size_t>(e)];
     uint8_t v = st.load(std::memory_order_acquire);
     if (v == 0) {
-      if (f.small.load(std::memory_order_relaxed)) return nullptr;
+      // the file's last extent, partial, has no PMD entry to ask about: read, and no answer recorded (it says
+      // nothing about the folios of the tensor's other extents or of the file)
+      if ((e + 1) * ld::kExtent > static_cast<int64_t>(f.map->len) || f.small.load(std::memory_order_relaxed)) return nullptr;
       const bool huge = extent_huge(f, e);
       v = huge ? 1 : 2;
       st.store(v, std::memory_order_release);  // two threads asking at once get the same answer
