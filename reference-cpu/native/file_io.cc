@@ -64,9 +64,9 @@ bool all_cached(int fd, int64_t a, int64_t b, int64_t page) {
 
 void read_ahead(int fd, off_t off, off_t len) {
   struct stat st;
-  // mincore and cachestat answer for the page cache only to a file's owner or a writer (Linux 5.2 and 6.x, against
-  // a side channel); to others every page looks missing, and populating what is cached in 4 KiB folios maps them at
-  // the cost above, for nothing: a file this process does not own is advised WILLNEED
+  // mincore answers for the page cache only to a file's owner or a writer (Linux 5.2, against a side channel); to
+  // others every page looks missing, and populating what is cached in 4 KiB folios maps them at the cost above, for
+  // nothing: a file this process does not own is advised WILLNEED
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_uid != geteuid() && geteuid() != 0)) {
     posix_fadvise(fd, off, len, POSIX_FADV_WILLNEED);
     return;
