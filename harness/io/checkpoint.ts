@@ -207,6 +207,7 @@ export class Checkpoint {
    */
   prefetchTensors(names: Iterable<string>): number {
     const byShard = new Map<string, Array<[number, number]>>();
+    let queued = false;
     for (const n of names) {
       const info = this.info(n);
       const shard = this.weightMap.get(n)!;
@@ -219,7 +220,7 @@ export class Checkpoint {
       const fd = this.shard(shard).descriptor;
       runs.sort((a, b) => a[0] - b[0]);
       // a length of 0 would mean "to the end of the file" to posix_fadvise: empty runs are not advised
-      const advise = (b: number, e: number) => e > b && willNeed(fd, b, e - b);
+      const advise = (b: number, e: number) => e > b && willNeed(fd, b, e - b) && (queued = true);
       let [b, e] = runs[0];
       for (const [x, y] of runs) {
         if (x <= e) e = Math.max(e, y);
@@ -230,7 +231,7 @@ export class Checkpoint {
       }
       advise(b, e);
     }
-    return readAheadMark();
+    return queued ? readAheadMark() : 0;
   }
 
   read(name: string): Uint8Array {

@@ -32,6 +32,7 @@ describe('Checkpoint.prefetchTensors', () => {
       const layer2 = ck.names().filter((n) => n.startsWith('model.layers.2.'));
       calls.length = 0;
       expect(ck.prefetchTensors(layer2), 'the mark of the last read-ahead queued').toBe(calls.length);
+      expect(ck.prefetchTensors([]), 'nothing queued: no mark to wait for (not an earlier one)').toBe(0);
       expect(calls.length).toBeGreaterThan(0);
       expect(calls.length, 'fewer advices than tensors').toBeLessThan(layer2.length);
       for (const n of layer2) {

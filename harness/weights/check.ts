@@ -173,14 +173,20 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     readAheadWait(own);
     ahead = L;
   };
-  const todoLayers = [...new Set(todo.map((t) => t.layer!))];  // ascending, as todo is
+  // the layer the check enters after each one it enters (todo is in layer order)
+  const nextLayer = new Map<number, number | null>();
+  for (let k = todo.length - 1, after: number | null = null; k >= 0; k--) {
+    const L = todo[k].layer!;
+    if (!nextLayer.has(L)) nextLayer.set(L, after);
+    after = L;
+  }
   // Reads into buffers recycled from earlier tensors' (nothing read outlives its check): the process's pool, so the
   // diff's layers then read into the same warm buffers, and a second one for the batch in flight (batches.ts).
   const pool = sharedReadPool();
   const batches = new FusedBatches([pool, batchPool()], finishFused);
   try {
     for (const [k, t] of todo.entries()) {
-      enter(t.layer!, todoLayers[todoLayers.indexOf(t.layer!) + 1] ?? null);
+      enter(t.layer!, nextLayer.get(t.layer!) ?? null);
       opt.onTensor?.(t.name, k, todo.length);
       batches.add((group) => {
         const { lw, pending } = drawFromReadPool(group, () => loadForCheck(ck, t.name, qc));
