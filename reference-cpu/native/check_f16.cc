@@ -1475,6 +1475,7 @@ struct Fill {
   std::shared_ptr<FileMap> map;
   std::atomic<bool> small{false};  // an extent of this tensor was not: its rows not yet read are read, not asked about
   uint64_t key = 0;                // the file's, for the count of small answers (worth_mapping)
+  int64_t bytes = 0;               // the tensor's stored bytes from offset
 };
 
 // The mapped read (issue 15, round 39): where the page cache holds a tensor's bytes in 2 MiB folios, its rows are
@@ -1482,14 +1483,16 @@ struct Fill {
 // pread: the kernel's copy was a quarter of the check's CPU time (perf, a wide layer), and a wide layer's check
 // took 0.28–0.30 s mapped against 0.32–0.36 s read, side by side. Where the folios are 4 KiB (read in by
 // POSIX_FADV_WILLNEED, or by page faults on small mappings) a mapped page costs a fault of its own and mapped rows
-// ran 2 GB/s, so each extent is asked first: one fault in it, then whether it is mapped by a PMD entry
-// (PAGEMAP_SCAN's PAGE_IS_HUGE, Linux 6.7; /proc/self/pagemap, unprivileged). An extent that is not sends its rows
-// to pread, and so does the rest of its tensor (one fault a tensor, not one an extent). After kSmallRun such
+// ran 2 GB/s, so each extent is asked first: mapped (with the tensor's later extents, one MADV_POPULATE_READ), then
+// whether a PMD entry maps it (PAGEMAP_SCAN's PAGE_IS_HUGE, Linux 6.7; /proc/self/pagemap, unprivileged). An extent
+// that is not sends its rows to pread, and so does the rest of its tensor (one ask a tensor). After kSmallRun such
 // answers in a row the process stops mapping, asking again every kAskEvery-th tensor: a page cache of 4 KiB folios
-// then costs a fault or so a layer; the count is kept per file (a checkpoint's shards are read in at different
-// times, by different readers). Results cannot depend on it: the same bytes reach the same compare either way.
-// The one hazard is any mapping's: a file truncated under the run faults (SIGBUS), which the CLI's supervisor
-// reports as bad input (harness/cli/supervise.ts); the file's size is checked when the tensor is mapped.
+// then costs an ask or so a layer (~45 µs an extent of 4 KiB folios populated, a C probe); the count is kept per file
+// (a checkpoint's shards are read in at different times, by different readers). Results cannot depend on it: the
+// same bytes reach the same compare either way. The one hazard is any mapping's: a file truncated under the run
+// faults (SIGBUS) where a row is read after its extent was asked, which the CLI's supervisor reports as bad input
+// (harness/cli/supervise.ts); the file's size is checked when the tensor is mapped, and an extent the populate
+// cannot map is read.
 constexpr int kSmallRun = 16, kAskEvery = 64;
 struct SmallRun {
   int run = 0;           // answers "not mapped whole" in a row
@@ -1594,49 +1597,73 @@ void map_rows(Fill& f, int64_t len) {
   struct stat st;
   if (fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < f.offset + len) return;  // pread reports what is wrong
   f.key = file_key(st);
+  f.bytes = len;
   if (!worth_mapping(f.key)) return;
   f.map = file_map(f.fd, f.key, st.st_size);
 }
 
-// Whether extent e of the mapping is mapped whole by one PMD entry, after one fault in it (at the tensor's first
-// byte in it).
-bool extent_huge(const Fill& f, int64_t e) {
-  const FileMap& m = *f.map;
-  if ((e + 1) * ld::kExtent > static_cast<int64_t>(m.len)) return false;  // the file's last, partial extent
-  const volatile uint8_t* touch = m.base + std::max(e * ld::kExtent, f.offset);
-  (void)*touch;
-  PmRegion reg{};
+// Extents [e0, e1] of the mapping asked at once: mapped (MADV_POPULATE_READ, one call for them all), then which of
+// them a PMD entry maps whole (PAGEMAP_SCAN, one call: its runs of huge pages) → true for those, in huge[0 .. e1 − e0].
+// One call a tensor: a fault to each extent cost ~16 µs on this kind of VM (the exception's entry and exit), where
+// the populate maps an extent in ~1 µs (a C probe over a wide layer's shard, 2 MiB folios cached), and a wide layer's
+// 1,700 extents were ~10 % of the check's CPU (perf). A kernel before 5.14 refuses the advice: the first byte of
+// each extent is then touched instead. A range the populate cannot map (the file shrank under the run: it fails
+// where an access would raise SIGBUS) reads as not huge, so its rows go to pread, which names what is wrong.
+constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 128 MiB in one)
+bool extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, bool* huge) {
+  uint8_t* from = m.base + e0 * ld::kExtent;
+  const size_t span = static_cast<size_t>((e1 - e0 + 1) * ld::kExtent);
+  std::fill(huge, huge + (e1 - e0 + 1), false);
+  if (madvise(from, span, MADV_POPULATE_READ) != 0) {
+    if (errno != EINVAL) return false;
+    for (int64_t e = e0; e <= e1; e++) (void)*static_cast<const volatile uint8_t*>(m.base + std::max(e * ld::kExtent, first_byte));
+  }
+  PmRegion regs[kAskExtents];
   PmScanArg arg{};
   arg.size = sizeof(arg);
-  arg.start = reinterpret_cast<uintptr_t>(m.base + e * ld::kExtent);
-  arg.end = arg.start + static_cast<uint64_t>(ld::kExtent);
-  arg.vec = reinterpret_cast<uintptr_t>(&reg);
-  arg.vec_len = 1;
-  arg.category_mask = kPageIsHuge;  // only pages mapped huge, reported as runs: one run of the whole extent
+  arg.start = reinterpret_cast<uintptr_t>(from);
+  arg.end = arg.start + span;
+  arg.vec = reinterpret_cast<uintptr_t>(regs);
+  arg.vec_len = static_cast<uint64_t>(e1 - e0 + 1);
+  arg.category_mask = kPageIsHuge;  // only pages mapped huge, reported as runs
   arg.return_mask = kPageIsHuge;
-  return ioctl(pagemap_fd(), kPagemapScan, &arg) == 1 && reg.start == arg.start && reg.end == arg.end;
+  const int n = ioctl(pagemap_fd(), kPagemapScan, &arg);
+  for (int k = 0; k < n; k++) {
+    // the extents a run covers whole (a run's ends are PMD boundaries where its pages are PMD-mapped)
+    const int64_t lo = (static_cast<int64_t>(regs[k].start - arg.start) + ld::kExtent - 1) / ld::kExtent;
+    const int64_t hi = static_cast<int64_t>(regs[k].end - arg.start) / ld::kExtent;
+    for (int64_t i = lo; i < hi; i++) huge[i] = true;
+  }
+  return n > 0;
 }
 
 // Bytes [x, x + len) of the tensor (x from its first byte) where they lie in the mapping, or null: then read them.
+// An extent not yet asked is asked with the rest of the tensor's extents after it (extents_huge).
 const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
   if (f.map == nullptr) return nullptr;
+  FileMap& m = *f.map;
   const int64_t from = f.offset + x;
+  // the file's last extent, partial, has no PMD entry to ask about: its rows are read, and no answer recorded (it
+  // says nothing about the folios of the tensor's other extents or of the file)
+  const int64_t whole = static_cast<int64_t>(m.len) / ld::kExtent;  // extents [0, whole) are whole
   for (int64_t e = from / ld::kExtent; e <= (from + len - 1) / ld::kExtent; e++) {
-    std::atomic<uint8_t>& st = f.map->extent[static_cast<size_t>(e)];
+    std::atomic<uint8_t>& st = m.extent[static_cast<size_t>(e)];
     uint8_t v = st.load(std::memory_order_acquire);
     if (v == 0) {
-      // the file's last extent, partial, has no PMD entry to ask about: read, and no answer recorded (it says
-      // nothing about the folios of the tensor's other extents or of the file)
-      if ((e + 1) * ld::kExtent > static_cast<int64_t>(f.map->len) || f.small.load(std::memory_order_relaxed)) return nullptr;
-      const bool huge = extent_huge(f, e);
-      v = huge ? 1 : 2;
-      st.store(v, std::memory_order_release);  // two threads asking at once get the same answer
-      tell_small(f.key, !huge);
-      if (!huge) f.small.store(true, std::memory_order_relaxed);
+      if (e >= whole || f.small.load(std::memory_order_relaxed)) return nullptr;
+      // this extent and the tensor's later ones (two threads asking at once get the same answers)
+      const int64_t last = std::min(whole - 1, (f.offset + f.bytes - 1) / ld::kExtent);
+      bool huge[kAskExtents];
+      const int64_t e1 = std::min(last, e + kAskExtents - 1);
+      extents_huge(m, f.offset, e, e1, huge);
+      for (int64_t i = e; i <= e1; i++) m.extent[static_cast<size_t>(i)].store(huge[i - e] ? 1 : 2, std::memory_order_release);
+      v = huge[0] ? 1 : 2;
+      tell_small(f.key, !huge[0]);
+      if (!huge[0]) f.small.store(true, std::memory_order_relaxed);
     }
     if (v != 1) return nullptr;
   }
-  return f.map->base + from;
+  return m.base + from;
 }
 
 // The extents of the tensors compared, dropped from the process (MADV_DONTNEED), one call per run of extents of a

@@ -27,10 +27,6 @@
 
 #include "huge_map.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14's value, for older headers (the call then fails with EINVAL, harmlessly)
-#endif
-
 namespace {
 
 // The read-ahead itself: bytes [off, off + len) of fd into the page cache, as 2 MiB folios where they are missing.

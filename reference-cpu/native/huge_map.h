@@ -10,6 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14's value, for older headers (the call then fails with EINVAL, harmlessly)
+#endif
+
 namespace ld {
 
 constexpr int64_t kExtent = int64_t{2} << 20;
