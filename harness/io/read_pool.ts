@@ -20,11 +20,18 @@ import { detachBuffer, mapAnonymous, mapPopulated, releaseMapped } from './map.j
 /** Reads from this size up are mapped (mapRead); smaller ones are not worth a mapping's fixed cost. */
 export const MAP_READ_MIN_BYTES = 2 ** 20;
 
+/** reserve()'s unwritten mappings kept per pool: two weights-check batches' worth (batches.ts), address space only */
+const RESERVED_KEPT = 256;
+
 export class ReadPool {
   private readonly free: ArrayBuffer[] = [];
   /** buffers and mappings handed out, in order (marks index it) */
   private readonly used: ArrayBuffer[] = [];
   private readonly mapped = new WeakSet<ArrayBuffer>();
+  /** reserve()'s anonymous mappings: those handed back unwritten, kept for the next reserve (see reserve) */
+  private readonly reservedFree: ArrayBuffer[] = [];
+  private readonly reserved = new WeakSet<ArrayBuffer>();
+  private readonly written = new WeakSet<ArrayBuffer>();
   /** arrays computed from a buffer in use (tieToRead), freed when it is handed back */
   private readonly derived = new Map<ArrayBuffer, ArrayBuffer[]>();
   /** free bytes kept beyond this are freed (detached: at once, not when collected) */
@@ -58,16 +65,31 @@ export class ReadPool {
 
   /**
    * `length` bytes (8-byte aligned, padded to 8) for a read that may never be made (SafetensorsFile.reserve): from
-   * MAP_READ_MIN_BYTES up an anonymous mapping, which takes no memory until written and is unmapped when the scope
-   * ends; smaller ones as take() gives them.
+   * MAP_READ_MIN_BYTES up an anonymous mapping, which takes no memory until written; smaller ones as take() gives
+   * them. A mapping handed back unwritten (no markWritten: the fused pass read its tensor itself, the usual case)
+   * still takes no memory and is kept for the next reserve, a written one is unmapped. A mapping and an unmapping a
+   * tensor cost the weights check ~5 % of a wide layer's time, mostly in waits: each takes the process's mapping
+   * lock for writing, which the pass's threads hold for reading as they map the shards' extents (round 40).
    */
   reserve(length: number): Uint8Array {
     const padded = Math.ceil(length / 8) * 8;
-    const b = length >= MAP_READ_MIN_BYTES ? mapAnonymous(padded) : null;
+    if (length < MAP_READ_MIN_BYTES) return this.take(length);
+    let best = -1;
+    for (let i = 0; i < this.reservedFree.length; i++) {
+      const n = this.reservedFree[i].byteLength;
+      if (n >= padded && (best < 0 || n < this.reservedFree[best].byteLength)) best = i;
+    }
+    const b = best >= 0 ? this.reservedFree.splice(best, 1)[0] : mapAnonymous(sizeClass(padded));
     if (b === null) return this.take(length);
     this.mapped.add(b);
+    this.reserved.add(b);
     this.handOut(b);
     return new Uint8Array(b, 0, length);
+  }
+
+  /** `b`, a buffer reserve() handed out, is being written: it is unmapped when handed back, not kept */
+  noteWritten(b: ArrayBuffer): void {
+    if (this.reserved.has(b)) this.written.add(b);
   }
 
   /**
@@ -99,13 +121,19 @@ export class ReadPool {
       owner.delete(b);
       for (const d of this.derived.get(b) ?? []) detachBuffer(d);
       this.derived.delete(b);
-      if (this.mapped.has(b)) releaseMapped(b);
+      if (this.reserved.has(b) && !this.written.has(b) && this.reservedFree.length < RESERVED_KEPT) this.reservedFree.push(b);
+      else if (this.mapped.has(b)) releaseMapped(b);
       else this.free.push(b);
     }
     this.free.sort((a, b) => b.byteLength - a.byteLength);
     let kept = 0;
     const keep = this.free.filter((b) => (kept += b.byteLength) <= this.keepBytes || !detachBuffer(b));
     this.free.splice(0, this.free.length, ...keep);
+  }
+
+  /** reserve()'s unwritten mappings kept for reuse (for tests) */
+  reservedKept(): number {
+    return this.reservedFree.length;
   }
 
   /** bytes in free buffers (for tests) */
@@ -127,6 +155,12 @@ export function sizeClass(bytes: number): number {
 
 /** the pool each buffer in use was handed out by */
 const owner = new WeakMap<ArrayBuffer, ReadPool>();
+
+/** `bytes` (a view of a buffer a pool's reserve() handed out, or any other) is about to be written: see ReadPool.reserve */
+export function markWritten(bytes: Uint8Array): void {
+  const b = bytes.buffer;
+  if (b instanceof ArrayBuffer) owner.get(b)?.noteWritten(b);
+}
 
 /**
  * Tie `array`'s memory to the read `read` came from: when that read's scope ends, the array's buffer is detached,

@@ -6,7 +6,7 @@
  * range, so a shard is never held in memory whole.
  */
 import { mapRange } from './map.js';
-import { activeReadPool } from './read_pool.js';
+import { activeReadPool, markWritten } from './read_pool.js';
 import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
@@ -187,7 +187,13 @@ export class SafetensorsFile {
     const length = info.end - info.begin;
     const bytes = activeReadPool()?.reserve(length) ?? readBuffer(length);
     const fd = this.fd;
-    return { bytes, fd, offset: info.begin, file: this.file, fill: () => this.readInto(fd, info, 0, bytes) };
+    return {
+      bytes, fd, offset: info.begin, file: this.file,
+      fill: () => {
+        markWritten(bytes);  // the pool then unmaps the buffer when handed back, rather than keep it for another
+        this.readInto(fd, info, 0, bytes);
+      },
+    };
   }
 
   /**

@@ -175,6 +175,40 @@ describe('ReadPool', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
+  it('a reserved mapping handed back unwritten serves the next reservation (no new mapping, still zero), a written one is unmapped', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ld-pool-reserve-'));
+    const big = Uint8Array.from({ length: MAP_READ_MIN_BYTES + 4096 }, (_, i) => (i * 31 + (i >> 9)) & 255);
+    const file = path.join(dir, 'r.safetensors');
+    writeSafetensors(file, [{ name: 'big', dtype: 'U8', shape: [big.length], data: big }]);
+    const f = SafetensorsFile.open(file);
+    const pool = new ReadPool();
+    const live = mappedStats()!.uncounted;
+    let first: Uint8Array | null = null;
+    withReadPool(pool, () => {
+      first = f.reserve(f.get('big')!).bytes;  // the fused pass read it itself: never filled
+    });
+    expect(first!.length, 'kept, not detached').toBe(big.length);
+    expect(pool.reservedKept()).toBe(1);
+    let filled: Uint8Array | null = null;
+    withReadPool(pool, () => {
+      const r = f.reserve(f.get('big')!);
+      expect(r.bytes.buffer, 'the kept mapping').toBe(first!.buffer);
+      expect(mappedStats()!.uncounted, 'no new mapping').toBe(live + 1);
+      expect(r.bytes.every((b) => b === 0), 'zero bytes until filled').toBe(true);
+      r.fill();
+      expect(sameBytes(r.bytes, big)).toBe(true);
+      filled = r.bytes;
+    });
+    expect(filled!.length, 'a filled one is unmapped with its scope').toBe(0);
+    expect(pool.reservedKept()).toBe(0);
+    withReadPool(pool, () => {
+      const r = f.reserve(f.get('big')!);
+      expect(r.bytes.every((b) => b === 0), 'a fresh mapping: zero bytes').toBe(true);
+    });
+    f.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
   it('tieToRead frees an array computed from a read when the read\'s own scope ends, and ties nothing else', () => {
     const pool = new ReadPool();
     const arrayBuffers = () => process.memoryUsage().arrayBuffers;
