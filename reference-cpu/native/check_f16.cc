@@ -1667,7 +1667,7 @@ const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
 }
 
 // The extents of the tensors compared, dropped from the process (MADV_DONTNEED), one call per run of extents of a
-// file, and asked about again when next used (the page cache may read them in again otherwise meanwhile). A run
+// file, then the tensors' holds on the mapping itself, and asked about again when next used (the page cache may read them in again otherwise meanwhile). A run
 // shared with a tensor still being compared (the next batch's first, beside this one's last) is faulted again there.
 template <class Jobs>
 void drop_compared(const Jobs& jobs) {
@@ -1689,6 +1689,10 @@ void drop_compared(const Jobs& jobs) {
     madvise(m->base + lo * ld::kExtent, end - static_cast<size_t>(lo * ld::kExtent), MADV_DONTNEED);
     i = k;
   }
+  // and the batch's hold on each file's mapping: the mapping goes with the last batch that compares the file (a
+  // batch in flight beside this one keeps it for its own tensors), not when this batch's handle is collected, so a
+  // shard deleted after the check has its space back then
+  for (const auto& j : jobs) j->fill.map.reset();
 }
 
 // rows [r0, e) of the weight from the file into dst; false (and f.error set) on a short read or an error

@@ -798,13 +798,15 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
           expect(caught, what).toBeGreaterThan(0);
           // on the background worker too, and a compared tensor's pages leave the process once its batch is done, not
           // when the batch's handle is collected (mapped pages kept that long counted every checked tensor in the
-          // process's RSS); the file's mapping itself may stay, for its next tensors
+          // process's RSS), and so does the file's mapping once no batch in flight holds it
           const buf = new Uint8Array(n);
           const batch = startRowsReading([{ kind: kindOf(lw), weight: buf, scale: lw.scale!.bytes, out, inn, bo: lw.block[0], bi: lw.block[1], source: cache.rowSource({ ...lw, weight: { ...lw.weight, bytes: buf } }, null), fill }]);
           const [res] = waitRowsReading(batch);
           expect('readError' in res ? res.readError : res.firstBad).toBe(-1);
           const file = fs.readlinkSync(`/proc/self/fd/${fill.fd}`);
           expect(residentOf(file), 'pages of the file left mapped').toBe(0);
+          const mapsOf = () => fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(` ${file}`)).length;
+          expect(mapsOf(), 'the file still mapped after its last batch').toBe(0);
           expect(batch.size).toBe(1);  // the handle is alive here
         } finally {
           fs.closeSync(fill.fd);
