@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAddon } from '../io/addon.js';
 import { mappedStats, mapPopulated, mapRange, releaseMapped } from '../io/map.js';
 
 const MiB = 2 ** 20;
@@ -82,6 +83,31 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
       expect(flagsOf(file).map((f) => f.includes('hg')), 'below 2 MiB (the page the range starts in included): no advice').toEqual([false, false]);
     } finally {
       for (const b of small) releaseMapped(b);
+    }
+  });
+
+  // The advice's effect, not only its flag: what a mapping of 2 MiB or more reads in, faulted page by page or
+  // populated, is in the folios a huge-page mapping's own reads leave (hugeMappedBytes: read in through a mapping laid
+  // out for them, then the kernel's account, smaps' FilePmdMapped). Without the advice this kernel read 4 KiB folios
+  // for such faults (round 38), which every later mapping of them maps a page at a time.
+  it.runIf(process.platform === 'linux')('what a mapping of 2 MiB or more reads in, lazily or populated, is in the folios a huge-page mapping\'s own reads leave', () => {
+    const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
+    const span = 8 * MiB;
+    fs.fsyncSync(fd);
+    expect(io.dropCached(fd)).toBe(true);
+    const possible = io.hugeMappedBytes(fd, 0, span);
+    for (const how of ['lazy', 'populated'] as const) {
+      expect(io.dropCached(fd)).toBe(true);
+      const b = how === 'lazy' ? mapRange(fd, 0, span)!.buffer as ArrayBuffer : mapPopulated(fd, 0, span)!;
+      try {
+        const v = new Uint8Array(b);
+        let sum = 0;
+        for (let i = 0; i < v.length; i += 4096) sum += v[i];  // a fault a page where nothing populated them
+        expect(sum).toBeGreaterThanOrEqual(0);
+      } finally {
+        releaseMapped(b);
+      }
+      expect(io.hugeMappedBytes(fd, 0, span), `${how}: this kernel maps ${possible} B of the range by PMD entries when a huge-page mapping reads it in`).toBe(possible);
     }
   });
 
