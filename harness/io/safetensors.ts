@@ -5,7 +5,7 @@
  * (offsets in range, no overlap, no holes, byte size = shape × dtype size) and reads tensors by byte
  * range, so a shard is never held in memory whole.
  */
-import { mapRange } from './map.js';
+import { mapPopulated, mapRange } from './map.js';
 import { activeReadPool, markWritten } from './read_pool.js';
 import * as fs from 'node:fs';
 import { createHash } from 'node:crypto';
@@ -199,17 +199,20 @@ export class SafetensorsFile {
   /**
    * One tensor's bytes mapped from the file (harness/io/map.ts) instead of copied, for tensors held for a whole
    * run: a view of the page cache until written, written pages private to this process. A read copy where the
-   * start is not 8-byte aligned (the reads' contract) or the range cannot be mapped.
+   * start is not 8-byte aligned (the reads' contract) or the range cannot be mapped. `populate`: every page mapped
+   * now (mapPopulated), for a tensor about to be read whole; otherwise pages map as they are touched.
    */
-  map(info: TensorInfo): Uint8Array {
-    return this.mapRange(info, 0, info.end - info.begin);
+  map(info: TensorInfo, populate = false): Uint8Array {
+    return this.mapRange(info, 0, info.end - info.begin, populate);
   }
 
   /** `length` bytes from `offset` into a tensor, mapped as map() does (head chunks of the FP16 cache). */
-  mapRange(info: TensorInfo, offset: number, length: number): Uint8Array {
+  mapRange(info: TensorInfo, offset: number, length: number, populate = false): Uint8Array {
     if (this.fd === undefined) throw new Error(`${this.file} is closed`);
     const at = info.begin + offset;
     if (offset < 0 || length <= 0 || at + length > info.end || at % 8 !== 0) return this.readRange(info, offset, length);
+    const populated = populate ? mapPopulated(this.fd, at, length) : null;
+    if (populated !== null) return new Uint8Array(populated);
     return mapRange(this.fd, at, length) ?? this.readRange(info, offset, length);
   }
 
