@@ -781,9 +781,9 @@ export class CacheStore {
     return this.file(file).descriptor;
   }
 
-  /** a tensor read whole as soon as it is bound (read's `whole`) */
-  stored(file: string, name: string, dtype: DType, shape: readonly number[]): StoredTensor {
-    return { name, dtype, shape: [...shape], bytes: this.read(file, name, dtype, shape, true), file: path.join(this.dir, file) };
+  /** a tensor bound for the run; `whole` (read's): read whole as soon as it is bound, as weights are */
+  stored(file: string, name: string, dtype: DType, shape: readonly number[], whole = true): StoredTensor {
+    return { name, dtype, shape: [...shape], bytes: this.read(file, name, dtype, shape, whole), file: path.join(this.dir, file) };
   }
 
   /**

@@ -75,8 +75,9 @@ export async function loadGptOssFp16Cache(dir: string, m: GptOssCheckpoint, fing
     const f16 = (lw: LinearWeight, name = lw.name): LinearWeight => ({ name, format: 'plain', out: lw.out, in: lw.in, weight: store.stored(file, name, 'F16', [lw.out, lw.in]), scale: null, block: [1, 1] });
     const st = (t: StoredTensor) => store.stored(file, t.name, t.dtype, t.shape);
     const b = biasNames(L);
-    const guBias = store.stored(file, b.gate_up, m.ck.info(b.gate_up).dtype, [c.experts, 2 * c.intermediate]);
-    const dnBias = store.stored(file, b.down, m.ck.info(b.down).dtype, [c.experts, c.hidden]);
+    // every expert's biases in one table, of which a token reads its routed experts' rows: mapped as touched
+    const guBias = store.stored(file, b.gate_up, m.ck.info(b.gate_up).dtype, [c.experts, 2 * c.intermediate], false);
+    const dnBias = store.stored(file, b.down, m.ck.info(b.down).dtype, [c.experts, c.hidden], false);
     const row = (t: StoredTensor, e: number, n: number): StoredTensor => {
       const per = t.bytes.byteLength / c.experts;
       return { name: `${t.name}[${e}]`, dtype: t.dtype, shape: [n], bytes: t.bytes.subarray(e * per, (e + 1) * per), file: t.file };

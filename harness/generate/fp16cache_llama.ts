@@ -72,7 +72,7 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
     const layers: LlamaF16Layer[] = [];
     for (let L = 0; L < m.cfg.layers; L++) {
       const w = { bias: {} } as LlamaF16Layer;
-      for (const k of LAYER_KEYS) w[k] = store.f16(layerFile(L), llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k), true);
+      for (const k of LAYER_KEYS) w[k] = store.f16(layerFile(L), llamaLayerTensorName(L, k), llamaLayerTensorShape(m, k));
       for (const k of biasKeys(m)) w.bias[k] = store.f16(layerFile(L), `${llamaLinearStem(L, k)}.bias`, [m.linearShapes()[k][0]]);
       layers.push(w);
     }
@@ -80,7 +80,7 @@ export async function loadLlamaFp16Cache(dir: string, m: LlamaCheckpoint, finger
     // tied_head is in the manifest, which no digest covers: it must agree with the checkpoint, not decide
     const tied = m.headName === m.embedName;
     if (man.tied_head !== tied) throw new InputError(`says tied_head ${String(man.tied_head)}, but the checkpoint's head is ${tied ? 'the embedding' : m.headName} (edited manifest?); rerun layerdiff convert`, { file: path.join(dir, MANIFEST) });
-    const head = tied ? embed : store.f16(HEAD, m.headName, [V, D], true);
+    const head = tied ? embed : store.f16(HEAD, m.headName, [V, D]);
     return { ok: true, weights: { embed, layers, norm, head }, manifest: man, unchanged: () => store.unchanged(), close: () => store.close() };
   } catch (e) {
     store.close();

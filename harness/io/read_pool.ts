@@ -10,7 +10,9 @@
  * first reads of a run into new buffers, and once the page cache had filled this VM's memory that first touch ran
  * at 0.2–1.5 GB/s (layer 0's reference 2.6–4.3 s against 0.5–1.0 s in other runs of the same diff); mapping and
  * populating the same bytes took 0.01 s. A scope's end releases its mappings (their pages leave the process, the
- * buffers are detached: a view kept past its scope has length 0), as it hands its buffers back.
+ * buffers are detached: a view kept past its scope has length 0), as it hands its buffers back; but a reserve()d
+ * mapping handed back unwritten is kept for the next reservation, not detached, as ordinary buffers are kept
+ * (dropReserved() ends those).
  * Scopes nest: withReadPool(pool, fn) hands the buffers taken inside fn back when fn returns, and no others, so
  * a scope inside another one of the same pool (a layer's head chunk inside the run's) leaves the outer one's
  * reads alone. The caller promises that nothing read inside a scope is used after it ends.
@@ -20,8 +22,12 @@ import { detachBuffer, mapAnonymous, mapPopulated, releaseMapped } from './map.j
 /** Reads from this size up are mapped (mapRead); smaller ones are not worth a mapping's fixed cost. */
 export const MAP_READ_MIN_BYTES = 2 ** 20;
 
-/** reserve()'s unwritten mappings kept per pool: two weights-check batches' worth (batches.ts), address space only */
-const RESERVED_KEPT = 256;
+/**
+ * reserve()'s unwritten mappings kept per pool: a weights-check batch's worth (batches.ts), address space only, but
+ * each counts among the addon's live mappings that V8 does not see (map.ts), so both are capped
+ */
+const RESERVED_KEPT = 128;
+const RESERVED_KEPT_BYTES = 2 ** 30;
 
 export class ReadPool {
   private readonly free: ArrayBuffer[] = [];
@@ -121,7 +127,7 @@ export class ReadPool {
       owner.delete(b);
       for (const d of this.derived.get(b) ?? []) detachBuffer(d);
       this.derived.delete(b);
-      if (this.reserved.has(b) && !this.written.has(b) && this.reservedFree.length < RESERVED_KEPT) this.reservedFree.push(b);
+      if (this.reserved.has(b) && !this.written.has(b) && this.reservedFree.length < RESERVED_KEPT && this.reservedBytes() + b.byteLength <= RESERVED_KEPT_BYTES) this.reservedFree.push(b);
       else if (this.mapped.has(b)) releaseMapped(b);
       else this.free.push(b);
     }
@@ -134,6 +140,15 @@ export class ReadPool {
   /** reserve()'s unwritten mappings kept for reuse (for tests) */
   reservedKept(): number {
     return this.reservedFree.length;
+  }
+
+  /** End the kept reserve() mappings (the weights check's end: what follows reserves none) */
+  dropReserved(): void {
+    for (const b of this.reservedFree.splice(0)) releaseMapped(b);
+  }
+
+  private reservedBytes(): number {
+    return this.reservedFree.reduce((n, b) => n + b.byteLength, 0);
   }
 
   /** bytes in free buffers (for tests) */

@@ -201,10 +201,17 @@ describe('ReadPool', () => {
     });
     expect(filled!.length, 'a filled one is unmapped with its scope').toBe(0);
     expect(pool.reservedKept()).toBe(0);
+    let again: Uint8Array | null = null;
     withReadPool(pool, () => {
       const r = f.reserve(f.get('big')!);
       expect(r.bytes.every((b) => b === 0), 'a fresh mapping: zero bytes').toBe(true);
+      again = r.bytes;
     });
+    expect(pool.reservedKept()).toBe(1);
+    pool.dropReserved();
+    expect(pool.reservedKept()).toBe(0);
+    expect(again!.length, 'dropReserved ends the kept mapping').toBe(0);
+    expect(mappedStats()!.uncounted, 'no mapping of the pool left').toBe(live);
     f.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });

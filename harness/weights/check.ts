@@ -199,6 +199,8 @@ export function checkWeights(ck: Checkpoint, native: DeviceNative, opt: CheckOpt
     throw e;
   }
   tensors.push(...batches.drain());
+  // the buffers kept for the next reservations (read_pool.ts): nothing after the check reserves any
+  for (const p of [pool, batchPool()]) p.dropReserved();
   const layers = todo.map((t) => t.layer!);
   const fused = opt.fused;
   if (fused !== undefined) {

@@ -1609,7 +1609,7 @@ void map_rows(Fill& f, int64_t len) {
 // 1,700 extents were ~10 % of the check's CPU (perf). A kernel before 5.14 refuses the advice: the first byte of
 // each extent is then touched instead. A range the populate cannot map (the file shrank under the run: it fails
 // where an access would raise SIGBUS) reads as not huge, so its rows go to pread, which names what is wrong.
-constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 128 MiB in one)
+constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 128 MiB in two)
 bool extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, bool* huge) {
   uint8_t* from = m.base + e0 * ld::kExtent;
   const size_t span = static_cast<size_t>((e1 - e0 + 1) * ld::kExtent);
@@ -1651,15 +1651,27 @@ const uint8_t* mapped_rows(Fill& f, int64_t x, int64_t len) {
     uint8_t v = st.load(std::memory_order_acquire);
     if (v == 0) {
       if (e >= whole || f.small.load(std::memory_order_relaxed)) return nullptr;
-      // this extent and the tensor's later ones (two threads asking at once get the same answers)
+      // this extent alone, then, if it is huge, the tensor's later ones at once (two threads asking at once get the
+      // same answers): asked together first, a tensor in 4 KiB folios would have every extent of it populated (~45
+      // µs each) before the answer sent its rows to pread
       const int64_t last = std::min(whole - 1, (f.offset + f.bytes - 1) / ld::kExtent);
-      bool huge[kAskExtents];
-      const int64_t e1 = std::min(last, e + kAskExtents - 1);
-      extents_huge(m, f.offset, e, e1, huge);
-      for (int64_t i = e; i <= e1; i++) m.extent[static_cast<size_t>(i)].store(huge[i - e] ? 1 : 2, std::memory_order_release);
+      bool huge[kAskExtents + 1];
+      extents_huge(m, f.offset, e, e, huge);
+      int64_t e1 = e;
+      if (huge[0] && e < last) {
+        e1 = std::min(last, e + kAskExtents);
+        extents_huge(m, f.offset, e + 1, e1, huge + 1);
+      }
+      bool all = true;
+      for (int64_t i = e; i <= e1; i++) {
+        m.extent[static_cast<size_t>(i)].store(huge[i - e] ? 1 : 2, std::memory_order_release);
+        all &= huge[i - e];
+      }
       v = huge[0] ? 1 : 2;
-      tell_small(f.key, !huge[0]);
-      if (!huge[0]) f.small.store(true, std::memory_order_relaxed);
+      // a small answer anywhere in the tensor counts (its rows there are read), so a file of mixed folios stops
+      // being asked as one of small ones does
+      tell_small(f.key, !all);
+      if (!all) f.small.store(true, std::memory_order_relaxed);
     }
     if (v != 1) return nullptr;
   }
