@@ -29,6 +29,7 @@ import { wrongShape } from '../../fixtures/inject.js';
 import { Rng } from '../rng.js';
 import { cli, flipBits, hashTree, LLAMA_TINY, rewriteInPlace } from './cli.js';
 import { Blake3 } from '../io/blake3.js';
+import { residentKiB } from './smaps.js';
 
 process.env.OMP_NUM_THREADS ??= '1';
 
@@ -192,15 +193,6 @@ describe('the DeepSeek-V4 FP16 cache', () => {
   // A layer's weights and a routed expert are read whole as soon as they are bound, so their pages are mapped in one
   // call (CacheStore.read's `whole`): a fault a page cost the wide start-up ~0.14 core-s on the VMs this runs on.
   it.runIf(process.platform === 'linux')('maps a bound layer\'s weights and a routed expert with their pages in (populated), before any product reads them', async () => {
-    /** the kB of `file` this process has mapped in (/proc/self/smaps: the Rss of each mapping of it) */
-    const residentKiB = (file: string): number => {
-      let ours = false, kb = 0;
-      for (const l of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
-        if (/^[0-9a-f]+-[0-9a-f]+ /.test(l)) ours = l.endsWith(` ${file}`);
-        else if (ours && l.startsWith('Rss:')) kb += Number(/\d+/.exec(l)![0]);
-      }
-      return kb;
-    };
     const c = await loadDeepseekV4Fp16Cache(cacheDir, m, fp);
     if (!c.ok) throw new Error(c.why);
     try {

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { f16ToF32, f32ToF16Bits, NF4_VALUES, roundToF16 } from '../../harness/formats/dtypes.js';
 import type { LinearWeight } from '../../harness/formats/linear.js';
 import { Rng } from '../../harness/rng.js';
+import { residentKiB } from '../../harness/test/smaps.js';
 import { sameF16 } from '../../harness/weights/decode.js';
 import { exactOperands, kindOf } from '../dequant.js';
 import { dequantLinearTs } from '../dequant_ts.js';
@@ -753,15 +754,6 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
       }
     });
 
-    /** the kB of `file` this process has mapped in (/proc/self/smaps: the Rss of each mapping of it) */
-    const residentOf = (file: string): number => {
-      let ours = false, kb = 0;
-      for (const l of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
-        if (/^[0-9a-f]+-[0-9a-f]+ /.test(l)) ours = l.endsWith(` ${file}`);
-        else if (ours && l.startsWith('Rss:')) kb += Number(/\d+/.exec(l)![0]);
-      }
-      return kb;
-    };
     // The mapped read (check_f16.cc, mapped_rows): a tensor whose 2 MiB extents the page cache holds as 2 MiB folios is
     // compared where it lies, the rest read. Which extents those are is the kernel's (its filesystem, its transparent
     // huge pages): the file is dropped from the page cache and read back through a huge-page mapping, and the kernel's
@@ -804,7 +796,7 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
           const [res] = waitRowsReading(batch);
           expect('readError' in res ? res.readError : res.firstBad).toBe(-1);
           const file = fs.readlinkSync(`/proc/self/fd/${fill.fd}`);
-          expect(residentOf(file), 'pages of the file left mapped').toBe(0);
+          expect(residentKiB(file), 'pages of the file left mapped').toBe(0);
           const mapsOf = () => fs.readFileSync('/proc/self/maps', 'utf8').split('\n').filter((l) => l.endsWith(` ${file}`)).length;
           expect(mapsOf(), 'the file still mapped after its last batch').toBe(0);
           expect(batch.size).toBe(1);  // the handle is alive here
