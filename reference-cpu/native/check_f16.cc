@@ -1604,18 +1604,19 @@ void map_rows(Fill& f, int64_t len) {
 
 // Extents [e0, e1] of the mapping asked at once: mapped (MADV_POPULATE_READ, one call for them all), then which of
 // them a PMD entry maps whole (PAGEMAP_SCAN, one call: its runs of huge pages) → true for those, in huge[0 .. e1 − e0].
-// One call a tensor: a fault to each extent cost ~16 µs on this kind of VM (the exception's entry and exit), where
-// the populate maps an extent in ~1 µs (a C probe over a wide layer's shard, 2 MiB folios cached), and a wide layer's
-// 1,700 extents were ~10 % of the check's CPU (perf). A kernel before 5.14 refuses the advice: the first byte of
-// each extent is then touched instead. A range the populate cannot map (the file shrank under the run: it fails
+// Asked per tensor (mapped_rows: its first extent, then the rest), not faulted per extent: a fault to each extent cost
+// ~16 µs on this kind of VM (the exception's entry and exit), where the populate maps an extent in ~1 µs (a C probe
+// over a wide layer's shard, 2 MiB folios cached); the faults were ~10 % of a wide layer's check CPU (perf), with
+// 1,700 extents a layer. At most kAskExtents extents a call (regs). A kernel before 5.14 refuses the advice: the
+// first byte of each extent is then touched instead. A range the populate cannot map (the file shrank under the run: it fails
 // where an access would raise SIGBUS) reads as not huge, so its rows go to pread, which names what is wrong.
-constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 128 MiB in two)
-bool extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, bool* huge) {
+constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 130 MiB in two)
+void extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, bool* huge) {
   uint8_t* from = m.base + e0 * ld::kExtent;
   const size_t span = static_cast<size_t>((e1 - e0 + 1) * ld::kExtent);
   std::fill(huge, huge + (e1 - e0 + 1), false);
   if (madvise(from, span, MADV_POPULATE_READ) != 0) {
-    if (errno != EINVAL) return false;
+    if (errno != EINVAL) return;
     for (int64_t e = e0; e <= e1; e++) (void)*static_cast<const volatile uint8_t*>(m.base + std::max(e * ld::kExtent, first_byte));
   }
   PmRegion regs[kAskExtents];
@@ -1634,7 +1635,6 @@ bool extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, 
     const int64_t hi = static_cast<int64_t>(regs[k].end - arg.start) / ld::kExtent;
     for (int64_t i = lo; i < hi; i++) huge[i] = true;
   }
-  return n > 0;
 }
 
 // Bytes [x, x + len) of the tensor (x from its first byte) where they lie in the mapping, or null: then read them.
