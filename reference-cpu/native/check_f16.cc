@@ -1608,8 +1608,9 @@ void map_rows(Fill& f, int64_t len) {
 // ~16 µs on this kind of VM (the exception's entry and exit), where the populate maps an extent in ~1 µs (a C probe
 // over a wide layer's shard, 2 MiB folios cached); the faults were ~10 % of a wide layer's check CPU (perf), with
 // 1,700 extents a layer. At most kAskExtents extents a call (regs). A kernel before 5.14 refuses the advice: the
-// first byte of each extent is then touched instead. A range the populate cannot map (the file shrank under the run: it fails
-// where an access would raise SIGBUS) reads as not huge, so its rows go to pread, which names what is wrong.
+// first byte of each extent is then touched instead. A range the populate cannot map (the file shrank under the
+// run: it fails where an access would raise SIGBUS) reads as not huge, so its rows go to pread, which names what is
+// wrong.
 constexpr int64_t kAskExtents = 64;  // at most this many a call (a tensor of up to 130 MiB in two)
 void extents_huge(const FileMap& m, int64_t first_byte, int64_t e0, int64_t e1, bool* huge) {
   uint8_t* from = m.base + e0 * ld::kExtent;
