@@ -350,23 +350,38 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   if (!(off >= 0 && len >= 0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(env, std::string(name) + ": offset and length must be integers ≥ 0");
   struct stat st;
   if (len == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > static_cast<double>(st.st_size)) return env.Null();
-  const long page = sysconf(_SC_PAGESIZE);
-  const off_t aligned = static_cast<off_t>(off) / page * page;
-  const size_t lead = static_cast<size_t>(static_cast<off_t>(off) - aligned), total = lead + static_cast<size_t>(len);
-  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, aligned);
-  if (base == MAP_FAILED) return env.Null();
-  // MADV_HUGEPAGE (ranges of 2 MiB or more): a fault on a page the page cache lacks then reads its aligned 2 MiB
-  // around it as one large folio, which later mappings of the file map with one PMD entry. Without it a fault reads
-  // 4 KiB folios unless the faults look sequential to read-ahead, and the FP16 cache's faults (head chunks, one
-  // mapping per tensor, two threads) do not: in round 38 its pages, read in by generate's own start-ups, mapped at
-  // 1.7–2.6 GB/s where the same file read in 2 MiB folios mapped at 15–26 GB/s (a C test over the wide head file),
-  // and the wide start-up from that cache took 1.0–1.7 s against 0.33–0.44 s with this advice (cold: 3.6 s against
-  // 1.3 s). Advice only: pages the page cache already holds keep their folios, and a kernel without transparent
-  // huge pages refuses it (EINVAL), harmlessly. What it reads beyond a range is read-ahead's, a few MiB at its ends.
-  if (total >= (2u << 20)) madvise(base, total, MADV_HUGEPAGE);
+  const int64_t page = sysconf(_SC_PAGESIZE), at = static_cast<int64_t>(off), n = static_cast<int64_t>(len);
+  // Ranges of 2 MiB or more are mapped over the whole 2 MiB extents of the file that hold them, at an address
+  // congruent to the file offset (huge_map.h), and advised MADV_HUGEPAGE. The advice: a fault on a page the page
+  // cache lacks then reads its aligned 2 MiB around it as one large folio, which later mappings of the file map with
+  // one PMD entry. Without it a fault reads 4 KiB folios unless the faults look sequential to read-ahead, and the
+  // FP16 cache's faults (head chunks, one mapping per tensor, two threads) do not: in round 38 its pages, read in by
+  // generate's own start-ups, mapped at 1.7–2.6 GB/s where the same file read in 2 MiB folios mapped at 15–26 GB/s (a
+  // C test over the wide head file), and the wide start-up from that cache took 1.0–1.7 s against 0.33–0.44 s with
+  // this advice (cold: 3.6 s against 1.3 s). Advice only: pages the page cache already holds keep their folios, and
+  // a kernel without transparent huge pages refuses it (EINVAL), harmlessly. What it reads beyond a range is
+  // read-ahead's, a few MiB at its ends.
+  // The layout: a folio is mapped by a PMD entry only where the mapping spans its whole extent at a congruent
+  // address. A mapping of the range alone (from its page) has neither at its ends, so a tensor that starts inside
+  // an extent (every FP16-cache tensor: the header before them is ~10 KiB) had its first and last extents mapped a
+  // 4 KiB page at a time. A wide routed expert's [2048, 4096] FP16 weight is 8 extents and those two ~1: the GEMV
+  // thread whose rows start there took 2.5 times as long as the other over its equal half (round 41, per-thread
+  // timers in a wide FP16-cache decode), and a C test over the cache's experts file ran the two-thread GEMV at
+  // 13 GB/s mapped per tensor against 24 GB/s over the extents. The extents' bytes beyond the range are the file's
+  // other tensors: mapped, never populated, and out of the buffer's reach.
+  const bool extents = at + n - at / page * page >= ld::kExtent;  // the pages it touches span 2 MiB or more
+  const int64_t a = extents ? at / ld::kExtent * ld::kExtent : at / page * page;
+  const int64_t b = extents ? std::min((at + n + ld::kExtent - 1) / ld::kExtent * ld::kExtent, (static_cast<int64_t>(st.st_size) + page - 1) / page * page) : at + n;
+  const size_t total = static_cast<size_t>(b - a);
+  uint8_t* base = extents ? ld::map_extents(fd, a, total, true) : static_cast<uint8_t*>(mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, a));
+  if (base == nullptr || base == MAP_FAILED) return env.Null();
+  uint8_t* data = base + (at - a);
   // a kernel without MADV_POPULATE_READ (before 5.14) answers EINVAL: the pages then map as they are touched
-  if (populate) madvise(base, total, MADV_POPULATE_READ);
-  return wrap_mapping(env, base, total, static_cast<uint8_t*>(base) + lead, static_cast<size_t>(len));
+  if (populate) {
+    uint8_t* from = base + (at - a) / page * page;
+    madvise(from, static_cast<size_t>(data + n - from), MADV_POPULATE_READ);
+  }
+  return wrap_mapping(env, base, total, data, static_cast<size_t>(len));
 }
 
 // hugeMappedBytes(fd, offset, length): how much of the file's 2 MiB extents holding [offset, offset + length) maps

@@ -18,15 +18,17 @@ namespace ld {
 
 constexpr int64_t kExtent = int64_t{2} << 20;
 
-// [offset, offset + span) of fd (offset a multiple of kExtent) mapped PROT_READ, MAP_SHARED, at an address that is
-// a multiple of kExtent, advised MADV_HUGEPAGE (a page the page cache lacks is then read in as its extent's 2 MiB
-// folio); nullptr where it cannot be. Unmap with munmap(p, span).
-inline uint8_t* map_extents(int fd, int64_t offset, size_t span) {
+// [offset, offset + span) of fd (offset a multiple of kExtent) mapped at an address that is a multiple of kExtent,
+// advised MADV_HUGEPAGE (a page the page cache lacks is then read in as its extent's 2 MiB folio); nullptr where it
+// cannot be. Unmap with munmap(p, span). PROT_READ and MAP_SHARED, or with `copy_on_write` PROT_READ | PROT_WRITE
+// and MAP_PRIVATE (file_io.cc's mapped tensors: a write copies the page for this process, never the file).
+inline uint8_t* map_extents(int fd, int64_t offset, size_t span, bool copy_on_write = false) {
   const size_t slack = static_cast<size_t>(kExtent);
   void* r = mmap(nullptr, span + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return nullptr;
   const uintptr_t r0 = reinterpret_cast<uintptr_t>(r), at = (r0 + slack - 1) & ~static_cast<uintptr_t>(slack - 1);
-  void* m = mmap(reinterpret_cast<void*>(at), span, PROT_READ, MAP_SHARED | MAP_FIXED, fd, static_cast<off_t>(offset));
+  const int prot = copy_on_write ? PROT_READ | PROT_WRITE : PROT_READ, flags = copy_on_write ? MAP_PRIVATE : MAP_SHARED;
+  void* m = mmap(reinterpret_cast<void*>(at), span, prot, flags | MAP_FIXED, fd, static_cast<off_t>(offset));
   if (m == MAP_FAILED) {
     munmap(r, span + slack);
     return nullptr;
