@@ -11,6 +11,7 @@ interface ReadAheadAddon {
   willNeed?: (fd: number, offset: number, length: number) => boolean;
   readAheadMark?: () => number;
   readAheadWait?: (mark: number) => void;
+  dropCached?: (fd: number) => boolean;
 }
 
 let addon: ReadAheadAddon | null | undefined;
@@ -42,4 +43,13 @@ export function readAheadMark(): number {
 export function readAheadWait(mark: number): void {
   const f = readAheadAddon()?.readAheadWait;
   if (mark > 0 && typeof f === 'function') f(mark);
+}
+
+/**
+ * Let the page cache drop fd's pages (POSIX_FADV_DONTNEED: clean ones go, dirty ones stay); whether the advice was
+ * taken (false without the addon).
+ */
+export function dropCached(fd: number): boolean {
+  const f = readAheadAddon()?.dropCached;
+  return typeof f === 'function' ? f(fd) : false;
 }

@@ -18,6 +18,7 @@ import { checkpointFingerprint, fingerprintFiles, PartDigests } from '../gate/fi
 import { type DeepseekV4Fp16Weights, loadDeepseekV4Fp16Cache, writeDeepseekV4Fp16Cache } from '../generate/fp16cache_deepseek_v4.js';
 import { Checkpoint } from '../io/checkpoint.js';
 import { SafetensorsFile } from '../io/safetensors.js';
+import { dropCached } from '../io/prefetch.js';
 import { SafetensorsStreamWriter } from '../io/stream_writer.js';
 import { type DeepseekV4LayerWeights, DeepseekV4Checkpoint, isNormKey, mapLayerTensors } from '../models/deepseek_v4.js';
 import { type DeepseekNative, type DeviceNative, loadDeepseekNative, loadDeviceNative } from '../../device-hip/binding.js';
@@ -476,6 +477,33 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
     expect(events).toEqual(want);
     // the layer objects the writer bound never cached a routed expert (readExpert does not keep them)
     for (const w of layers) expect(w.expertsLoaded()).toEqual([]);
+  });
+
+  // fp16cache.ts, leavePageCache: the written files, once on the disk, leave the page cache, so that the first run
+  // reads them back in 2 MiB folios. fincore (util-linux) counts a file's pages in the page cache; a filesystem
+  // that keeps clean pages against the advice (tmpfs) is found with a probe file first, and the test then says so.
+  const fincore = spawnSync('fincore', ['--version']).status === 0;
+  it.runIf(process.platform === 'linux' && fincore)('leaves none of its files in the page cache once they are on the disk', async () => {
+    const resident = (f: string) => Number(spawnSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', f], { encoding: 'utf8' }).stdout.trim());
+    const probe = path.join(tmp, 'probe.bin');
+    fs.writeFileSync(probe, Buffer.alloc(1 << 20, 7));
+    const fd = fs.openSync(probe, 'r');
+    fs.fsyncSync(fd);
+    const dropped = dropCached(fd);
+    fs.closeSync(fd);
+    if (!dropped || resident(probe) !== 0) {
+      console.warn(`${tmp}: this filesystem keeps clean pages against POSIX_FADV_DONTNEED; not checked here`);
+      return;
+    }
+    const dir = path.join(tmp, 'dropped');
+    await writeDeepseekV4Fp16Cache(m, N, dir, fp);
+    const files = fs.readdirSync(dir);
+    expect(files.length).toBeGreaterThan(2);
+    for (const f of files) expect(resident(path.join(dir, f)), f).toBe(0);
+    // and they are whole: the cache loads, its files hashed against the manifest
+    const c = await loadDeepseekV4Fp16Cache(dir, m, fp);
+    expect(c.ok ? 'loaded' : c.why).toBe('loaded');
+    if (c.ok) c.weights.close();
   });
 
   it('leaves nothing behind when it fails half way (and keeps what was in the folder before)', async () => {
