@@ -60,9 +60,10 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
     expect(mappedStats()?.uncounted).toBe(0);
   });
 
-  // file_io.cc: a range of 2 MiB or more is advised MADV_HUGEPAGE, so that what the page cache lacks is read in as
-  // 2 MiB folios (the FP16 cache's start-up, round 38); /proc/self/smaps shows the advice as VmFlags "hg"
-  it.runIf(fs.existsSync('/sys/kernel/mm/transparent_hugepage'))('advises huge pages on ranges of 2 MiB or more, lazy or populated, and not below', () => {
+  // file_io.cc: every range is advised MADV_HUGEPAGE, so that what the page cache lacks is read in as 2 MiB folios
+  // (the FP16 cache's start-up, round 38; ranges below 2 MiB too from round 41, whose faults otherwise read 4 KiB
+  // folios into their extents); /proc/self/smaps shows the advice as VmFlags "hg"
+  it.runIf(fs.existsSync('/sys/kernel/mm/transparent_hugepage'))('advises huge pages on every range, lazy or populated, 2 MiB or less', () => {
     const flagsOf = (f: string): string[][] => {
       const out: string[][] = [];
       let mine = false;
@@ -80,7 +81,7 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
     }
     const small = [mapRange(fd, 4096, 2 * MiB - 4096 - 8)!.buffer as ArrayBuffer, mapPopulated(fd, 0, MiB)!];
     try {
-      expect(flagsOf(file).map((f) => f.includes('hg')), 'below 2 MiB (the page the range starts in included): no advice').toEqual([false, false]);
+      expect(flagsOf(file).map((f) => f.includes('hg')), 'below 2 MiB (the page the range starts in included) as well').toEqual([true, true]);
     } finally {
       for (const b of small) releaseMapped(b);
     }
@@ -109,6 +110,24 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
       }
       expect(io.hugeMappedBytes(fd, 0, span), `${how}: this kernel maps ${possible} B of the range by PMD entries when a huge-page mapping reads it in`).toBe(possible);
     }
+  });
+
+  // file_io.cc (round 41): a fault in a small range (an FP16-cache norm or bias between two large weights) reads its
+  // whole extent as one 2 MiB folio; without the advice it read 4 KiB folios around the fault, and the extent could
+  // never again be mapped by a PMD entry while they stayed in the page cache
+  it.runIf(process.platform === 'linux')('a fault in a range below 2 MiB reads its extent in as a 2 MiB folio', () => {
+    const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
+    fs.fsyncSync(fd);
+    expect(io.dropCached(fd)).toBe(true);
+    const possible = io.hugeMappedBytes(fd, 6 * MiB, 2 * MiB);  // what a huge-page mapping's own read leaves
+    expect(io.dropCached(fd)).toBe(true);
+    const small = mapRange(fd, 6 * MiB + 65536 + 8, 4096)!;
+    try {
+      expect(small[0]).toBe(want(6 * MiB + 65536 + 8));  // the one fault
+    } finally {
+      releaseMapped(small.buffer as ArrayBuffer);
+    }
+    expect(io.hugeMappedBytes(fd, 6 * MiB, 2 * MiB), `the extent as the small range's fault left it (${possible} B possible)`).toBe(possible);
   });
 
   // file_io.cc (round 41): a range that starts and ends inside 2 MiB extents, as every FP16-cache tensor does (the
