@@ -484,7 +484,11 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
   // that keeps clean pages against the advice (tmpfs) is found with a probe file first, and the test then says so.
   const fincore = spawnSync('fincore', ['--version']).status === 0;
   it.runIf(process.platform === 'linux' && fincore)('leaves none of its files in the page cache once they are on the disk', async () => {
-    const resident = (f: string) => Number(spawnSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', f], { encoding: 'utf8' }).stdout.trim());
+    const resident = (f: string): number => {
+      const r = spawnSync('fincore', ['--bytes', '--noheadings', '--output', 'RES', f], { encoding: 'utf8' });
+      expect(r.status === 0 && /^\d+$/.test(r.stdout.trim()), `fincore ${f}: ${r.stderr}`).toBe(true);
+      return Number(r.stdout.trim());
+    };
     const probe = path.join(tmp, 'probe.bin');
     fs.writeFileSync(probe, Buffer.alloc(1 << 20, 7));
     const fd = fs.openSync(probe, 'r');

@@ -115,11 +115,12 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
   // file_io.cc (round 41): a fault in a small range (an FP16-cache norm or bias between two large weights) reads its
   // whole extent as one 2 MiB folio; without the advice it read 4 KiB folios around the fault, and the extent could
   // never again be mapped by a PMD entry while they stayed in the page cache
-  it.runIf(process.platform === 'linux')('a fault in a range below 2 MiB reads its extent in as a 2 MiB folio', () => {
+  it.runIf(process.platform === 'linux')('a fault in a range below 2 MiB reads its extent in as a 2 MiB folio', (ctx) => {
     const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
     fs.fsyncSync(fd);
     expect(io.dropCached(fd)).toBe(true);
     const possible = io.hugeMappedBytes(fd, 6 * MiB, 2 * MiB);  // what a huge-page mapping's own read leaves
+    if (possible === 0) ctx.skip(`${file}: this kernel or filesystem makes no 2 MiB page-cache folios here`);
     expect(io.dropCached(fd)).toBe(true);
     const small = mapRange(fd, 6 * MiB + 65536 + 8, 4096)!;
     try {
@@ -134,7 +135,7 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
   // header before them), is mapped over those whole extents at a congruent address, so its first and last extents
   // map by PMD entries too. Mapped from its own first page, they were mapped a 4 KiB page at a time, and the GEMV
   // thread whose rows start there ran at ~40 % of the other's speed.
-  it.runIf(process.platform === 'linux')('a range inside 2 MiB extents maps every extent it touches by PMD entries, and reads the range\'s bytes', () => {
+  it.runIf(process.platform === 'linux')('a range inside 2 MiB extents maps every extent it touches by PMD entries, and reads the range\'s bytes', (ctx) => {
     const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
     const at = 10664, length = 16 * MiB;  // a wide expert's [2048, 4096] FP16 weight after a cache file's header
     const pmdMappedOf = (f: string): number[] => {
@@ -149,6 +150,7 @@ describe.runIf(process.platform === 'linux')('mapped file ranges', () => {
     fs.fsyncSync(fd);
     expect(io.dropCached(fd)).toBe(true);
     const possible = io.hugeMappedBytes(fd, 0, 18 * MiB);  // extents 0–8, read in as a huge-page mapping reads them
+    if (possible === 0) ctx.skip(`${file}: this kernel or filesystem makes no 2 MiB page-cache folios here`);
     const want16 = fs.readFileSync(file).subarray(at, at + length);
     for (const how of ['lazy', 'populated'] as const) {
       const b = how === 'lazy' ? mapRange(fd, at, length)!.buffer as ArrayBuffer : mapPopulated(fd, at, length)!;

@@ -80,7 +80,7 @@ describe('SafetensorsStreamWriter', () => {
   // What the writes are for: the file, still in the page cache, maps by PMD entries wherever a huge-page mapping's
   // own reads of it would (hugeMappedBytes after dropping it). Written a tensor at a time at the file's position,
   // this kernel left the extents holding a write's start or end in smaller folios (~88 % of a 256 MiB file mapped so).
-  it.runIf(process.platform === 'linux')('leaves the file in the page cache as 2 MiB folios', () => {
+  it.runIf(process.platform === 'linux')('leaves the file in the page cache as 2 MiB folios', (ctx) => {
     const io = loadAddon('ld_reference') as { dropCached(fd: number): boolean; hugeMappedBytes(fd: number, offset: number, length: number): number };
     const file = path.join(dir, 'folios.safetensors');
     writeChunked(file, MiB - 24);
@@ -90,7 +90,9 @@ describe('SafetensorsStreamWriter', () => {
       const asWritten = io.hugeMappedBytes(fd, 0, whole);
       fs.fsyncSync(fd);
       expect(io.dropCached(fd)).toBe(true);
-      expect(asWritten, 'the extents as the writes left them, against a huge-page read of them').toBe(io.hugeMappedBytes(fd, 0, whole));
+      const possible = io.hugeMappedBytes(fd, 0, whole);
+      if (possible === 0) ctx.skip(`${file}: this kernel or filesystem makes no 2 MiB page-cache folios here`);
+      expect(asWritten, 'the extents as the writes left them, against a huge-page read of them').toBe(possible);
     } finally {
       fs.closeSync(fd);
     }

@@ -209,8 +209,9 @@ Napi::Value read_ahead_wait(const Napi::CallbackInfo& info) {
 // dropCached(fd): posix_fadvise(POSIX_FADV_DONTNEED) over the whole file — the kernel drops its clean pages from
 // the page cache (dirty ones are left, their writeback started). For the wide benchmarks (scripts/bench/all.ts),
 // which write ~46 GB of fixtures on a 24 GB host: a section's measurements of a warm page cache then do not run
-// with the earlier sections' pages filling memory (the host a standalone run of that section finds). Never used on
-// a user's files: the tool leaves the page cache to the kernel. Returns whether the advice was taken.
+// with the earlier sections' pages filling memory (the host a standalone run of that section finds). On a user's
+// files only where the tool wrote them: `layerdiff convert`'s FP16 cache once flushed to the disk (fp16cache.ts,
+// leavePageCache: read back later as 2 MiB folios). Returns whether the advice was taken.
 Napi::Value drop_cached(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "dropCached: expected (fd)");
   return Napi::Boolean::New(info.Env(), posix_fadvise(info[0].As<Napi::Number>().Int32Value(), 0, 0, POSIX_FADV_DONTNEED) == 0);
@@ -374,7 +375,7 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   // timers in a wide FP16-cache decode), and a C test over the cache's experts file ran the two-thread GEMV at
   // 13 GB/s mapped per tensor against 24 GB/s over the extents. The extents' bytes beyond the range are the file's
   // other tensors: mapped, never populated, and out of the buffer's reach.
-  const bool extents = at + n - at / page * page >= ld::kExtent;  // the pages it touches span 2 MiB or more
+  const bool extents = (at + n + page - 1) / page * page - at / page * page >= ld::kExtent;  // its pages span 2 MiB or more
   const int64_t a = extents ? at / ld::kExtent * ld::kExtent : at / page * page;
   const int64_t b = extents ? std::min((at + n + ld::kExtent - 1) / ld::kExtent * ld::kExtent, (static_cast<int64_t>(st.st_size) + page - 1) / page * page) : at + n;
   const size_t total = static_cast<size_t>(b - a);

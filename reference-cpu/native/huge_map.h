@@ -1,5 +1,5 @@
-// Read-only file mappings laid out for the page cache's 2 MiB folios (reference-cpu/native/check_f16.cc's mapped
-// rows, file_io.cc's read-ahead). A 2 MiB folio is mapped by one PMD entry only where the mapping's address and
+// File mappings laid out for the page cache's 2 MiB folios (reference-cpu/native/check_f16.cc's mapped rows and
+// file_io.cc's read-ahead, read-only; file_io.cc's mapped tensors, copy-on-write). A 2 MiB folio is mapped by one PMD entry only where the mapping's address and
 // the file offset agree modulo 2 MiB and the mapping spans the folio's whole extent; otherwise, and for folios of
 // 4 KiB, every page is a PTE of its own, set by a fault (on this kind of VM ~2 GB/s mapped that way, against
 // 15–40 GB/s through PMD entries: scripts/bench/HISTORY.md, rounds 38 and 39).
@@ -27,7 +27,9 @@ inline uint8_t* map_extents(int fd, int64_t offset, size_t span, bool copy_on_wr
   void* r = mmap(nullptr, span + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return nullptr;
   const uintptr_t r0 = reinterpret_cast<uintptr_t>(r), at = (r0 + slack - 1) & ~static_cast<uintptr_t>(slack - 1);
-  const int prot = copy_on_write ? PROT_READ | PROT_WRITE : PROT_READ, flags = copy_on_write ? MAP_PRIVATE : MAP_SHARED;
+  // MAP_NORESERVE: a private writable mapping would otherwise be charged to the commit limit for its whole span
+  // (under vm.overcommit_memory=2 a refusal), though nothing here writes to it
+  const int prot = copy_on_write ? PROT_READ | PROT_WRITE : PROT_READ, flags = copy_on_write ? MAP_PRIVATE | MAP_NORESERVE : MAP_SHARED;
   void* m = mmap(reinterpret_cast<void*>(at), span, prot, flags | MAP_FIXED, fd, static_cast<off_t>(offset));
   if (m == MAP_FAILED) {
     munmap(r, span + slack);
