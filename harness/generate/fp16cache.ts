@@ -29,7 +29,7 @@ import type { StoredTensor } from '../formats/linear.js';
 import { type FingerprintOptions, PartDigests, WHOLE_FILE } from '../gate/fingerprint.js';
 import { hashThreads } from '../gate/hash_workers.js';
 import { blake3File, blake3Parts } from '../io/blake3.js';
-import { dropCached } from '../io/prefetch.js';
+import { dropCached, readIn } from '../io/prefetch.js';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
@@ -716,6 +716,7 @@ export class ChunkedFile {
     }
     // n ≤ the file's size (checkChunkedEntry): an edited chunk_bytes cannot make this allocation absurd
     if (this.buf === undefined || this.buf.length < n) this.buf = Buffer.alloc(n);
+    readIn(this.fd, at, n); // in 2 MiB folios, for the mapped reads of the same chunk that follow (prefetch.ts)
     readFully(this.fd, this.buf, n, at, this.file);
     if (blake3Parts([[this.buf.subarray(0, n)]], 1)[0] !== this.d.blake3[c]) {
       const what = c === 0 ? 'its header' : `bytes ${at}–${at + n} of ${this.tensor}`;

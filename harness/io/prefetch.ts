@@ -12,6 +12,7 @@ interface ReadAheadAddon {
   readAheadMark?: () => number;
   readAheadWait?: (mark: number) => void;
   dropCached?: (fd: number) => boolean;
+  readIn?: (fd: number, offset: number, length: number) => void;
 }
 
 let addon: ReadAheadAddon | null | undefined;
@@ -52,4 +53,13 @@ export function readAheadWait(mark: number): void {
 export function dropCached(fd: number): boolean {
   const f = readAheadAddon()?.dropCached;
   return typeof f === 'function' ? f(fd) : false;
+}
+
+/**
+ * Read [offset, offset + length) of fd into the page cache now, as 2 MiB folios where it is missing (the read-ahead
+ * on this thread), before reading it with pread: the kernel's own read-ahead for those reads would leave smaller
+ * folios, mapped a page at a time by every later mapped reader (file_io.cc, readIn). Nothing without the addon.
+ */
+export function readIn(fd: number, offset: number, length: number): void {
+  readAheadAddon()?.readIn?.(fd, offset, length);
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "dequant_exact.h"
+#include "huge_map.h"
 
 namespace {
 
@@ -441,6 +442,9 @@ Napi::Value blake3_file(const Napi::CallbackInfo& info) {
   // a length the file does not have is answered before any work is sized by it
   struct stat st;
   if (fstat(inputs[0].fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<double>(st.st_size) < len) return env.Null();
+  // what the page cache lacks read in as 2 MiB folios first: the threads' interleaved preads below would otherwise
+  // leave it in small ones, which every later mapped reader of the file pays for (file_io.cc, readIn)
+  ld::read_in(inputs[0].fd, 0, static_cast<int64_t>(len));
   std::vector<char> ok;
   const std::vector<std::string> hex = digest_all(inputs, threads, ok);
   return ok[0] ? Napi::Value(Napi::String::New(env, hex[0])) : env.Null();

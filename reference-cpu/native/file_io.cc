@@ -189,6 +189,20 @@ Napi::Value will_need(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), advisor().push(fd, static_cast<off_t>(off), static_cast<off_t>(len)) != 0);
 }
 
+// readIn(fd, offset, length): read_ahead on this thread, returning once the range is in the page cache (as 2 MiB
+// folios where it was missing), for a caller about to pread it: its own reads would leave what they bring in as the
+// kernel's read-ahead sizes it, smaller folios that every later mapped reader pays a fault a page for, and that keep
+// their extents from ever being one folio while cached (round 41: the FP16 cache's layer files, hashed through
+// pread by a first load after a convert, were left 3–7 % PMD-mappable). Advice only, as willNeed: errors are ignored.
+Napi::Value read_in(const Napi::CallbackInfo& info) {
+  if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(info.Env(), "readIn: expected (fd, offset, length)");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+  const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
+  if (!(off >= 0 && len >= 0)) throw Napi::RangeError::New(info.Env(), "readIn: offset and length must be ≥ 0");
+  if (len > 0) read_ahead(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+  return info.Env().Undefined();
+}
+
 // readAheadMark() → the number of the last read-ahead queued; readAheadWait(mark) returns once it and every one
 // before it has been carried out (at once for 0, or a mark already reached). The weights check waits for a layer's
 // own read-ahead before it reads the layer (harness/weights/check.ts), so that the layer's bytes come into the page
@@ -492,8 +506,15 @@ Napi::Value detach_buffer(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
+namespace ld {
+void read_in(int fd, int64_t offset, int64_t length) {
+  if (length > 0) read_ahead(fd, static_cast<off_t>(offset), static_cast<off_t>(length));
+}
+}  // namespace ld
+
 void register_file_io(Napi::Env env, Napi::Object exports) {
   exports.Set("willNeed", Napi::Function::New(env, will_need));
+  exports.Set("readIn", Napi::Function::New(env, read_in));
   exports.Set("readAheadMark", Napi::Function::New(env, read_ahead_mark));
   exports.Set("readAheadWait", Napi::Function::New(env, read_ahead_wait));
   exports.Set("dropCached", Napi::Function::New(env, drop_cached));

@@ -43,4 +43,8 @@ inline uint8_t* map_extents(int fd, int64_t offset, size_t span, bool copy_on_wr
   return static_cast<uint8_t*>(m);
 }
 
+// [offset, offset + length) of fd read into the page cache, as 2 MiB folios where it was missing, before this
+// returns (file_io.cc's read_ahead on the calling thread), for a caller about to read it with pread
+void read_in(int fd, int64_t offset, int64_t length);
+
 }  // namespace ld
