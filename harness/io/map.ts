@@ -12,7 +12,7 @@
  * on live mappings (their count, the bytes they span) new ones are counted again so that collections come
  * (file_io.cc says why and measures it).
  * Every range is advised MADV_HUGEPAGE, so that what the page cache lacks is read in as 2 MiB folios (mapped later
- * at 15–26 GB/s here, against ~2 GB/s for 4 KiB ones: file_io.cc), and ranges of 2 MiB or more are mapped over the
+ * at 15–26 GB/s here, against ~2 GB/s for 4 KiB ones: file_io.cc), and ranges of 8 MiB or more are mapped over the
  * whole 2 MiB extents that hold them, at an address congruent to the file offset, so that a range starting inside
  * an extent (every FP16-cache tensor) maps its first and last folios by PMD entries too.
  * Without the addon, or where the range cannot be mapped, null: the caller reads instead.

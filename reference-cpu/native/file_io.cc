@@ -366,7 +366,7 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   struct stat st;
   if (len == 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || off + len > static_cast<double>(st.st_size)) return env.Null();
   const int64_t page = sysconf(_SC_PAGESIZE), at = static_cast<int64_t>(off), n = static_cast<int64_t>(len);
-  // Ranges of 2 MiB or more are mapped over the whole 2 MiB extents of the file that hold them, at an address
+  // Ranges of 8 MiB or more are mapped over the whole 2 MiB extents of the file that hold them, at an address
   // congruent to the file offset (huge_map.h); every range is advised MADV_HUGEPAGE. The advice: a fault on a page the page
   // cache lacks then reads its aligned 2 MiB around it as one large folio, which later mappings of the file map with
   // one PMD entry. Without it a fault reads 4 KiB folios unless the faults look sequential to read-ahead, and the
@@ -388,8 +388,11 @@ Napi::Value map_file(const Napi::CallbackInfo& info, const char* name, bool popu
   // thread whose rows start there took 2.5 times as long as the other over its equal half (round 41, per-thread
   // timers in a wide FP16-cache decode), and a C test over the cache's experts file ran the two-thread GEMV at
   // 13 GB/s mapped per tensor against 24 GB/s over the extents. The extents' bytes beyond the range are the file's
-  // other tensors: mapped, never populated, and out of the buffer's reach.
-  const bool extents = (at + n + page - 1) / page * page - at / page * page >= ld::kExtent;  // its pages span 2 MiB or more
+  // other tensors: never populated, and out of the buffer's reach, but a 2 MiB folio maps whole, so the process's RSS
+  // counts them (page-cache pages, no memory of its own). From 8 MiB that is at most half the range: below it, the
+  // diff's packed ~4 MiB MXFP4 experts (mapped a layer's worth at a time by the read pool) took the wide diff's peak
+  // RSS from 1.30 to 1.70–1.78 GiB (2 layers) and its depth ratio to 1.08–1.10, for no decode's gain.
+  const bool extents = (at + n + page - 1) / page * page - at / page * page >= 4 * ld::kExtent;  // its pages span 8 MiB or more
   const int64_t a = extents ? at / ld::kExtent * ld::kExtent : at / page * page;
   const int64_t b = extents ? std::min((at + n + ld::kExtent - 1) / ld::kExtent * ld::kExtent, (static_cast<int64_t>(st.st_size) + page - 1) / page * page) : at + n;
   const size_t total = static_cast<size_t>(b - a);
