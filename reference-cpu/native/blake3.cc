@@ -318,6 +318,12 @@ struct Input {
 // The value of chunks [c0, c0 + count) of `in` (count ≤ kSubtreeChunks), into out[8]; root: these are the whole input.
 bool subtree(const Input& in, size_t c0, size_t count, bool root, uint32_t* cvs, uint8_t* scratch, uint32_t out[8]) {
   const size_t begin = c0 * kChunk, end = std::min(in.length, (c0 + count) * kChunk);
+  // A file's subtree (8 MiB, on 2 MiB extents) is read in by its thread as 2 MiB folios where the page cache lacks
+  // it, before its preads: the threads' interleaved preads would otherwise leave it in the small folios the kernel's
+  // read-ahead makes for them, which every later mapped reader of the file pays a fault a page for (file_io.cc,
+  // readIn; round 41: an FP16-cache layer file hashed by a first load after a convert, 3–7 % PMD-mappable). Per
+  // subtree, so the threads still read one part while hashing another.
+  if (in.from_file && end > begin) ld::read_in(in.fd, static_cast<int64_t>(begin), static_cast<int64_t>(end - begin));
   if (root && count == 1) {
     const uint8_t* p = end > begin ? in.get(begin, end - begin, scratch) : scratch;
     if (p == nullptr) return false;
@@ -442,9 +448,6 @@ Napi::Value blake3_file(const Napi::CallbackInfo& info) {
   // a length the file does not have is answered before any work is sized by it
   struct stat st;
   if (fstat(inputs[0].fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<double>(st.st_size) < len) return env.Null();
-  // what the page cache lacks read in as 2 MiB folios first: the threads' interleaved preads below would otherwise
-  // leave it in small ones, which every later mapped reader of the file pays for (file_io.cc, readIn)
-  ld::read_in(inputs[0].fd, 0, static_cast<int64_t>(len));
   std::vector<char> ok;
   const std::vector<std::string> hex = digest_all(inputs, threads, ok);
   return ok[0] ? Napi::Value(Napi::String::New(env, hex[0])) : env.Null();

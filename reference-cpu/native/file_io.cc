@@ -198,7 +198,7 @@ Napi::Value read_in(const Napi::CallbackInfo& info) {
   if (info.Length() < 3 || !info[0].IsNumber() || !info[1].IsNumber() || !info[2].IsNumber()) throw Napi::TypeError::New(info.Env(), "readIn: expected (fd, offset, length)");
   const int fd = info[0].As<Napi::Number>().Int32Value();
   const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
-  if (!(off >= 0 && len >= 0)) throw Napi::RangeError::New(info.Env(), "readIn: offset and length must be ≥ 0");
+  if (!(off >= 0 && len >= 0 && off <= 9007199254740991.0 && len <= 9007199254740991.0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(info.Env(), "readIn: offset and length must be integers in [0, 2^53)");
   if (len > 0) read_ahead(fd, static_cast<off_t>(off), static_cast<off_t>(len));
   return info.Env().Undefined();
 }
