@@ -29,7 +29,7 @@ import type { StoredTensor } from '../formats/linear.js';
 import { type FingerprintOptions, PartDigests, WHOLE_FILE } from '../gate/fingerprint.js';
 import { hashThreads } from '../gate/hash_workers.js';
 import { blake3File, blake3Parts } from '../io/blake3.js';
-import { dropCached, readIn } from '../io/prefetch.js';
+import { dropFolderFromPageCache, readIn } from '../io/prefetch.js';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../gate/record.js';
 import { encodeSafetensors, type SafetensorsFile, SafetensorsFolder, type TensorInfo, type TensorToWrite, writeSafetensors } from '../io/safetensors.js';
@@ -437,7 +437,14 @@ export async function writeCache<M extends Fp16ManifestBase>(t: CacheTarget, bod
     } as M;
     writeFileAtomic(path.join(staging, MANIFEST), JSON.stringify(manifest, null, 2) + '\n');
     syncFolder(staging); // on the disk before it replaces anything (syncFolder says why)
-    leavePageCache(staging);
+    // The cache's files, on the disk now, leave the page cache, so that the first run to use them reads them back in
+    // 2 MiB folios (their mappings are advised MADV_HUGEPAGE: harness/io/map.ts), which every later run maps by PMD
+    // entries. What the convert's own writes leave there is in the folios the kernel could allocate as it wrote: the
+    // wide DeepSeek-V4 cache, written with the page cache full, kept 29–64 % of two layer files in smaller ones, mapped a
+    // 4 KiB page at a time, and a start-up from it took ~330 ms against ~200 ms from the same files in 2 MiB folios
+    // (round 41). A run from a cache larger than the memory reads it from the disk anyway. Advice only: a file the
+    // kernel keeps is read as it is.
+    dropFolderFromPageCache(staging);
     // Swap: the previous cache steps aside (still whole) until the new one is in place, then goes.
     const old = fs.existsSync(target) ? partialName(target, '.old') : null;
     if (old !== null) fs.renameSync(target, old);
@@ -514,32 +521,6 @@ export async function openCache<M extends Fp16ManifestBase>(dir: string, want: C
   for (const c of man.chunked) checkChunkedEntry(dir, c, mf);
   const pinned = verifyWholeFiles(dir, man.files, mf, { protect: want.checkpointDir, ...fpOptions });
   return { ok: true, manifest: man, pinned };
-}
-
-/**
- * The cache's files, on the disk now, leave the page cache, so that the first run to use them reads them back in
- * 2 MiB folios (their mappings are advised MADV_HUGEPAGE: harness/io/map.ts), which every later run maps by PMD
- * entries. What the convert's own writes leave there is in the folios the kernel could allocate as it wrote: the
- * wide DeepSeek-V4 cache, written with the page cache full, kept 29–64 % of two layer files in smaller ones, mapped a
- * 4 KiB page at a time, and a start-up from it took ~330 ms against ~200 ms from the same files in 2 MiB folios
- * (round 41). A run from a cache larger than the memory reads it from the disk anyway. Advice only: a file the
- * kernel keeps is read as it is.
- */
-function leavePageCache(dir: string): void {
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    if (!e.isFile()) continue;
-    let fd: number;
-    try {
-      fd = fs.openSync(path.join(dir, e.name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-    } catch {
-      continue; // advice only: a file that cannot be opened stays as it is
-    }
-    try {
-      dropCached(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-  }
 }
 
 // ---- files vouched for as a whole ---------------------------------------------------------------------------

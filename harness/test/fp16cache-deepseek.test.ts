@@ -479,7 +479,7 @@ describe('writing the DeepSeek-V4 FP16 cache', () => {
     for (const w of layers) expect(w.expertsLoaded()).toEqual([]);
   });
 
-  // fp16cache.ts, leavePageCache: the written files, once on the disk, leave the page cache, so that the first run
+  // fp16cache.ts (dropFolderFromPageCache after syncFolder): the written files, once on the disk, leave the page cache, so that the first run
   // reads them back in 2 MiB folios. fincore (util-linux) counts a file's pages in the page cache; a filesystem
   // that keeps clean pages against the advice (tmpfs) is found with a probe file first, and the test then says so.
   const fincore = spawnSync('fincore', ['--version']).status === 0;

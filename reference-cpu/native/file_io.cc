@@ -199,7 +199,7 @@ Napi::Value read_in(const Napi::CallbackInfo& info) {
   const int fd = info[0].As<Napi::Number>().Int32Value();
   const double off = info[1].As<Napi::Number>().DoubleValue(), len = info[2].As<Napi::Number>().DoubleValue();
   if (!(off >= 0 && len >= 0 && off <= 9007199254740991.0 && len <= 9007199254740991.0 && off == std::floor(off) && len == std::floor(len))) throw Napi::RangeError::New(info.Env(), "readIn: offset and length must be integers in [0, 2^53)");
-  if (len > 0) read_ahead(fd, static_cast<off_t>(off), static_cast<off_t>(len));
+  ld::read_in(fd, static_cast<int64_t>(off), static_cast<int64_t>(len));
   return info.Env().Undefined();
 }
 
@@ -225,7 +225,7 @@ Napi::Value read_ahead_wait(const Napi::CallbackInfo& info) {
 // which write ~46 GB of fixtures on a 24 GB host: a section's measurements of a warm page cache then do not run
 // with the earlier sections' pages filling memory (the host a standalone run of that section finds). On a user's
 // files only where the tool wrote them: `layerdiff convert`'s FP16 cache once flushed to the disk (fp16cache.ts,
-// leavePageCache: read back later as 2 MiB folios). Returns whether the advice was taken.
+// dropFolderFromPageCache: read back later as 2 MiB folios). Returns whether the advice was taken.
 Napi::Value drop_cached(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(info.Env(), "dropCached: expected (fd)");
   return Napi::Boolean::New(info.Env(), posix_fadvise(info[0].As<Napi::Number>().Int32Value(), 0, 0, POSIX_FADV_DONTNEED) == 0);

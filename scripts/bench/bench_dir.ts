@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { loadAddon } from '../../harness/io/addon.js';
+import { dropFolderFromPageCache } from '../../harness/io/prefetch.js';
 
 export function benchDir(): string {
   return process.env.LAYERDIFF_BENCH_DIR ?? path.join(os.tmpdir(), 'layerdiff-bench');
@@ -20,29 +20,5 @@ export function benchDir(): string {
  * Returns the bytes advised.
  */
 export function dropBenchFromPageCache(): number {
-  const { dropCached } = loadAddon('ld_reference') as { dropCached(fd: number): boolean };
-  let bytes = 0;
-  const walk = (dir: string) => {
-    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-      const p = path.join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (e.isFile()) {
-        // advice only: a file swapped for a link or a FIFO since the listing, or one this user cannot read, is skipped
-        let fd: number;
-        try {
-          fd = fs.openSync(p, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
-        } catch {
-          continue;
-        }
-        try {
-          const st = fs.fstatSync(fd);
-          if (st.isFile() && dropCached(fd)) bytes += st.size;
-        } finally {
-          fs.closeSync(fd);
-        }
-      }
-    }
-  };
-  if (fs.existsSync(benchDir())) walk(benchDir());
-  return bytes;
+  return fs.existsSync(benchDir()) ? dropFolderFromPageCache(benchDir()) : 0;
 }
