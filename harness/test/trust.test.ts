@@ -203,7 +203,7 @@ describe('writers never destroy', () => {
 });
 
 describe('input faults are exit 2, one line', () => {
-  it('a repeated option, --max-new-tokens 1e9, an empty or directory shard, a FIFO config or shard', async () => {
+  it('a repeated option, --max-new-tokens 1e9, an empty, directory, missing or looping shard, a FIFO config or shard', async () => {
     const emptyEntry = variant('empty-entry', (d) => {
       const f = path.join(d, 'model.safetensors.index.json');
       const ix = JSON.parse(fs.readFileSync(f, 'utf8')) as { weight_map: Record<string, string> };
@@ -222,14 +222,21 @@ describe('input faults are exit 2, one line', () => {
       fs.rmSync(path.join(d, shardName(1)));
       execFileSync('mkfifo', [path.join(d, shardName(1))]);
     });
+    const missingShard = variant('missing-shard', (d) => fs.rmSync(path.join(d, shardName(2))));
+    const loopShard = variant('loop-shard', (d) => {
+      fs.rmSync(path.join(d, shardName(2)));
+      fs.symlinkSync(shardName(2), path.join(d, shardName(2)));  // itself: ELOOP on every lookup
+    });
     const t0 = Date.now();
-    const [twice, many, empty, dir, fc, fs1] = await limit(2, [
+    const [twice, many, empty, dir, fc, fs1, missing, loop] = await limit(2, [
       () => run(['diff', model, '--layers', '0', '--layers', '1']),
       () => run(['generate', model, '--path', 'reference', '--tokens', '1,2', '--max-new-tokens', '1e9']),
       () => run(['inspect', emptyEntry]),
       () => run(['diff', dirShard]),
       () => run(['diff', fifoConfig]),
       () => run(['inspect', fifoShard]),
+      () => run(['inspect', missingShard]),
+      () => run(['inspect', loopShard]),
     ]);
     badInput(twice, /--layers is given more than once/);
     badInput(many, /--max-new-tokens 1000000000/);
@@ -237,6 +244,8 @@ describe('input faults are exit 2, one line', () => {
     badInput(dir, /is not a regular file/);
     badInput(fc, /config\.json: is a FIFO, not a regular file/);
     badInput(fs1, /is not a regular file|is a FIFO/);
+    badInput(missing, new RegExp(`shard ${shardName(2)} named by the index does not exist`));
+    badInput(loop, new RegExp(`shard ${shardName(2)} named by the index cannot be looked up \\(ELOOP\\)`));
     expect(Date.now() - t0).toBeLessThan(60_000); // nothing blocked on a FIFO
   }, 90_000);
 
