@@ -13,15 +13,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { architectureFor } from '../arch/registry.js';
-import { decodeToF32 } from '../formats/dtypes.js';
 import { Checkpoint } from '../io/checkpoint.js';
-import { numel } from '../io/safetensors.js';
 import { DeepseekV4Checkpoint } from '../models/deepseek_v4.js';
 import { GptOssCheckpoint } from '../models/gpt_oss.js';
 import type { StagePath } from '../models/path.js';
 import { packageRoot } from '../version.js';
-import { editConfig, replaceTensor } from '../../fixtures/inject.js';
-import { toBf16Bytes } from '../../fixtures/quantize.js';
+import { editConfig, scaleBf16Tensor } from '../../fixtures/inject.js';
 import { DeepseekV4Reference } from '../../reference-cpu/deepseek_v4.js';
 import { GptOssReference } from '../../reference-cpu/gpt_oss.js';
 
@@ -58,15 +55,10 @@ function observedRegime(base: string, changed: string, length: number): number |
   return t < 0 ? null : t + 1;
 }
 
-/** A copy of `kind` whose BF16 `tensor` has rows [r0, r1) scaled by 1.5 (each value rounded back to BF16). */
+/** A copy of `kind` whose BF16 `tensor` has rows [r0, r1) scaled by 1.5. */
 function scaledRows(kind: string, name: string, tensor: string, r0: number, r1: number): string {
   const dst = path.join(tmp, name);
-  replaceTensor(fixture(kind), dst, tensor, (t) => {
-    const cols = t.shape[1];
-    const w = decodeToF32('BF16', t.data, numel(t.shape));
-    for (let i = r0 * cols; i < r1 * cols; i++) w[i] *= 1.5;
-    return { ...t, data: toBf16Bytes(w) };
-  });
+  scaleBf16Tensor(fixture(kind), dst, tensor, 1.5, [r0, r1]);
   return dst;
 }
 
