@@ -50,6 +50,43 @@ void mxfp4_row_scalar(const uint8_t* prow, const uint8_t* scales, const Mxfp4Tab
   }
 }
 
+// Whether every byte of s [n] lies in [lo, hi].
+__attribute__((target("avx2"))) bool mx_bytes_within_avx2(const uint8_t* s, int n, uint8_t lo, uint8_t hi) {
+  const __m256i vlo = _mm256_set1_epi8((char)lo), vhi = _mm256_set1_epi8((char)hi);
+  __m256i in = _mm256_set1_epi8(-1);
+  int c = 0;
+  for (; c + 32 <= n; c += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + c));
+    in = _mm256_and_si256(in, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(v, vlo), v), _mm256_cmpeq_epi8(_mm256_min_epu8(v, vhi), v)));
+  }
+  bool ok = _mm256_movemask_epi8(in) == -1;
+  for (; c < n; c++) ok = ok && s[c] >= lo && s[c] <= hi;
+  return ok;
+}
+
+// mxfp4_row_avx2 for a row of an even block count whose scales all lie in [t.hi_lo, t.hi_hi] (every value's low
+// byte zero): one lookup a value instead of two, each value its high byte over a zero one (vpunpck with zero). The
+// lookups give [c 0–15 | c+1 0–15] per step (each lane its block's table); vpermq 0xD8 (quadwords 0, 2, 1, 3) makes
+// that [c 0–7, c+1 0–7 | c 8–15, c+1 8–15], whose low and high byte-unpacks are block c's values 0–15 and block
+// c+1's, whole 256-bit stores. The same table entries as mxfp4_row_scalar, so the same bits.
+__attribute__((target("avx2"))) void mxfp4_row_hi_avx2(const uint8_t* prow, const uint8_t* srow, const Mxfp4Table& t, int C, bool swap, uint16_t* y) {
+  const __m256i m0f = _mm256_set1_epi8(0x0F), zero = _mm256_setzero_si256();
+  for (int c = 0; c < C; c += 2) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(prow + c * 16));
+    __m256i ev = _mm256_and_si256(b, m0f), od = _mm256_and_si256(_mm256_srli_epi16(b, 4), m0f);
+    if (swap) std::swap(ev, od);
+    const __m256i th = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[srow[c]]))),
+                                               _mm_load_si128(reinterpret_cast<const __m128i*>(t.hi[srow[c + 1]])), 1);
+    const __m256i h0 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(th, _mm256_unpacklo_epi8(ev, od)), 0xD8);  // values 0–15
+    const __m256i h1 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(th, _mm256_unpackhi_epi8(ev, od)), 0xD8);  // values 16–31
+    __m256i* dst = reinterpret_cast<__m256i*>(y + c * 32);  // block c: dst[0], dst[1]; block c+1: dst[2], dst[3]
+    _mm256_storeu_si256(dst + 0, _mm256_unpacklo_epi8(zero, h0));
+    _mm256_storeu_si256(dst + 1, _mm256_unpacklo_epi8(zero, h1));
+    _mm256_storeu_si256(dst + 2, _mm256_unpackhi_epi8(zero, h0));
+    _mm256_storeu_si256(dst + 3, _mm256_unpackhi_epi8(zero, h1));
+  }
+}
+
 // Two blocks per 256-bit step (vpshufb looks up within each 128-bit lane, so each lane holds one block's table);
 // an odd last block on its own. Same lookups as mxfp4_row_scalar, so the same bits.
 __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow, const uint8_t* scales,
@@ -61,6 +98,7 @@ __attribute__((target("avx2,fma,f16c"))) void mxfp4_row_avx2(const uint8_t* prow
   const bool row_major = fault != LD_FAULT_SCALE_AXIS && fault != LD_FAULT_SCALE_STRIDE;
   const uint8_t* srow = row_major ? mx_scale_row(scales, out, C, o, 0, fault) : nullptr;
   auto scale_of = [&](int c) { return row_major ? srow[c] : *mx_scale_row(scales, out, C, o, c, fault); };
+  if (row_major && C % 2 == 0 && t.hi_ranged && mx_bytes_within_avx2(srow, C, t.hi_lo, t.hi_hi)) return mxfp4_row_hi_avx2(prow, srow, t, C, swap, y);
   const __m256i m0f = _mm256_set1_epi8(0x0F);
   int c = 0;
   for (; c + 2 <= C; c += 2) {

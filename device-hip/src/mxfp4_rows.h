@@ -13,15 +13,30 @@ struct Mxfp4Table {
   alignas(16) uint8_t lo[256][16];
   alignas(16) uint8_t hi[256][16];
   alignas(32) uint16_t f16[256][16];  // the same bits whole, for the AVX-512 row's word permutes
+  // The run of scale bytes around 127 (2^0) whose 16 values all have a zero low byte (FP16 normals and ±0: an
+  // E2M1 magnitude has one mantissa bit), [hi_lo, hi_hi]: a row of them is written from its high bytes alone (the
+  // AVX2 row's shorter form). hi_ranged false (a fault's table without such a byte 127): never.
+  bool hi_ranged = false;
+  uint8_t hi_lo = 0, hi_hi = 0;
   explicit Mxfp4Table(int fault) {
+    bool zero[256];
     for (int s = 0; s < 256; s++) {
+      zero[s] = true;
       for (int c = 0; c < 16; c++) {
         const uint16_t h = ld_mxfp4_value_f16(c, (uint8_t)s, fault);
         lo[s][c] = (uint8_t)(h & 0xFF);
         hi[s][c] = (uint8_t)(h >> 8);
         f16[s][c] = h;
+        zero[s] = zero[s] && lo[s][c] == 0;
       }
     }
+    // (the bytes far below it also qualify, their values all flushed to ±0, but are not one run with these)
+    int a = 127, b = 127;
+    while (a > 0 && zero[a - 1]) a--;
+    while (b < 255 && zero[b + 1]) b++;
+    hi_ranged = zero[127];
+    hi_lo = (uint8_t)(hi_ranged ? a : 0);
+    hi_hi = (uint8_t)(hi_ranged ? b : 0);
   }
 };
 

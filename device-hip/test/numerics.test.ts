@@ -253,6 +253,33 @@ describe('injected faults', () => {
     });
   }
 
+  // Rows of 8 blocks (an even count, two a step) at scales where every value's low FP16 byte is zero (2^-15 … 2^13:
+  // normals, the subnormals 2^-16 · {1, 2, 3, 4, 6, 8, 12} and ±0; overflow's Inf too) take the AVX2 row's form that
+  // looks up high bytes only: rows all inside, at its edges (112 and 140), with one block just outside (111, whose
+  // 2^-17 has a low byte, and 141, Inf), and anywhere from FP16 underflow to overflow; at every kernel level.
+  it('mxfp4 rows of an even block count at trained scales, at the edges of zero low bytes and past them: every kernel level and fault matches its model', () => {
+    const r2 = rng(0x4b1d);
+    const eo = 6, ei = 256, C = ei / 32;
+    const w = randomBytes(r2, (eo * ei) / 2);
+    const pick = (xs: number[]) => xs[Math.floor(r2() * xs.length)];
+    const s = Uint8Array.from({ length: eo * C }, (_, k) => {
+      const row = Math.floor(k / C), last = k % C === C - 1;
+      if (row < 2) return 118 + Math.floor(r2() * 16);
+      if (row === 2) return pick([112, 140]);
+      if (row === 3) return last ? 111 : pick([112, 140]);
+      if (row === 4) return last ? 141 : pick([112, 140]);
+      return 100 + Math.floor(r2() * 50);
+    });
+    for (const code of [0, ...Object.values(FAULT_CODES)]) {
+      const want = mxfp4Model(w, s, eo, ei, code);
+      for (const level of ['auto', 'avx2', 'scalar'] as const) {
+        N.setSimd(level);
+        expect(firstF16Mismatch(N.dequantToF16(0, w, s, false, eo, ei, 1, 32, code), want), `fault ${code}, ${level}`).toBe(-1);
+      }
+      N.setSimd('auto');
+    }
+  });
+
   const fo = 5, fi = 300, bo = 2, bi = 128; // scale grid [3, 3] with partial edge blocks
   const w8 = randomBytes(rand, fo * fi).map((b) => ((b & 0x7f) === 0x7f ? b - 1 : b)); // no NaN codes
   const s8 = Uint8Array.from({ length: 9 }, () => 120 + Math.floor(rand() * 14));
