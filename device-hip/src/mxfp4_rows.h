@@ -13,9 +13,10 @@ struct Mxfp4Table {
   alignas(16) uint8_t lo[256][16];
   alignas(16) uint8_t hi[256][16];
   alignas(32) uint16_t f16[256][16];  // the same bits whole, for the AVX-512 row's word permutes
-  // The run of scale bytes around 127 (2^0) whose 16 values all have a zero low byte (FP16 normals and ±0: an
-  // E2M1 magnitude has one mantissa bit), [hi_lo, hi_hi]: a row of them is written from its high bytes alone (the
-  // AVX2 row's shorter form). hi_ranged false (a fault's table without such a byte 127): never.
+  // The run of scale bytes around 127 (2^0) whose 16 values all have a zero low byte (FP16 normals, ±0, and from
+  // 141 on the overflow's Inf and the NaN of byte 255: an E2M1 magnitude has one mantissa bit), [hi_lo, hi_hi]: a
+  // row of them is written from its high bytes alone (the AVX2 row's shorter form); the same bits, so the run may
+  // hold whatever has no low byte. hi_ranged false (a fault's table without such a byte 127): never.
   bool hi_ranged = false;
   uint8_t hi_lo = 0, hi_hi = 0;
   explicit Mxfp4Table(int fault) {

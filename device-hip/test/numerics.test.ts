@@ -253,10 +253,11 @@ describe('injected faults', () => {
     });
   }
 
-  // Rows of 8 blocks (an even count, two a step) at scales where every value's low FP16 byte is zero (2^-15 … 2^13:
-  // normals, the subnormals 2^-16 · {1, 2, 3, 4, 6, 8, 12} and ±0; overflow's Inf too) take the AVX2 row's form that
-  // looks up high bytes only: rows all inside, at its edges (112 and 140), with one block just outside (111, whose
-  // 2^-17 has a low byte, and 141, Inf), and anywhere from FP16 underflow to overflow; at every kernel level.
+  // Rows of 8 blocks (an even count, two a step) at scales where every value's low FP16 byte is zero (2^-15 and up:
+  // normals, the subnormals 2^-16 · {1, 2, 3, 4, 6, 8, 12}, ±0, and overflow's Inf) take the AVX2 row's form that
+  // looks up high bytes only: rows all inside, at its lower edge (112) and 140 (the reference's upper edge), with one
+  // block just below it (111, whose 2^-17 has a low byte) or at 141 (Inf: still inside), and anywhere from FP16
+  // underflow to overflow; at every kernel level.
   it('mxfp4 rows of an even block count at trained scales, at the edges of zero low bytes and past them: every kernel level and fault matches its model', () => {
     const r2 = rng(0x4b1d);
     const eo = 6, ei = 256, C = ei / 32;

@@ -1070,8 +1070,6 @@ __attribute__((target("avx2"))) int64_t mxfp4_row_same_avx2(const Mxfp4Ref& t, c
   return differ;
 }
 
-// Whether no scale of the row (srow [C]) can lose range: two compares per 32 bytes when the bytes that cannot form
-// one run, else through lossy[].
 // Whether every byte of s [n] lies in [lo, hi]: two compares per 32 bytes.
 __attribute__((target("avx2"))) bool bytes_within_avx2(const uint8_t* s, int64_t n, uint8_t lo, uint8_t hi) {
   const __m256i vlo = _mm256_set1_epi8(static_cast<char>(lo)), vhi = _mm256_set1_epi8(static_cast<char>(hi));
@@ -1086,6 +1084,8 @@ __attribute__((target("avx2"))) bool bytes_within_avx2(const uint8_t* s, int64_t
   return ok;
 }
 
+// Whether no scale of the row (srow [C]) can lose range: bytes_within_avx2 when the bytes that cannot form one run,
+// else through lossy[].
 __attribute__((target("avx2"))) bool mxfp4_scales_safe_avx2(const Mxfp4Ref& t, const uint8_t* srow, int64_t C) {
   if (!t.ranged) {
     bool lossy = false;

@@ -634,6 +634,24 @@ describe('checkF16Rows (the fused pass: the device emulation\'s rows pulled from
     });
   });
 
+  // A device whose values keep their high bytes and lose their low ones (as one flushing the FP16 subnormals below
+  // 2^-16 would, at scale 2^-16): at scale byte 111 that changes 2^-17 (0x0080 → 0) and 1.5 · 2^-16 (0x0180 → 0x0100),
+  // at 112 nothing. Rows of 111 lie just below the run the AVX2 compare tests on high bytes: flagged at every level,
+  // as checkF16 flags them (a run one byte too wide would pass them).
+  it('mxfp4 rows at scale bytes 111 and 112 from a device that drops low bytes: the fused pass flags them as checkF16 does, at every level', () => {
+    const lw = weights(new Rng(1400), 'mxfp4', 64, 256);
+    lw.scale = { ...lw.scale!, bytes: Uint8Array.from(lw.scale!.bytes, (_, k) => (Math.floor(k / 8) % 2 === 0 ? 111 : 112)) };
+    const dev = cache.dequant(lw, null).map((h) => h & 0xff00);
+    const want = flags(checkExactVsF16(kindOf(lw), lw.weight.bytes, lw.scale.bytes, 64, 256, 1, 32, dev));
+    expect(want.badBlocks, 'the rows at 111 differ in some block').toBeGreaterThan(0);
+    const src = N.dequantRowSource!(3, new Uint8Array(dev.buffer, dev.byteOffset, dev.byteLength), null, false, 64, 256, 1, 1, 0);
+    for (const level of LEVELS) {
+      setReferenceSimd(level);
+      for (const fast of [true, false]) expect(flags(checkExactVsF16Rows(kindOf(lw), lw.weight.bytes, lw.scale.bytes, 64, 256, 1, 32, src, fast)), `${level}, fast ${fast}`).toEqual(want);
+    }
+    setReferenceSimd('auto');
+  });
+
   it('refuses what is not a row source, and a row source of another shape, by name', () => {
     const r = new Rng(7);
     const lw = weights(r, 'mxfp4', 64, 64);
